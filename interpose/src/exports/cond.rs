@@ -1,0 +1,92 @@
+//! `pthread_cond_*` exports. Unversioned definitions here replace both glibc versions
+//! (GLIBC_2.2.5 and GLIBC_2.3.2) for the program; the real ones are looked up as
+//! GLIBC_2.3.2 (see `fiberize_rt::cond`).
+
+use libc::{c_int, clockid_t, pthread_cond_t, pthread_condattr_t, pthread_mutex_t, timespec};
+
+use fiberize_rt::cond;
+
+mod real {
+    use super::*;
+    fiberize_rt::real_fns! {
+        @"GLIBC_2.3.2" fn pthread_cond_init(c: *mut pthread_cond_t, a: *const pthread_condattr_t) -> c_int;
+        @"GLIBC_2.3.2" fn pthread_cond_wait(c: *mut pthread_cond_t, m: *mut pthread_mutex_t) -> c_int;
+        @"GLIBC_2.3.2" fn pthread_cond_timedwait(c: *mut pthread_cond_t, m: *mut pthread_mutex_t, t: *const timespec) -> c_int;
+        fn pthread_cond_clockwait(c: *mut pthread_cond_t, m: *mut pthread_mutex_t, k: clockid_t, t: *const timespec) -> c_int;
+        @"GLIBC_2.3.2" fn pthread_cond_signal(c: *mut pthread_cond_t) -> c_int;
+        @"GLIBC_2.3.2" fn pthread_cond_broadcast(c: *mut pthread_cond_t) -> c_int;
+        @"GLIBC_2.3.2" fn pthread_cond_destroy(c: *mut pthread_cond_t) -> c_int;
+    }
+}
+
+use crate::gate::enabled;
+
+/// # Safety
+/// As glibc's `pthread_cond_init`.
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn pthread_cond_init(c: *mut pthread_cond_t, a: *const pthread_condattr_t) -> c_int {
+    // SAFETY: forwarded contract.
+    unsafe { if enabled() { cond::init(c, a) } else { real::pthread_cond_init(c, a) } }
+}
+
+/// # Safety
+/// As glibc's `pthread_cond_wait`.
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn pthread_cond_wait(c: *mut pthread_cond_t, m: *mut pthread_mutex_t) -> c_int {
+    // SAFETY: forwarded contract.
+    unsafe { if enabled() { cond::wait(c, m, core::ptr::null(), None) } else { real::pthread_cond_wait(c, m) } }
+}
+
+/// # Safety
+/// As glibc's `pthread_cond_timedwait`.
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn pthread_cond_timedwait(c: *mut pthread_cond_t, m: *mut pthread_mutex_t, t: *const timespec) -> c_int {
+    if !enabled() {
+        // SAFETY: forwarded contract.
+        return unsafe { real::pthread_cond_timedwait(c, m, t) };
+    }
+    if t.is_null() {
+        return libc::EINVAL;
+    }
+    // SAFETY: forwarded contract.
+    unsafe { cond::wait(c, m, t, None) }
+}
+
+/// # Safety
+/// As glibc's `pthread_cond_clockwait`.
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn pthread_cond_clockwait(c: *mut pthread_cond_t, m: *mut pthread_mutex_t, k: clockid_t, t: *const timespec) -> c_int {
+    if !enabled() {
+        // SAFETY: forwarded contract.
+        return unsafe { real::pthread_cond_clockwait(c, m, k, t) };
+    }
+    if t.is_null() {
+        return libc::EINVAL;
+    }
+    // SAFETY: forwarded contract.
+    unsafe { cond::wait(c, m, t, Some(k)) }
+}
+
+/// # Safety
+/// As glibc's `pthread_cond_signal`.
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn pthread_cond_signal(c: *mut pthread_cond_t) -> c_int {
+    // SAFETY: forwarded contract.
+    unsafe { if enabled() { cond::signal(c) } else { real::pthread_cond_signal(c) } }
+}
+
+/// # Safety
+/// As glibc's `pthread_cond_broadcast`.
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn pthread_cond_broadcast(c: *mut pthread_cond_t) -> c_int {
+    // SAFETY: forwarded contract.
+    unsafe { if enabled() { cond::broadcast(c) } else { real::pthread_cond_broadcast(c) } }
+}
+
+/// # Safety
+/// As glibc's `pthread_cond_destroy`.
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn pthread_cond_destroy(c: *mut pthread_cond_t) -> c_int {
+    // SAFETY: forwarded contract.
+    unsafe { if enabled() { cond::destroy(c) } else { real::pthread_cond_destroy(c) } }
+}

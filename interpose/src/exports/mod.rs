@@ -1,0 +1,8 @@
+//! All exports of libfiberize.so, one module per family.
+pub mod cond;
+pub mod marker;
+pub mod mutex;
+pub mod sleep;
+pub mod syscall;
+pub mod thread;
+pub mod time;

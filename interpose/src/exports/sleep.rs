@@ -1,0 +1,85 @@
+//! Sleep and yield exports. Only fibers are affected; plain threads get glibc's calls.
+
+use libc::{c_int, c_uint, clockid_t, timespec, useconds_t};
+
+use crate::gate::{fiber, set_errno};
+use fiberize_rt::{scheduler, sleep};
+
+mod real {
+    use super::*;
+    fiberize_rt::real_fns! {
+        fn sched_yield() -> c_int;
+        fn nanosleep(req: *const timespec, rem: *mut timespec) -> c_int;
+        fn clock_nanosleep(c: clockid_t, flags: c_int, req: *const timespec, rem: *mut timespec) -> c_int;
+        fn usleep(us: useconds_t) -> c_int;
+        fn sleep(s: c_uint) -> c_uint;
+    }
+}
+
+/// # Safety
+/// As glibc's `sched_yield`.
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn sched_yield() -> c_int {
+    if fiber().is_some() {
+        scheduler::yield_now();
+        return 0;
+    }
+    // SAFETY: no arguments.
+    unsafe { real::sched_yield() }
+}
+
+/// # Safety
+/// As glibc's `nanosleep`.
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn nanosleep(req: *const timespec, rem: *mut timespec) -> c_int {
+    let Some(f) = fiber() else {
+        // SAFETY: forwarded contract.
+        return unsafe { real::nanosleep(req, rem) };
+    };
+    match sleep::nanosleep(f, req) {
+        Ok(()) => 0,
+        Err(e) => {
+            set_errno(e);
+            -1
+        }
+    }
+}
+
+/// # Safety
+/// As glibc's `clock_nanosleep`.
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn clock_nanosleep(c: clockid_t, flags: c_int, req: *const timespec, rem: *mut timespec) -> c_int {
+    if let Some(f) = fiber() {
+        if let Some(r) = sleep::clock_nanosleep(f, c, flags, req) {
+            return r;
+        }
+    }
+    // SAFETY: forwarded contract.
+    unsafe { real::clock_nanosleep(c, flags, req, rem) }
+}
+
+/// # Safety
+/// As glibc's `usleep`.
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn usleep(us: useconds_t) -> c_int {
+    let Some(f) = fiber() else {
+        // SAFETY: no pointer arguments.
+        return unsafe { real::usleep(us) };
+    };
+    let ts = timespec { tv_sec: (us / 1_000_000) as libc::time_t, tv_nsec: ((us % 1_000_000) * 1000) as libc::c_long };
+    let _ = sleep::nanosleep(f, &ts);
+    0
+}
+
+/// # Safety
+/// As glibc's `sleep`.
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn sleep(s: c_uint) -> c_uint {
+    let Some(f) = fiber() else {
+        // SAFETY: no pointer arguments.
+        return unsafe { real::sleep(s) };
+    };
+    let ts = timespec { tv_sec: s as libc::time_t, tv_nsec: 0 };
+    let _ = sleep::nanosleep(f, &ts);
+    0
+}

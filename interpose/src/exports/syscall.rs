@@ -1,0 +1,41 @@
+//! `syscall(2)`: private futex operations are emulated (see `fiberize_rt::futex`);
+//! everything else goes to glibc's `syscall` unchanged.
+//!
+//! ABI note: C declares `long syscall(long number, ...)`, and stable Rust cannot define
+//! a C-variadic function. On x86_64 the System V calling convention passes the first
+//! six integer arguments of a variadic call in rdi, rsi, rdx, rcx, r8, r9 and the rest
+//! on the stack, exactly as for a non-variadic function with seven `long` parameters
+//! (`%al`, the vector-register count, only matters to callees that use `va_arg` on
+//! floating-point values; system call arguments are all integers). So this
+//! seven-`c_long` definition receives what any caller passes, and the forwarding call
+//! to glibc's `syscall` (assembly that reads the same registers) passes it on intact.
+
+use libc::{c_int, c_long, timespec};
+
+use fiberize_rt::futex;
+
+mod real {
+    use super::*;
+    fiberize_rt::real_fns! {
+        fn syscall(nr: c_long, a1: c_long, a2: c_long, a3: c_long, a4: c_long, a5: c_long, a6: c_long) -> c_long;
+    }
+}
+
+/// # Safety
+/// As glibc's `syscall` for system call `nr`.
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn syscall(nr: c_long, a1: c_long, a2: c_long, a3: c_long, a4: c_long, a5: c_long, a6: c_long) -> c_long {
+    if nr == libc::SYS_futex && crate::gate::enabled() && futex::emulated(a2 as c_int) {
+        // SAFETY: the program's futex arguments, with the kernel's contract.
+        let r = unsafe { futex::futex(a1 as *const u32, a2 as c_int, a3 as u32, a4 as *const timespec, a5 as *const u32, a6 as u32) };
+        return match r {
+            Ok(v) => v as c_long,
+            Err(e) => {
+                crate::gate::set_errno(e);
+                -1
+            }
+        };
+    }
+    // SAFETY: forwarded contract.
+    unsafe { real::syscall(nr, a1, a2, a3, a4, a5, a6) }
+}

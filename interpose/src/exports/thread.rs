@@ -1,0 +1,71 @@
+//! Thread lifecycle exports: create, join, exit.
+
+use libc::{c_int, c_void, clockid_t, pthread_attr_t, pthread_t, timespec};
+
+use fiberize_rt::thread::{self, StartRoutine};
+
+mod real {
+    use super::*;
+    fiberize_rt::real_fns! {
+    fn pthread_create(t: *mut pthread_t, a: *const pthread_attr_t, f: StartRoutine, arg: *mut c_void) -> c_int;
+    fn pthread_join(t: pthread_t, r: *mut *mut c_void) -> c_int;
+    fn pthread_timedjoin_np(t: pthread_t, r: *mut *mut c_void, ts: *const timespec) -> c_int;
+    fn pthread_clockjoin_np(t: pthread_t, r: *mut *mut c_void, c: clockid_t, ts: *const timespec) -> c_int;
+    }
+}
+
+/// # Safety
+/// As glibc's `pthread_create`.
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn pthread_create(t: *mut pthread_t, attr: *const pthread_attr_t, start: StartRoutine, arg: *mut c_void) -> c_int {
+    if !fiberize_rt::config::fibers_allowed() {
+        // SAFETY: forwarded contract.
+        return unsafe { real::pthread_create(t, attr, start, arg) };
+    }
+    // SAFETY: forwarded contract.
+    unsafe { thread::create(t, attr, start, arg) }
+}
+
+/// # Safety
+/// As glibc's `pthread_join`.
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn pthread_join(t: pthread_t, r: *mut *mut c_void) -> c_int {
+    if crate::gate::fiber().is_none() {
+        // SAFETY: forwarded contract.
+        return unsafe { real::pthread_join(t, r) };
+    }
+    // SAFETY: forwarded contract.
+    unsafe { thread::join(t, r) }
+}
+
+/// # Safety
+/// As glibc's `pthread_timedjoin_np`.
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn pthread_timedjoin_np(t: pthread_t, r: *mut *mut c_void, ts: *const timespec) -> c_int {
+    if crate::gate::fiber().is_none() {
+        // SAFETY: forwarded contract.
+        return unsafe { real::pthread_timedjoin_np(t, r, ts) };
+    }
+    // SAFETY: forwarded contract.
+    unsafe { thread::timedjoin(t, r, ts) }
+}
+
+/// # Safety
+/// As glibc's `pthread_clockjoin_np`.
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn pthread_clockjoin_np(t: pthread_t, r: *mut *mut c_void, c: clockid_t, ts: *const timespec) -> c_int {
+    if crate::gate::fiber().is_none() {
+        // SAFETY: forwarded contract.
+        return unsafe { real::pthread_clockjoin_np(t, r, c, ts) };
+    }
+    // SAFETY: forwarded contract.
+    unsafe { thread::clockjoin(t, r, c, ts) }
+}
+
+/// # Safety
+/// As glibc's `pthread_exit`.
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn pthread_exit(v: *mut c_void) -> ! {
+    // SAFETY: forwarded contract (passes through for plain threads inside).
+    unsafe { thread::exit(v) }
+}

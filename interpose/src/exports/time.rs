@@ -1,0 +1,1 @@
+//! mktime/tzset exports (issue 4, in progress)

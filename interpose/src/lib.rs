@@ -1,0 +1,41 @@
+//! # libfiberize.so
+//!
+//! The `LD_PRELOAD` face of the fiberize runtime. Every `#[no_mangle]` function of the
+//! library lives in [`exports`], one file per family, and does only three things:
+//!
+//! 1. ask the gate whether the runtime handles this call (`gate`): enabled, not a
+//!    forked child, and for calls that only differ for fibers, whether the caller
+//!    is a fiber;
+//! 2. translate the C ABI (pointers, `errno` conventions) and call `fiberize_rt`;
+//! 3. otherwise pass through to the real libc function (`fiberize_rt::real`).
+//!
+//! Exports are compiled out under `cfg(test)` so that unit tests of this crate do not
+//! shadow libc in the test binary.
+#![deny(unsafe_op_in_unsafe_fn)]
+
+pub mod exports;
+
+/// Decisions shared by every export.
+pub(crate) mod gate {
+    /// The runtime's implementations are in use for this process (not `FIBERIZE=off`).
+    #[inline]
+    pub fn enabled() -> bool {
+        fiberize_rt::config::enabled()
+    }
+
+    /// The caller is a fiber scheduled by a worker (it must park, not block).
+    #[inline]
+    pub fn fiber() -> Option<&'static fiberize_rt::fiber::Fiber> {
+        if !enabled() {
+            return None;
+        }
+        fiberize_rt::fiber::current()
+    }
+
+    /// Sets the calling thread's (or fiber's) errno.
+    #[inline]
+    pub fn set_errno(e: libc::c_int) {
+        // SAFETY: __errno_location returns this thread's (this fiber's) errno slot.
+        unsafe { *libc::__errno_location() = e };
+    }
+}

@@ -1,0 +1,83 @@
+//! The fiber dump: every live fiber with its state, what it waits on, where it was
+//! created (its start routine) and which worker runs it — like Go's goroutine dump.
+//! Triggered by `FIBERIZE_DUMP_SIGNAL=N` (the monitor thread prints it, not the signal
+//! handler) and printed at exit with `FIBERIZE_DUMP_AT_EXIT=1`.
+
+use core::fmt::Write;
+use core::sync::atomic::Ordering;
+use std::collections::BTreeMap;
+
+use crate::fiber::{Fiber, FiberRef};
+use crate::rawlock::RawLock;
+use crate::scheduler::WorkerShared;
+use crate::{scheduler, sys, timer};
+
+static REGISTRY: RawLock<BTreeMap<u64, FiberRef>> = RawLock::new(BTreeMap::new());
+
+pub fn register(f: &FiberRef) {
+    REGISTRY.lock().insert(f.id, f.clone());
+}
+
+pub fn unregister(f: &Fiber) {
+    let removed = REGISTRY.lock().remove(&f.id);
+    drop(removed); // outside the lock
+}
+
+pub fn unregister_ptr(f: *const Fiber) {
+    // SAFETY: callers pass a live fiber.
+    unregister(unsafe { &*f });
+}
+
+pub fn live_fibers() -> usize {
+    REGISTRY.lock().len()
+}
+
+fn symbol(addr: usize) -> String {
+    // SAFETY: dladdr only reads loader tables; `info` is a valid out-parameter.
+    unsafe {
+        let mut info: libc::Dl_info = core::mem::zeroed();
+        if libc::dladdr(addr as *const libc::c_void, &mut info) != 0 && !info.dli_sname.is_null() {
+            let name = core::ffi::CStr::from_ptr(info.dli_sname).to_string_lossy();
+            return format!("{}+{:#x}", name, addr - info.dli_saddr as usize);
+        }
+        if libc::dladdr(addr as *const libc::c_void, &mut info) != 0 && !info.dli_fname.is_null() {
+            let file = core::ffi::CStr::from_ptr(info.dli_fname).to_string_lossy();
+            return format!("{:#x} in {}", addr - info.dli_fbase as usize, file);
+        }
+    }
+    format!("{addr:#x}")
+}
+
+const LIFE: [&str; 6] = ["starting", "runnable", "running", "parked", "on-donor", "finished"];
+const WAIT: [&str; 7] = ["-", "mutex", "cond", "futex", "sleep", "rwlock", "other"];
+
+/// Renders the dump.
+pub fn render() -> String {
+    let fibers: Vec<FiberRef> = REGISTRY.lock().values().cloned().collect();
+    let mut s = String::new();
+    let _ = writeln!(s, "fiberize: ---- fiber dump: {} fibers, {} armed timers ----", fibers.len(), timer::pending());
+    if let Some(rt) = scheduler::try_runtime() {
+        for w in rt.workers.iter() {
+            let _ = writeln!(s, "fiberize: worker {} tid {} running fiber {}", w.index, w.tid.load(Ordering::Relaxed), w.running.load(Ordering::Relaxed));
+        }
+    }
+    for f in &fibers {
+        let life = LIFE.get(f.life.load(Ordering::Relaxed) as usize).copied().unwrap_or("?");
+        let wait = WAIT.get(f.wait_kind.load(Ordering::Relaxed) as usize).copied().unwrap_or("?");
+        let w = f.worker.load(Ordering::Relaxed) as *const WorkerShared;
+        // SAFETY: non-null `worker` points into the leaked runtime.
+        let worker = if w.is_null() { "-".to_string() } else { unsafe { (*w).index }.to_string() };
+        let _ = write!(s, "fiberize: fiber {} pthread {:#x} {}", f.id, f.pthread.load(Ordering::Relaxed), life);
+        if wait != "-" {
+            let _ = write!(s, " waits on {} {:#x}", wait, f.wait_addr.load(Ordering::Relaxed));
+        }
+        let _ = writeln!(s, " worker {} created for {}", worker, symbol(f.start_routine));
+    }
+    let _ = writeln!(s, "fiberize: ---- end of dump ----");
+    drop(fibers);
+    s
+}
+
+pub fn dump_all() {
+    sys::write_stderr(render().as_bytes());
+}

@@ -1,0 +1,391 @@
+//! The parking lot: one waiter-queue design for every blocking primitive, serving
+//! fibers and plain OS threads alike (DESIGN §3.1).
+//!
+//! A waiter parks on an address (`key`): a mutex, a condition variable, a futex word.
+//! Queues live in a fixed table of buckets hashed by address, each a [`RawMutex`] and
+//! an intrusive doubly linked list of [`Waiter`]s that sit on the waiters' own stacks;
+//! nothing is allocated. This is the design of WebKit's and Rust's `parking_lot`; ours
+//! differs in what "sleep" means:
+//!
+//! * a **fiber** waiter parks through the scheduler (`scheduler::park_current`): its
+//!   worker goes on with other fibers;
+//! * a **thread** waiter (main thread, donor in zombie phase, foreign thread, forked
+//!   child) sleeps on a futex on its own `woken` word.
+//!
+//! # Wake-up hand-over
+//!
+//! An unparker, *under the bucket lock*, unlinks the waiter, reads what it needs from it
+//! (a strong reference to the fiber), stores the token and then sets `woken = 1`
+//! (Release). From that instant the waiter may return and its stack frame vanish, so
+//! the unparker touches the waiter no more, except for a futex wake on the `woken`
+//! address, which is harmless on a dead address. A waiter that times out takes the
+//! bucket lock and removes itself only if `woken` is still 0; otherwise the wake-up
+//! won the race and the waiter reports it (no wake-up is ever lost to a timeout).
+
+use core::cell::Cell;
+use core::ptr;
+use core::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+
+use crate::fiber::{self, Fiber, FiberRef, WaitKind};
+use crate::rawlock::RawMutex;
+use crate::stats::{bump, STATS};
+use crate::{scheduler, sys};
+
+const BUCKET_BITS: u32 = 10;
+const BUCKETS: usize = 1 << BUCKET_BITS;
+
+/// Token passed from unparker to waiter.
+pub const TOKEN_NORMAL: usize = 0;
+/// The unparker handed ownership of the lock directly to the waiter.
+pub const TOKEN_HANDOFF: usize = 1;
+
+#[repr(align(64))]
+struct Bucket {
+    lock: RawMutex,
+    head: Cell<*const Waiter>,
+    tail: Cell<*const Waiter>,
+}
+
+// SAFETY: `head`/`tail` and the waiters they link are only touched under `lock`.
+unsafe impl Sync for Bucket {}
+
+#[allow(clippy::declare_interior_mutable_const)]
+const EMPTY_BUCKET: Bucket = Bucket { lock: RawMutex::new(), head: Cell::new(ptr::null()), tail: Cell::new(ptr::null()) };
+static TABLE: [Bucket; BUCKETS] = [EMPTY_BUCKET; BUCKETS];
+
+#[inline]
+fn bucket(key: usize) -> &'static Bucket {
+    // Fibonacci hashing of the address.
+    let h = (key as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - BUCKET_BITS);
+    &TABLE[h as usize]
+}
+
+pub struct Waiter {
+    /// Changed only by requeue, under the locks of both buckets.
+    key: AtomicUsize,
+    bitset: u32,
+    prev: Cell<*const Waiter>,
+    next: Cell<*const Waiter>,
+    /// The parked fiber, or null for a thread waiter.
+    fiber: *const Fiber,
+    woken: AtomicU32,
+    token: Cell<usize>,
+}
+
+impl Waiter {
+    fn new(key: usize, bitset: u32, fiber: *const Fiber) -> Waiter {
+        Waiter {
+            key: AtomicUsize::new(key),
+            bitset,
+            prev: Cell::new(ptr::null()),
+            next: Cell::new(ptr::null()),
+            fiber,
+            woken: AtomicU32::new(0),
+            token: Cell::new(TOKEN_NORMAL),
+        }
+    }
+}
+
+impl Bucket {
+    fn push_back(&self, w: &Waiter) {
+        w.prev.set(self.tail.get());
+        w.next.set(ptr::null());
+        if self.tail.get().is_null() {
+            self.head.set(w);
+        } else {
+            // SAFETY: list members are live waiters (they do not leave without unlinking).
+            unsafe { (*self.tail.get()).next.set(w) };
+        }
+        self.tail.set(w);
+    }
+
+    fn unlink(&self, w: *const Waiter) {
+        // SAFETY: `w` is on this list, so it and its neighbours are live.
+        unsafe {
+            let (p, n) = ((*w).prev.get(), (*w).next.get());
+            if p.is_null() { self.head.set(n) } else { (*p).next.set(n) }
+            if n.is_null() { self.tail.set(p) } else { (*n).prev.set(p) }
+        }
+    }
+
+    fn any_with_key(&self, key: usize) -> bool {
+        let mut p = self.head.get();
+        while !p.is_null() {
+            // SAFETY: list members are live.
+            unsafe {
+                if (*p).key.load(Ordering::Relaxed) == key {
+                    return true;
+                }
+                p = (*p).next.get();
+            }
+        }
+        false
+    }
+}
+
+/// How a park ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ParkResult {
+    /// Woken by an unpark, with its token.
+    Unparked(usize),
+    /// `validate` returned false: the caller did not sleep.
+    Invalid,
+    /// The deadline passed first.
+    TimedOut,
+}
+
+/// Deadline of a wait, on CLOCK_MONOTONIC, in nanoseconds.
+pub type Deadline = Option<u64>;
+
+/// Parks the caller on `key`.
+///
+/// * `validate` runs under the bucket lock before queueing; if false, returns Invalid.
+/// * `before_sleep` runs after queueing and unlocking the bucket (e.g. release a mutex).
+/// * `timed_out(key_still_has_waiters)` runs under the bucket lock if the deadline won.
+pub fn park(
+    key: usize,
+    bitset: u32,
+    kind: WaitKind,
+    validate: impl FnOnce() -> bool,
+    before_sleep: impl FnOnce(),
+    timed_out: impl FnOnce(bool),
+    deadline: Deadline,
+) -> ParkResult {
+    let me = fiber::current();
+    let waiter = Waiter::new(key, bitset, me.map_or(ptr::null(), |f| f as *const Fiber));
+    let b = bucket(key);
+    b.lock.lock();
+    if !validate() {
+        b.lock.unlock();
+        return ParkResult::Invalid;
+    }
+    b.push_back(&waiter);
+    b.lock.unlock();
+    before_sleep();
+
+    if let Some(f) = me {
+        f.wait_kind.store(kind as u32, Ordering::Relaxed);
+        f.wait_addr.store(key, Ordering::Relaxed);
+    } else {
+        bump(&STATS.thread_waits);
+    }
+    let result = loop {
+        if waiter.woken.load(Ordering::Acquire) != 0 {
+            break ParkResult::Unparked(waiter.token.get());
+        }
+        if let Some(d) = deadline {
+            if sys::now_ns() >= d {
+                // A requeue may have moved us to another key: lock the bucket of the
+                // key we are on now, and re-check it under that lock.
+                let (cur_bucket, cur_key) = loop {
+                    let k = waiter.key.load(Ordering::Relaxed);
+                    let cb = bucket(k);
+                    cb.lock.lock();
+                    if waiter.key.load(Ordering::Relaxed) == k {
+                        break (cb, k);
+                    }
+                    cb.lock.unlock();
+                };
+                if waiter.woken.load(Ordering::Acquire) == 0 {
+                    cur_bucket.unlink(&waiter);
+                    let more = cur_bucket.any_with_key(cur_key);
+                    if cur_key == key {
+                        timed_out(more);
+                    }
+                    cur_bucket.lock.unlock();
+                    break ParkResult::TimedOut;
+                }
+                cur_bucket.lock.unlock();
+                continue; // an unpark won the race; take it
+            }
+        }
+        match me {
+            Some(f) => scheduler::park_current(f, deadline),
+            None => {
+                sys::futex_wait(&waiter.woken, 0, deadline);
+            }
+        }
+    };
+    if let Some(f) = me {
+        f.wait_kind.store(WaitKind::None as u32, Ordering::Relaxed);
+        f.wait_addr.store(0, Ordering::Relaxed);
+    }
+    result
+}
+
+/// What an unparker learns, under the bucket lock, before the waiter is released.
+#[derive(Debug, Clone, Copy)]
+pub struct UnparkInfo {
+    /// A waiter was dequeued.
+    pub unparked: bool,
+    /// More waiters remain on the key.
+    pub have_more: bool,
+}
+
+/// A dequeued waiter's wake-up, performed after the bucket lock is released.
+enum Wake {
+    Fiber(FiberRef),
+    Thread(*const AtomicU32),
+}
+
+impl Wake {
+    fn run(self) {
+        match self {
+            Wake::Fiber(f) => scheduler::unpark(&f),
+            Wake::Thread(word) => {
+                sys::futex_wake(word, 1);
+            }
+        }
+    }
+}
+
+/// Unlinks `w` and prepares its wake-up (under the bucket lock).
+fn take(b: &Bucket, w: *const Waiter, token: usize) -> Wake {
+    b.unlink(w);
+    // SAFETY: `w` was on the list, hence live until we set `woken`.
+    unsafe {
+        let wake = if (*w).fiber.is_null() {
+            Wake::Thread(&(*w).woken)
+        } else {
+            // The fiber is alive: it is parked in `park`, and its donor holds an Arc.
+            Wake::Fiber(scheduler::arc_from_ref(&*(*w).fiber))
+        };
+        (*w).token.set(token);
+        (*w).woken.store(1, Ordering::Release);
+        wake
+    }
+}
+
+/// Wakes the first waiter on `key`. `callback` runs under the bucket lock and returns
+/// the token for the waiter (TOKEN_HANDOFF to pass a lock directly).
+pub fn unpark_one(key: usize, callback: impl FnOnce(UnparkInfo) -> usize) -> bool {
+    let b = bucket(key);
+    b.lock.lock();
+    let mut p = b.head.get();
+    // SAFETY: list members are live under the lock.
+    unsafe {
+        while !p.is_null() && (*p).key.load(Ordering::Relaxed) != key {
+            p = (*p).next.get();
+        }
+    }
+    if p.is_null() {
+        callback(UnparkInfo { unparked: false, have_more: false });
+        b.lock.unlock();
+        return false;
+    }
+    // SAFETY: `p` is live under the lock.
+    let have_more = unsafe {
+        let mut q = (*p).next.get();
+        while !q.is_null() && (*q).key.load(Ordering::Relaxed) != key {
+            q = (*q).next.get();
+        }
+        !q.is_null()
+    };
+    let token = callback(UnparkInfo { unparked: true, have_more });
+    let wake = take(b, p, token);
+    b.lock.unlock();
+    bump(&STATS.unparks);
+    wake.run();
+    true
+}
+
+/// Wakes up to `max` waiters on `key` whose bitset intersects `bitset`. Returns how many.
+/// `callback(n)` runs under the bucket lock with the number dequeued.
+pub fn unpark_some(key: usize, bitset: u32, max: usize, callback: impl FnOnce(usize)) -> usize {
+    if max == 0 {
+        let b = bucket(key);
+        b.lock.lock();
+        callback(0);
+        b.lock.unlock();
+        return 0;
+    }
+    let b = bucket(key);
+    let mut callback = Some(callback);
+    let mut wakes: [Option<Wake>; 16] = Default::default();
+    let mut total = 0;
+    loop {
+        let mut n = 0;
+        b.lock.lock();
+        let mut p = b.head.get();
+        while !p.is_null() && n < wakes.len() && total + n < max {
+            // SAFETY: list members are live under the lock.
+            let next = unsafe { (*p).next.get() };
+            // SAFETY: as above.
+            if unsafe { (*p).key.load(Ordering::Relaxed) == key && (*p).bitset & bitset != 0 } {
+                wakes[n] = Some(take(b, p, TOKEN_NORMAL));
+                n += 1;
+            }
+            p = next;
+        }
+        let more = !p.is_null() && total + n < max && b.any_with_key(key);
+        if !more {
+            if let Some(cb) = callback.take() {
+                cb(total + n);
+            }
+        }
+        b.lock.unlock();
+        for w in wakes.iter_mut().take(n) {
+            if let Some(w) = w.take() {
+                w.run();
+            }
+        }
+        total += n;
+        if !more {
+            return total;
+        }
+    }
+}
+
+/// Moves up to `max_requeue` waiters of `from` (after waking `max_wake` of them) to
+/// `to`. Returns (woken, requeued). Used by FUTEX_REQUEUE / CMP_REQUEUE.
+pub fn unpark_requeue(from: usize, to: usize, max_wake: usize, max_requeue: usize, validate: impl FnOnce() -> bool) -> Option<(usize, usize)> {
+    let b1 = bucket(from);
+    let b2 = bucket(to);
+    // Lock both buckets in address order.
+    let (first, second) = if (b1 as *const Bucket) <= (b2 as *const Bucket) { (b1, b2) } else { (b2, b1) };
+    first.lock.lock();
+    let same = core::ptr::eq(b1, b2);
+    if !same {
+        second.lock.lock();
+    }
+    let unlock = || {
+        if !same {
+            second.lock.unlock();
+        }
+        first.lock.unlock();
+    };
+    if !validate() {
+        unlock();
+        return None;
+    }
+    let mut wakes = Vec::new();
+    let mut moved = Vec::new();
+    let mut p = b1.head.get();
+    while !p.is_null() && (wakes.len() < max_wake || moved.len() < max_requeue) {
+        // SAFETY: list members are live under the lock.
+        let next = unsafe { (*p).next.get() };
+        // SAFETY: as above.
+        if unsafe { (*p).key.load(Ordering::Relaxed) } == from {
+            if wakes.len() < max_wake {
+                wakes.push(take(b1, p, TOKEN_NORMAL));
+            } else {
+                b1.unlink(p);
+                moved.push(p);
+            }
+        }
+        p = next;
+    }
+    for &w in &moved {
+        // SAFETY: `w` is live (unlinked but not woken) and we hold both locks.
+        unsafe {
+            (*w).key.store(to, Ordering::Relaxed);
+            b2.push_back(&*w);
+        }
+    }
+    unlock();
+    let n = wakes.len();
+    for w in wakes {
+        w.run();
+    }
+    Some((n, moved.len()))
+}

@@ -1,0 +1,157 @@
+//! The runtime's own lock: a three-state futex mutex that uses only raw system calls.
+//!
+//! Why not `std::sync::Mutex` or `parking_lot`? They call `syscall(SYS_futex, …)`, which
+//! in this library resolves to our own export, i.e. back into the runtime (DESIGN §3.2).
+//! `RawMutex` is used only for short critical sections that never park a fiber: a fiber
+//! that finds it contended blocks its worker OS thread for a moment, like any spin lock.
+//!
+//! State word (`u32`):
+//!
+//! | value | meaning                          |
+//! |-------|----------------------------------|
+//! | 0     | unlocked                         |
+//! | 1     | locked, nobody sleeps on it      |
+//! | 2     | locked, sleepers may exist       |
+
+use core::cell::UnsafeCell;
+use core::ops::{Deref, DerefMut};
+use core::sync::atomic::{AtomicU32, Ordering};
+
+use crate::sys;
+
+pub struct RawMutex {
+    state: AtomicU32,
+}
+
+impl RawMutex {
+    pub const fn new() -> Self {
+        RawMutex { state: AtomicU32::new(0) }
+    }
+
+    #[inline]
+    pub fn lock(&self) {
+        if self.state.compare_exchange(0, 1, Ordering::Acquire, Ordering::Relaxed).is_err() {
+            self.lock_contended();
+        }
+    }
+
+    #[inline]
+    pub fn try_lock(&self) -> bool {
+        self.state.compare_exchange(0, 1, Ordering::Acquire, Ordering::Relaxed).is_ok()
+    }
+
+    #[cold]
+    fn lock_contended(&self) {
+        // Critical sections are a few dozen instructions: spin a little first.
+        for _ in 0..100 {
+            sys::cpu_relax();
+            if self.state.load(Ordering::Relaxed) == 0
+                && self.state.compare_exchange(0, 1, Ordering::Acquire, Ordering::Relaxed).is_ok()
+            {
+                return;
+            }
+        }
+        // Announce a sleeper (2) and sleep until we are the one that moves 0 -> 2.
+        while self.state.swap(2, Ordering::Acquire) != 0 {
+            sys::futex_wait(&self.state, 2, None);
+        }
+    }
+
+    #[inline]
+    pub fn unlock(&self) {
+        if self.state.swap(0, Ordering::Release) == 2 {
+            sys::futex_wake(&self.state, 1);
+        }
+    }
+}
+
+impl Default for RawMutex {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// A value protected by a [`RawMutex`].
+pub struct RawLock<T> {
+    mutex: RawMutex,
+    value: UnsafeCell<T>,
+}
+
+// SAFETY: access to `value` is serialized by `mutex`.
+unsafe impl<T: Send> Sync for RawLock<T> {}
+unsafe impl<T: Send> Send for RawLock<T> {}
+
+impl<T> RawLock<T> {
+    pub const fn new(value: T) -> Self {
+        RawLock { mutex: RawMutex::new(), value: UnsafeCell::new(value) }
+    }
+
+    #[inline]
+    pub fn lock(&self) -> RawLockGuard<'_, T> {
+        self.mutex.lock();
+        RawLockGuard { lock: self }
+    }
+}
+
+pub struct RawLockGuard<'a, T> {
+    lock: &'a RawLock<T>,
+}
+
+impl<T> Deref for RawLockGuard<'_, T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        // SAFETY: the guard proves the mutex is held.
+        unsafe { &*self.lock.value.get() }
+    }
+}
+
+impl<T> DerefMut for RawLockGuard<'_, T> {
+    fn deref_mut(&mut self) -> &mut T {
+        // SAFETY: the guard proves the mutex is held, and `&mut self` is unique.
+        unsafe { &mut *self.lock.value.get() }
+    }
+}
+
+impl<T> Drop for RawLockGuard<'_, T> {
+    fn drop(&mut self) {
+        self.lock.mutex.unlock();
+    }
+}
+
+/// One-time initialization that works before constructors ran and on any thread.
+pub struct RawOnce {
+    state: AtomicU32, // 0 = new, 1 = running, 2 = done
+}
+
+impl RawOnce {
+    pub const fn new() -> Self {
+        RawOnce { state: AtomicU32::new(0) }
+    }
+
+    #[inline]
+    pub fn is_done(&self) -> bool {
+        self.state.load(Ordering::Acquire) == 2
+    }
+
+    /// Runs `f` exactly once; concurrent callers wait until it finished.
+    pub fn call_once(&self, f: impl FnOnce()) {
+        if self.is_done() {
+            return;
+        }
+        if self.state.compare_exchange(0, 1, Ordering::Acquire, Ordering::Acquire).is_ok() {
+            f();
+            self.state.store(2, Ordering::Release);
+            sys::futex_wake(&self.state, u32::MAX);
+            return;
+        }
+        while self.state.load(Ordering::Acquire) != 2 {
+            sys::futex_wait(&self.state, 1, None);
+        }
+    }
+}
+
+impl Default for RawOnce {
+    fn default() -> Self {
+        Self::new()
+    }
+}

@@ -1,0 +1,554 @@
+//! The worker pool: one OS thread per usable CPU, each running fibers to their next
+//! switch, with work stealing.
+//!
+//! # Queues
+//!
+//! ```text
+//!                 +-----------+    +-----------+
+//!   plain threads | injector  |    | hand-off  |  donors (TLS-free, intrusive)
+//!   timers ------>| (global)  |    |  list     |<---------------------------
+//!                 +-----+-----+    +-----+-----+
+//!                       |  steal_batch   | drain
+//!        +--------------v----------------v--------------+
+//!        | worker i:  lifo slot  |  local FIFO deque     | <- fibers woken by fibers
+//!        +-----------------------+-----------------------+    running on worker i
+//!              ^ steal (swap)          ^ steal (Stealer)
+//!              +------ other workers --+
+//! ```
+//!
+//! * A fiber woken by a fiber goes to the waker's worker **lifo slot** (the previous
+//!   occupant moves to the local deque). A lock hand-off or a ping-pong then runs the
+//!   wakee next on the same worker with no system call. The slot is an atomic pointer
+//!   that idle workers also steal from, so a woken fiber is stealable at once (the
+//!   remote-ready defect of Boost.Fiber, DESIGN §2, cannot happen here).
+//! * `sched_yield` re-queues at the back of the local FIFO deque: round robin.
+//! * Fibers woken by plain OS threads or timers go to the global injector; donors use
+//!   the allocation-free hand-off list (see [`push_from_donor`]).
+//!
+//! # Sleep / wake protocol (no lost wake-ups)
+//!
+//! An idle worker first spins for a while (`SPIN_ROUNDS`), then announces itself:
+//! `sleep_word = SLEEPING; num_sleeping += 1` (SeqCst), re-checks every queue, and only
+//! then futex-waits on `sleep_word`. A producer publishes its fiber, issues a SeqCst
+//! fence and reads `num_sleeping`; if somebody sleeps and nobody spins, it moves one
+//! `sleep_word` SLEEPING→NOTIFIED and futex-wakes it. The two SeqCst sequences form a
+//! Dekker pair: either the sleeper's re-check sees the fiber, or the producer sees the
+//! sleeper. Placing a fiber in a lifo slot does not notify (the waker's worker will
+//! run it next); the monitor thread, which ticks every millisecond, wakes a sleeper
+//! if work waits anywhere, so a busy waker cannot strand its wakee.
+
+use core::cell::UnsafeCell;
+use core::ptr;
+use core::sync::atomic::{fence, AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use crossbeam_deque::{Injector, Steal, Stealer, Worker as Deque};
+
+use crate::fiber::{self, Fiber, FiberRef, Life, Switch, DONOR_FINISH, DONOR_RUN, PARK_NOTIFIED, PARK_PARKED, PARK_RUNNING};
+use crate::rawlock::RawOnce;
+use crate::stats::{bump, STATS};
+use crate::{sys, timer};
+
+/// Idle rounds (each a few hundred ns of `pause`) before a worker sleeps. Origin:
+/// chosen so that a worker stays awake ~20–50 µs, longer than a typical lock hand-off
+/// or futex round trip between two fibers on other workers, shorter than a tick.
+const SPIN_ROUNDS: u32 = 64;
+/// Every this many dequeues a worker looks at the global queues first, so that a busy
+/// local deque cannot starve the injector (the constant Go uses).
+const GLOBAL_CHECK_INTERVAL: u32 = 61;
+/// Monitor period.
+const MONITOR_TICK_NS: u64 = 1_000_000;
+
+const AWAKE: u32 = 0;
+const SLEEPING: u32 = 1;
+const NOTIFIED: u32 = 2;
+
+pub struct WorkerShared {
+    pub index: usize,
+    /// The worker's own local deque. Only the worker's OS thread touches it: the worker
+    /// loop, or a fiber running on it (while the loop is suspended inside `resume`).
+    local: UnsafeCell<Deque<FiberRef>>,
+    stealer: Stealer<FiberRef>,
+    /// Stealable single-fiber slot holding an `Arc<Fiber>` from `Arc::into_raw`.
+    lifo: AtomicPtr<Fiber>,
+    sleep_word: AtomicU32,
+    tp: AtomicUsize,
+    pub tid: AtomicU32,
+    /// Id of the fiber running now (0: none), for the dump.
+    pub running: AtomicU64,
+}
+
+// SAFETY: `local` is only used from the owning OS thread (see the field's comment);
+// everything else is atomic or immutable.
+unsafe impl Sync for WorkerShared {}
+unsafe impl Send for WorkerShared {}
+
+pub struct Runtime {
+    pub workers: Box<[WorkerShared]>,
+    injector: Injector<FiberRef>,
+    handoff_head: AtomicPtr<Fiber>,
+    num_sleeping: AtomicUsize,
+    num_spinning: AtomicUsize,
+    monitor_word: AtomicU32,
+    pub dump_requested: AtomicBool,
+}
+
+static RUNTIME: AtomicPtr<Runtime> = AtomicPtr::new(ptr::null_mut());
+static START: RawOnce = RawOnce::new();
+
+/// The runtime, if the pool was started.
+#[inline]
+pub fn try_runtime() -> Option<&'static Runtime> {
+    let p = RUNTIME.load(Ordering::Acquire);
+    // SAFETY: published once with Release, leaked, never freed.
+    if p.is_null() { None } else { Some(unsafe { &*p }) }
+}
+
+/// The runtime, starting the worker pool on first use.
+pub fn runtime() -> &'static Runtime {
+    if let Some(rt) = try_runtime() {
+        return rt;
+    }
+    START.call_once(start_pool);
+    try_runtime().unwrap_or_else(|| crate::fatal(&["runtime failed to start"]))
+}
+
+crate::real_fns! {
+    fn pthread_create(t: *mut libc::pthread_t, a: *const libc::pthread_attr_t,
+        f: extern "C" fn(*mut libc::c_void) -> *mut libc::c_void, arg: *mut libc::c_void) -> libc::c_int;
+    fn pthread_detach(t: libc::pthread_t) -> libc::c_int;
+    fn pthread_sigmask(how: libc::c_int, set: *const libc::sigset_t, old: *mut libc::sigset_t) -> libc::c_int;
+}
+
+fn start_pool() {
+    sys::detect_fsbase_method();
+    let cfg = crate::config::config();
+    let n = cfg.workers;
+    let mut workers = Vec::with_capacity(n);
+    for index in 0..n {
+        let local = Deque::new_fifo();
+        let stealer = local.stealer();
+        workers.push(WorkerShared {
+            index,
+            local: UnsafeCell::new(local),
+            stealer,
+            lifo: AtomicPtr::new(ptr::null_mut()),
+            sleep_word: AtomicU32::new(AWAKE),
+            tp: AtomicUsize::new(0),
+            tid: AtomicU32::new(0),
+            running: AtomicU64::new(0),
+        });
+    }
+    let rt = Box::leak(Box::new(Runtime {
+        workers: workers.into_boxed_slice(),
+        injector: Injector::new(),
+        handoff_head: AtomicPtr::new(ptr::null_mut()),
+        num_sleeping: AtomicUsize::new(0),
+        num_spinning: AtomicUsize::new(0),
+        monitor_word: AtomicU32::new(0),
+        dump_requested: AtomicBool::new(false),
+    }));
+    RUNTIME.store(rt, Ordering::Release);
+    for i in 0..n {
+        spawn_runtime_thread(worker_main, &rt.workers[i] as *const WorkerShared as *mut libc::c_void);
+    }
+    spawn_runtime_thread(monitor_main, ptr::null_mut());
+    crate::lifecycle::after_pool_started();
+}
+
+/// Starts one of the runtime's own OS threads with the real `pthread_create`, with all
+/// asynchronous signals blocked: signals belong to the program's threads.
+fn spawn_runtime_thread(f: extern "C" fn(*mut libc::c_void) -> *mut libc::c_void, arg: *mut libc::c_void) {
+    // SAFETY: plain libc calls with valid out-parameters; the new thread receives `arg`,
+    // which points into the leaked runtime.
+    unsafe {
+        let mut all: libc::sigset_t = core::mem::zeroed();
+        let mut old: libc::sigset_t = core::mem::zeroed();
+        libc::sigfillset(&mut all);
+        pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
+        let mut t: libc::pthread_t = 0;
+        let r = pthread_create(&mut t, ptr::null(), f, arg);
+        pthread_sigmask(libc::SIG_SETMASK, &old, ptr::null_mut());
+        if r != 0 {
+            crate::fatal(&["cannot create a worker thread"]);
+        }
+        pthread_detach(t);
+    }
+}
+
+impl Runtime {
+    fn has_work(&self) -> bool {
+        !self.injector.is_empty()
+            || !self.handoff_head.load(Ordering::SeqCst).is_null()
+            || self.workers.iter().any(|w| !w.lifo.load(Ordering::SeqCst).is_null() || !w.stealer.is_empty())
+            || timer::next_deadline() <= sys::now_ns()
+    }
+
+    /// Wakes one sleeping worker if any sleeps and none is already looking for work.
+    /// TLS-free: donors call it after handing their fiber over.
+    #[inline]
+    fn notify(&self) {
+        fence(Ordering::SeqCst);
+        if self.num_sleeping.load(Ordering::SeqCst) == 0 || self.num_spinning.load(Ordering::SeqCst) > 0 {
+            return;
+        }
+        self.wake_one_sleeper();
+    }
+
+    #[cold]
+    fn wake_one_sleeper(&self) {
+        for w in self.workers.iter() {
+            if w.sleep_word.compare_exchange(SLEEPING, NOTIFIED, Ordering::SeqCst, Ordering::Relaxed).is_ok() {
+                sys::futex_wake(&w.sleep_word, 1);
+                return;
+            }
+        }
+    }
+
+    /// Pushes onto the donor hand-off list (Treiber stack of `Arc::into_raw` pointers).
+    fn push_handoff(&self, f: *const Fiber) {
+        let f = f as *mut Fiber;
+        let mut head = self.handoff_head.load(Ordering::Relaxed);
+        loop {
+            // SAFETY: `f` is a live fiber owned by this list until drained.
+            unsafe { (*f).handoff_next.store(head, Ordering::Relaxed) };
+            match self.handoff_head.compare_exchange_weak(head, f, Ordering::Release, Ordering::Relaxed) {
+                Ok(_) => break,
+                Err(h) => head = h,
+            }
+        }
+    }
+
+    /// Takes the whole hand-off list, pushing all but one fiber to `local`.
+    fn drain_handoff(&self, local: &Deque<FiberRef>) -> Option<FiberRef> {
+        if self.handoff_head.load(Ordering::Relaxed).is_null() {
+            return None;
+        }
+        let mut p = self.handoff_head.swap(ptr::null_mut(), Ordering::Acquire);
+        let mut first = None;
+        while !p.is_null() {
+            // SAFETY: every pointer on the list came from Arc::into_raw in
+            // push_from_donor, and the swap gave us exclusive ownership of the list.
+            let f = unsafe { Arc::from_raw(p) };
+            p = f.handoff_next.load(Ordering::Relaxed);
+            if first.is_none() {
+                first = Some(f);
+            } else {
+                local.push(f);
+            }
+        }
+        first
+    }
+}
+
+/// Queues a fiber whose donor just set it up or got it back. **TLS-free** (no
+/// allocation, no errno, no thread_local): the fiber may start running on a worker —
+/// with the donor's TLS block — the instant it is published.
+pub fn push_from_donor(f: FiberRef) {
+    let rt = runtime_unchecked();
+    rt.push_handoff(Arc::into_raw(f));
+    rt.notify();
+}
+
+/// The runtime, known to be started (TLS-free).
+#[inline]
+fn runtime_unchecked() -> &'static Runtime {
+    let p = RUNTIME.load(Ordering::Acquire);
+    if p.is_null() {
+        crate::fatal(&["runtime used before start"]);
+    }
+    // SAFETY: published once, leaked.
+    unsafe { &*p }
+}
+
+/// Makes a parked (or about-to-park) fiber runnable. Callable from anywhere: fibers,
+/// plain threads, timers. See the park protocol in [`crate::fiber`].
+pub fn unpark(f: &FiberRef) {
+    let mut s = f.park_state.load(Ordering::Acquire);
+    loop {
+        match s {
+            PARK_PARKED => match f.park_state.compare_exchange(PARK_PARKED, PARK_RUNNING, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => {
+                    bump(&STATS.unparks);
+                    f.set_life(Life::Runnable);
+                    schedule(f.clone());
+                    return;
+                }
+                Err(x) => s = x,
+            },
+            PARK_RUNNING => match f.park_state.compare_exchange(PARK_RUNNING, PARK_NOTIFIED, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => return,
+                Err(x) => s = x,
+            },
+            _ => return, // already NOTIFIED
+        }
+    }
+}
+
+/// Queues a runnable fiber: into the current worker's lifo slot when called by a fiber,
+/// else into the injector.
+fn schedule(f: FiberRef) {
+    let rt = runtime_unchecked();
+    if let Some(cur) = fiber::current() {
+        let w = cur.worker.load(Ordering::Relaxed) as *const WorkerShared;
+        if !w.is_null() {
+            // SAFETY: `worker` points at the WorkerShared that is running `cur`, i.e.
+            // the one whose OS thread we are on; so `local` is ours to use.
+            let w = unsafe { &*w };
+            let old = w.lifo.swap(Arc::into_raw(f) as *mut Fiber, Ordering::AcqRel);
+            if !old.is_null() {
+                // SAFETY: slot entries come from Arc::into_raw.
+                let old = unsafe { Arc::from_raw(old) };
+                // SAFETY: see above: we are on w's OS thread.
+                unsafe { (*w.local.get()).push(old) };
+                rt.notify();
+            }
+            return;
+        }
+    }
+    rt.injector.push(f);
+    rt.notify();
+}
+
+/// `sched_yield` for a fiber: back of the local queue.
+pub fn yield_now() {
+    if let Some(f) = fiber::current() {
+        bump(&STATS.yields);
+        // SAFETY: we are this fiber.
+        unsafe { f.suspend(Switch::Yield) };
+    }
+}
+
+/// Parks the calling fiber until [`unpark`] (or a stale notification) wakes it, or until
+/// the CLOCK_MONOTONIC `deadline` passes. May return spuriously: callers re-check
+/// their condition in a loop.
+pub fn park_current(f: &Fiber, deadline: Option<u64>) {
+    if f.park_state.compare_exchange(PARK_NOTIFIED, PARK_RUNNING, Ordering::AcqRel, Ordering::Acquire).is_ok() {
+        return; // a wake-up already arrived
+    }
+    if let Some(d) = deadline {
+        let gen = f.park_gen.fetch_add(1, Ordering::Relaxed) + 1;
+        // SAFETY: `f` is the current fiber, kept alive by its donor; the timer holds
+        // its own strong reference.
+        let me = unsafe { arc_from_ref(f) };
+        timer::add(d, me, gen);
+    }
+    bump(&STATS.parks);
+    // SAFETY: we are this fiber, on its stack.
+    unsafe { f.suspend(Switch::Park) };
+}
+
+/// A new strong reference to a fiber known to be alive.
+///
+/// # Safety
+/// `f` must live inside an `Arc<Fiber>` with at least one strong reference.
+pub unsafe fn arc_from_ref(f: &Fiber) -> FiberRef {
+    let p = f as *const Fiber;
+    // SAFETY: caller guarantees `p` came from an Arc that is alive.
+    unsafe {
+        Arc::increment_strong_count(p);
+        Arc::from_raw(p)
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// Worker loop
+// ---------------------------------------------------------------------------------
+
+extern "C" fn worker_main(arg: *mut libc::c_void) -> *mut libc::c_void {
+    // SAFETY: `arg` points into the leaked runtime's worker array (spawn_runtime_thread).
+    let w: &'static WorkerShared = unsafe { &*(arg as *const WorkerShared) };
+    let rt = runtime_unchecked();
+    w.tp.store(sys::thread_pointer(), Ordering::Relaxed);
+    w.tid.store(sys::gettid() as u32, Ordering::Relaxed);
+    // Workers run program code, so they take the program's signals (a handler then runs
+    // with the interrupted fiber's TLS, as it would on that thread natively).
+    // SAFETY: valid sigset pointers.
+    unsafe {
+        let mut none: libc::sigset_t = core::mem::zeroed();
+        libc::sigemptyset(&mut none);
+        pthread_sigmask(libc::SIG_SETMASK, &none, ptr::null_mut());
+    }
+    let mut tick: u32 = 0;
+    loop {
+        tick = tick.wrapping_add(1);
+        timer::fire_due();
+        match find_work(rt, w, tick) {
+            Some(f) => run_fiber(w, f),
+            None => idle(rt, w),
+        }
+    }
+}
+
+fn find_work(rt: &Runtime, w: &WorkerShared, tick: u32) -> Option<FiberRef> {
+    // SAFETY: we are w's OS thread.
+    let local = unsafe { &*w.local.get() };
+    if tick % GLOBAL_CHECK_INTERVAL == 0 {
+        if let Some(f) = steal_global(rt, local) {
+            return Some(f);
+        }
+    }
+    let p = w.lifo.swap(ptr::null_mut(), Ordering::AcqRel);
+    if !p.is_null() {
+        // SAFETY: slot entries come from Arc::into_raw.
+        return Some(unsafe { Arc::from_raw(p) });
+    }
+    if let Some(f) = local.pop() {
+        return Some(f);
+    }
+    if let Some(f) = steal_global(rt, local) {
+        return Some(f);
+    }
+    steal_from_others(rt, w, local)
+}
+
+fn steal_global(rt: &Runtime, local: &Deque<FiberRef>) -> Option<FiberRef> {
+    if let Some(f) = rt.drain_handoff(local) {
+        return Some(f);
+    }
+    loop {
+        match rt.injector.steal_batch_and_pop(local) {
+            Steal::Success(f) => return Some(f),
+            Steal::Empty => return None,
+            Steal::Retry => continue,
+        }
+    }
+}
+
+fn steal_from_others(rt: &Runtime, w: &WorkerShared, local: &Deque<FiberRef>) -> Option<FiberRef> {
+    let n = rt.workers.len();
+    for k in 1..n {
+        let victim = &rt.workers[(w.index + k) % n];
+        loop {
+            match victim.stealer.steal_batch_and_pop(local) {
+                Steal::Success(f) => {
+                    bump(&STATS.steals);
+                    return Some(f);
+                }
+                Steal::Empty => break,
+                Steal::Retry => continue,
+            }
+        }
+        if !victim.lifo.load(Ordering::Relaxed).is_null() {
+            let p = victim.lifo.swap(ptr::null_mut(), Ordering::AcqRel);
+            if !p.is_null() {
+                bump(&STATS.steals);
+                // SAFETY: slot entries come from Arc::into_raw.
+                return Some(unsafe { Arc::from_raw(p) });
+            }
+        }
+    }
+    None
+}
+
+/// Runs `f` until its next switch and acts on the reason.
+fn run_fiber(w: &WorkerShared, f: FiberRef) {
+    f.worker.store(w as *const WorkerShared as usize, Ordering::Relaxed);
+    f.set_life(Life::Running);
+    w.running.store(f.id, Ordering::Relaxed);
+    let fiber_tp = f.tp.load(Ordering::Acquire);
+    let own_tp = w.tp.load(Ordering::Relaxed);
+    // SAFETY: we dequeued `f`, so we are its only runner (park protocol / queues hand
+    // out each fiber once). Between the two FS writes no code touches TLS: resume()
+    // is corosensei's register switch, which uses none.
+    let result = unsafe {
+        let co = f.coroutine_mut();
+        sys::set_thread_pointer(fiber_tp);
+        let r = co.resume(());
+        sys::set_thread_pointer(own_tp);
+        r
+    };
+    w.running.store(0, Ordering::Relaxed);
+    bump(&STATS.switches);
+    // SAFETY: we are w's OS thread.
+    let local = unsafe { &*w.local.get() };
+    match result {
+        corosensei::CoroutineResult::Yield(Switch::Yield) => {
+            f.set_life(Life::Runnable);
+            local.push(f);
+        }
+        corosensei::CoroutineResult::Yield(Switch::Park) => {
+            f.set_life(Life::Parked);
+            if f.park_state.compare_exchange(PARK_RUNNING, PARK_PARKED, Ordering::AcqRel, Ordering::Acquire).is_err() {
+                // NOTIFIED while it was still switching out: run it again.
+                f.park_state.store(PARK_RUNNING, Ordering::Release);
+                f.set_life(Life::Runnable);
+                local.push(f);
+            }
+        }
+        corosensei::CoroutineResult::Yield(Switch::RunOnDonor) => {
+            f.set_life(Life::OnDonor);
+            f.worker.store(0, Ordering::Relaxed);
+            f.donor_word.store(DONOR_RUN, Ordering::Release);
+            sys::futex_wake(&f.donor_word, 1);
+        }
+        corosensei::CoroutineResult::Yield(Switch::BackToPool) => {
+            crate::fatal(&["fiber asked to return to the pool while on a worker"]);
+        }
+        corosensei::CoroutineResult::Return(v) => {
+            f.set_life(Life::Finished);
+            f.worker.store(0, Ordering::Relaxed);
+            f.retval.store(v, Ordering::Relaxed);
+            f.donor_word.store(DONOR_FINISH, Ordering::Release);
+            sys::futex_wake(&f.donor_word, 1);
+        }
+    }
+}
+
+fn idle(rt: &Runtime, w: &WorkerShared) {
+    rt.num_spinning.fetch_add(1, Ordering::SeqCst);
+    for round in 0..SPIN_ROUNDS {
+        if rt.has_work() {
+            rt.num_spinning.fetch_sub(1, Ordering::SeqCst);
+            return;
+        }
+        for _ in 0..(32 << (round / 16).min(3)) {
+            sys::cpu_relax();
+        }
+    }
+    rt.num_spinning.fetch_sub(1, Ordering::SeqCst);
+
+    w.sleep_word.store(SLEEPING, Ordering::SeqCst);
+    rt.num_sleeping.fetch_add(1, Ordering::SeqCst);
+    fence(Ordering::SeqCst);
+    if !rt.has_work() {
+        bump(&STATS.worker_sleeps);
+        let d = timer::next_deadline();
+        let deadline = if d == u64::MAX { None } else { Some(d) };
+        sys::futex_wait(&w.sleep_word, SLEEPING, deadline);
+    }
+    if w.sleep_word.swap(AWAKE, Ordering::SeqCst) == NOTIFIED {
+        bump(&STATS.worker_wakeups);
+    }
+    rt.num_sleeping.fetch_sub(1, Ordering::SeqCst);
+}
+
+// ---------------------------------------------------------------------------------
+// Monitor
+// ---------------------------------------------------------------------------------
+
+extern "C" fn monitor_main(_: *mut libc::c_void) -> *mut libc::c_void {
+    let rt = runtime_unchecked();
+    loop {
+        let deadline = sys::now_ns() + MONITOR_TICK_NS;
+        let seen = rt.monitor_word.load(Ordering::Acquire);
+        if !rt.dump_requested.load(Ordering::Acquire) {
+            sys::futex_wait(&rt.monitor_word, seen, Some(deadline));
+        }
+        if rt.dump_requested.swap(false, Ordering::AcqRel) {
+            crate::dump::dump_all();
+        }
+        if rt.num_sleeping.load(Ordering::SeqCst) > 0 && rt.num_spinning.load(Ordering::SeqCst) == 0 && rt.has_work() {
+            rt.wake_one_sleeper();
+        }
+    }
+}
+
+/// Asks the monitor to print the fiber dump (async-signal-safe).
+pub fn request_dump() {
+    if let Some(rt) = try_runtime() {
+        rt.dump_requested.store(true, Ordering::Release);
+        rt.monitor_word.fetch_add(1, Ordering::Release);
+        sys::futex_wake(&rt.monitor_word, 1);
+    }
+}

@@ -1,0 +1,1 @@
+//! mktime/tzset throttle (issue 4) — being written
