@@ -284,7 +284,6 @@ pub fn unpark_one(key: usize, callback: impl FnOnce(UnparkInfo) -> usize) -> boo
     let token = callback(UnparkInfo { unparked: true, have_more });
     let wake = take(b, p, token);
     b.lock.unlock();
-    bump(&STATS.unparks);
     wake.run();
     true
 }

@@ -91,6 +91,9 @@ pub struct Runtime {
     num_spinning: AtomicUsize,
     monitor_word: AtomicU32,
     pub dump_requested: AtomicBool,
+    /// Signal mask of the thread that started the pool; workers adopt it, so fibers
+    /// see the mask a native thread created at that point would have inherited.
+    initial_sigmask: libc::sigset_t,
 }
 
 static RUNTIME: AtomicPtr<Runtime> = AtomicPtr::new(ptr::null_mut());
@@ -124,6 +127,12 @@ fn start_pool() {
     sys::detect_fsbase_method();
     let cfg = crate::config::config();
     let n = cfg.workers;
+    // SAFETY: querying the mask into a valid out-parameter.
+    let initial_sigmask = unsafe {
+        let mut m: libc::sigset_t = core::mem::zeroed();
+        pthread_sigmask(libc::SIG_SETMASK, ptr::null(), &mut m);
+        m
+    };
     let mut workers = Vec::with_capacity(n);
     for index in 0..n {
         let local = Deque::new_fifo();
@@ -147,6 +156,7 @@ fn start_pool() {
         num_spinning: AtomicUsize::new(0),
         monitor_word: AtomicU32::new(0),
         dump_requested: AtomicBool::new(false),
+        initial_sigmask,
     }));
     RUNTIME.store(rt, Ordering::Release);
     for i in 0..n {
@@ -362,13 +372,10 @@ extern "C" fn worker_main(arg: *mut libc::c_void) -> *mut libc::c_void {
     w.tp.store(sys::thread_pointer(), Ordering::Relaxed);
     w.tid.store(sys::gettid() as u32, Ordering::Relaxed);
     // Workers run program code, so they take the program's signals (a handler then runs
-    // with the interrupted fiber's TLS, as it would on that thread natively).
-    // SAFETY: valid sigset pointers.
-    unsafe {
-        let mut none: libc::sigset_t = core::mem::zeroed();
-        libc::sigemptyset(&mut none);
-        pthread_sigmask(libc::SIG_SETMASK, &none, ptr::null_mut());
-    }
+    // with the interrupted fiber's TLS, as it would on that thread natively), under the
+    // mask the program's threads would have inherited.
+    // SAFETY: a valid sigset pointer into the leaked runtime.
+    unsafe { pthread_sigmask(libc::SIG_SETMASK, &rt.initial_sigmask, ptr::null_mut()) };
     let mut tick: u32 = 0;
     loop {
         tick = tick.wrapping_add(1);

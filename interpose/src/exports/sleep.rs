@@ -28,6 +28,16 @@ pub unsafe extern "C" fn sched_yield() -> c_int {
     unsafe { real::sched_yield() }
 }
 
+/// Deprecated glibc alias of `sched_yield` (sysbench, older programs).
+///
+/// # Safety
+/// As glibc's `pthread_yield`.
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn pthread_yield() -> c_int {
+    // SAFETY: no arguments.
+    unsafe { sched_yield() }
+}
+
 /// # Safety
 /// As glibc's `nanosleep`.
 #[cfg_attr(not(test), no_mangle)]
