@@ -57,7 +57,7 @@ pub fn render() -> String {
     let mut s = String::new();
     let _ = writeln!(s, "fiberize: ---- fiber dump: {} fibers, {} armed timers ----", fibers.len(), timer::pending());
     if let Some(rt) = scheduler::try_runtime() {
-        for w in rt.workers.iter() {
+        for w in rt.workers() {
             let _ = writeln!(s, "fiberize: worker {} tid {} running fiber {}", w.index, w.tid.load(Ordering::Relaxed), w.running.load(Ordering::Relaxed));
         }
     }

@@ -36,6 +36,25 @@
 //! sleeper. Placing a fiber in a lifo slot does not notify (the waker's worker will
 //! run it next); the monitor thread, which ticks every millisecond, wakes a sleeper
 //! if work waits anywhere, so a busy waker cannot strand its wakee.
+//!
+//! # Blocked workers and spares (DESIGN §3.4)
+//!
+//! A fiber may block its worker in a call we do not intercept. The monitor watches
+//! every active worker's `progress` counter (bumped at each fiber switch); a worker
+//! that is running a fiber and made no progress for `STUCK_TICKS` ticks, and whose
+//! kernel thread sleeps (`/proc/self/task/TID/stat` state S or D, so a CPU-bound
+//! fiber is not mistaken for a blocked one), is marked BLOCKED and a spare worker is
+//! activated (or started) so that the number of active workers stays at the target.
+//! The spare steals the blocked worker's queued fibers like any idle worker. When the
+//! blocked call returns and the fiber switches out, the old worker sees BLOCKED and
+//! either becomes active again (if the pool is short) or retires: it moves what its
+//! queues hold to the injector and sleeps as a spare.
+//!
+//! | `WorkerShared::state` | meaning                                               |
+//! |-----------------------|-------------------------------------------------------|
+//! | ACTIVE                | counts toward the target; runs, spins or sleeps       |
+//! | BLOCKED               | stuck in a foreign call; replaced, not counted        |
+//! | SPARE                 | retired; sleeps on `spare_word` until activated       |
 
 use core::cell::UnsafeCell;
 use core::ptr;
@@ -63,6 +82,17 @@ const AWAKE: u32 = 0;
 const SLEEPING: u32 = 1;
 const NOTIFIED: u32 = 2;
 
+const W_ACTIVE: u32 = 1;
+const W_BLOCKED: u32 = 2;
+const W_SPARE: u32 = 3;
+/// Monitor ticks without progress before a sleeping worker counts as blocked.
+/// Origin: two ticks (2–3 ms) is far longer than any switch-free stretch of a fiber
+/// that only calls intercepted functions, and short enough that a blocked worker
+/// costs the others little latency (Go's sysmon retakes a P after 20 µs–10 ms).
+const STUCK_TICKS: u32 = 2;
+/// Extra worker slots available as spares beyond the target.
+const MAX_SPARES: usize = 256;
+
 pub struct WorkerShared {
     pub index: usize,
     /// The worker's own local deque. Only the worker's OS thread touches it: the worker
@@ -74,8 +104,14 @@ pub struct WorkerShared {
     sleep_word: AtomicU32,
     tp: AtomicUsize,
     pub tid: AtomicU32,
-    /// Id of the fiber running now (0: none), for the dump.
+    /// Id of the fiber running now (0: none), for the dump and the monitor.
     pub running: AtomicU64,
+    /// Bumped at every fiber switch; the monitor's sign of life.
+    pub progress: AtomicU64,
+    /// ACTIVE, BLOCKED or SPARE (see the module docs).
+    pub state: AtomicU32,
+    /// A SPARE worker sleeps on this word until the monitor activates it.
+    spare_word: AtomicU32,
 }
 
 // SAFETY: `local` is only used from the owning OS thread (see the field's comment);
@@ -84,7 +120,12 @@ unsafe impl Sync for WorkerShared {}
 unsafe impl Send for WorkerShared {}
 
 pub struct Runtime {
-    pub workers: Box<[WorkerShared]>,
+    /// All worker slots; `[0, started)` have a thread.
+    workers: Box<[WorkerShared]>,
+    started: AtomicUsize,
+    /// Wanted number of ACTIVE workers, and how many are ACTIVE now.
+    pub target: usize,
+    active: AtomicUsize,
     injector: Injector<FiberRef>,
     handoff_head: AtomicPtr<Fiber>,
     num_sleeping: AtomicUsize,
@@ -133,8 +174,9 @@ fn start_pool() {
         pthread_sigmask(libc::SIG_SETMASK, ptr::null(), &mut m);
         m
     };
-    let mut workers = Vec::with_capacity(n);
-    for index in 0..n {
+    let slots = n + MAX_SPARES;
+    let mut workers = Vec::with_capacity(slots);
+    for index in 0..slots {
         let local = Deque::new_fifo();
         let stealer = local.stealer();
         workers.push(WorkerShared {
@@ -146,10 +188,16 @@ fn start_pool() {
             tp: AtomicUsize::new(0),
             tid: AtomicU32::new(0),
             running: AtomicU64::new(0),
+            progress: AtomicU64::new(0),
+            state: AtomicU32::new(W_ACTIVE),
+            spare_word: AtomicU32::new(0),
         });
     }
     let rt = Box::leak(Box::new(Runtime {
         workers: workers.into_boxed_slice(),
+        started: AtomicUsize::new(n),
+        target: n,
+        active: AtomicUsize::new(n),
         injector: Injector::new(),
         handoff_head: AtomicPtr::new(ptr::null_mut()),
         num_sleeping: AtomicUsize::new(0),
@@ -187,10 +235,15 @@ fn spawn_runtime_thread(f: extern "C" fn(*mut libc::c_void) -> *mut libc::c_void
 }
 
 impl Runtime {
+    /// The worker slots that have a thread.
+    pub fn workers(&self) -> &[WorkerShared] {
+        &self.workers[..self.started.load(Ordering::Acquire).min(self.workers.len())]
+    }
+
     fn has_work(&self) -> bool {
         !self.injector.is_empty()
             || !self.handoff_head.load(Ordering::SeqCst).is_null()
-            || self.workers.iter().any(|w| !w.lifo.load(Ordering::SeqCst).is_null() || !w.stealer.is_empty())
+            || self.workers().iter().any(|w| !w.lifo.load(Ordering::SeqCst).is_null() || !w.stealer.is_empty())
             || timer::next_deadline() <= sys::now_ns()
     }
 
@@ -207,7 +260,7 @@ impl Runtime {
 
     #[cold]
     fn wake_one_sleeper(&self) {
-        for w in self.workers.iter() {
+        for w in self.workers().iter() {
             if w.sleep_word.compare_exchange(SLEEPING, NOTIFIED, Ordering::SeqCst, Ordering::Relaxed).is_ok() {
                 sys::futex_wake(&w.sleep_word, 1);
                 return;
@@ -381,9 +434,45 @@ extern "C" fn worker_main(arg: *mut libc::c_void) -> *mut libc::c_void {
         tick = tick.wrapping_add(1);
         timer::fire_due();
         match find_work(rt, w, tick) {
-            Some(f) => run_fiber(w, f),
+            Some(f) => {
+                run_fiber(w, f);
+                if w.state.load(Ordering::Acquire) != W_ACTIVE {
+                    rejoin_or_retire(rt, w);
+                }
+            }
             None => idle(rt, w),
         }
+    }
+}
+
+/// After a blocked call returned: become ACTIVE again if the pool is short, else retire
+/// as a spare until the monitor needs us.
+#[cold]
+fn rejoin_or_retire(rt: &Runtime, w: &WorkerShared) {
+    if w.state.compare_exchange(W_BLOCKED, W_ACTIVE, Ordering::AcqRel, Ordering::Acquire).is_err() {
+        return;
+    }
+    if rt.active.fetch_add(1, Ordering::AcqRel) < rt.target {
+        return; // the pool was short: keep working
+    }
+    rt.active.fetch_sub(1, Ordering::AcqRel);
+    // Retire: hand everything queued here to the others.
+    // SAFETY: we are w's OS thread.
+    let local = unsafe { &*w.local.get() };
+    while let Some(f) = local.pop() {
+        rt.injector.push(f);
+    }
+    let p = w.lifo.swap(ptr::null_mut(), Ordering::AcqRel);
+    if !p.is_null() {
+        // SAFETY: slot entries come from Arc::into_raw.
+        rt.injector.push(unsafe { Arc::from_raw(p) });
+    }
+    w.spare_word.store(0, Ordering::Release);
+    w.state.store(W_SPARE, Ordering::Release);
+    rt.notify();
+    bump(&STATS.workers_retired);
+    while w.state.load(Ordering::Acquire) == W_SPARE {
+        sys::futex_wait(&w.spare_word, 0, None);
     }
 }
 
@@ -423,9 +512,10 @@ fn steal_global(rt: &Runtime, local: &Deque<FiberRef>) -> Option<FiberRef> {
 }
 
 fn steal_from_others(rt: &Runtime, w: &WorkerShared, local: &Deque<FiberRef>) -> Option<FiberRef> {
-    let n = rt.workers.len();
+    let all = rt.workers();
+    let n = all.len();
     for k in 1..n {
-        let victim = &rt.workers[(w.index + k) % n];
+        let victim = &all[(w.index + k) % n];
         loop {
             match victim.stealer.steal_batch_and_pop(local) {
                 Steal::Success(f) => {
@@ -453,6 +543,7 @@ fn run_fiber(w: &WorkerShared, f: FiberRef) {
     f.worker.store(w as *const WorkerShared as usize, Ordering::Relaxed);
     f.set_life(Life::Running);
     w.running.store(f.id, Ordering::Relaxed);
+    w.progress.fetch_add(1, Ordering::Relaxed);
     let fiber_tp = f.tp.load(Ordering::Acquire);
     let own_tp = w.tp.load(Ordering::Relaxed);
     // SAFETY: we dequeued `f`, so we are its only runner (park protocol / queues hand
@@ -466,6 +557,7 @@ fn run_fiber(w: &WorkerShared, f: FiberRef) {
         r
     };
     w.running.store(0, Ordering::Relaxed);
+    w.progress.fetch_add(1, Ordering::Relaxed);
     bump(&STATS.switches);
     // SAFETY: we are w's OS thread.
     let local = unsafe { &*w.local.get() };
@@ -536,6 +628,8 @@ fn idle(rt: &Runtime, w: &WorkerShared) {
 
 extern "C" fn monitor_main(_: *mut libc::c_void) -> *mut libc::c_void {
     let rt = runtime_unchecked();
+    let mut last_progress = vec![0u64; rt.workers.len()];
+    let mut stuck_ticks = vec![0u32; rt.workers.len()];
     loop {
         let deadline = sys::now_ns() + MONITOR_TICK_NS;
         let seen = rt.monitor_word.load(Ordering::Acquire);
@@ -548,6 +642,94 @@ extern "C" fn monitor_main(_: *mut libc::c_void) -> *mut libc::c_void {
         if rt.num_sleeping.load(Ordering::SeqCst) > 0 && rt.num_spinning.load(Ordering::SeqCst) == 0 && rt.has_work() {
             rt.wake_one_sleeper();
         }
+        for w in rt.workers() {
+            let i = w.index;
+            let p = w.progress.load(Ordering::Relaxed);
+            if w.state.load(Ordering::Acquire) != W_ACTIVE || w.running.load(Ordering::Relaxed) == 0 || p != last_progress[i] {
+                last_progress[i] = p;
+                stuck_ticks[i] = 0;
+                continue;
+            }
+            stuck_ticks[i] += 1;
+            if stuck_ticks[i] >= STUCK_TICKS && thread_sleeps_in_kernel(w.tid.load(Ordering::Relaxed)) {
+                stuck_ticks[i] = 0;
+                mark_blocked(rt, w);
+            }
+        }
+    }
+}
+
+/// Declares `w` blocked and brings a spare in if the pool is short.
+fn mark_blocked(rt: &Runtime, w: &WorkerShared) {
+    if w.state.compare_exchange(W_ACTIVE, W_BLOCKED, Ordering::AcqRel, Ordering::Acquire).is_err() {
+        return;
+    }
+    bump(&STATS.workers_blocked);
+    if rt.active.fetch_sub(1, Ordering::AcqRel) - 1 >= rt.target {
+        return;
+    }
+    // Prefer waking a retired spare.
+    for s in rt.workers() {
+        if s.state.compare_exchange(W_SPARE, W_ACTIVE, Ordering::AcqRel, Ordering::Acquire).is_ok() {
+            rt.active.fetch_add(1, Ordering::AcqRel);
+            s.spare_word.store(1, Ordering::Release);
+            sys::futex_wake(&s.spare_word, 1);
+            return;
+        }
+    }
+    let idx = rt.started.load(Ordering::Acquire);
+    if idx >= rt.workers.len() {
+        return; // out of slots: the pool runs short until a blocked worker returns
+    }
+    rt.active.fetch_add(1, Ordering::AcqRel);
+    rt.started.store(idx + 1, Ordering::Release);
+    bump(&STATS.workers_spawned);
+    spawn_runtime_thread(worker_main, &rt.workers[idx] as *const WorkerShared as *mut libc::c_void);
+}
+
+/// Whether kernel thread `tid` of this process is sleeping (state S or D).
+fn thread_sleeps_in_kernel(tid: u32) -> bool {
+    let mut path = *b"/proc/self/task/0000000000/stat\0";
+    // Write the tid right-aligned into the 10-digit field, then squeeze out the gap.
+    let mut digits = [0u8; 10];
+    let mut n = tid;
+    let mut len = 0;
+    loop {
+        digits[len] = b'0' + (n % 10) as u8;
+        n /= 10;
+        len += 1;
+        if n == 0 {
+            break;
+        }
+    }
+    let prefix = b"/proc/self/task/".len();
+    let mut out = prefix;
+    for k in (0..len).rev() {
+        path[out] = digits[k];
+        out += 1;
+    }
+    let tail = b"/stat\0";
+    path[out..out + tail.len()].copy_from_slice(tail);
+    let mut buf = [0u8; 512];
+    // SAFETY: `path` is NUL-terminated, `buf` is writable; raw syscalls only.
+    let n = unsafe {
+        let fd = sys::syscall6(libc::SYS_openat as usize, libc::AT_FDCWD as usize, path.as_ptr() as usize,
+            (libc::O_RDONLY | libc::O_CLOEXEC) as usize, 0, 0, 0);
+        if fd < 0 {
+            return false;
+        }
+        let n = sys::syscall6(libc::SYS_read as usize, fd as usize, buf.as_mut_ptr() as usize, buf.len(), 0, 0, 0);
+        sys::syscall6(libc::SYS_close as usize, fd as usize, 0, 0, 0, 0, 0);
+        n
+    };
+    if n <= 0 {
+        return false;
+    }
+    // Format: "tid (comm) S ...": the state follows the last ')'.
+    let b = &buf[..n as usize];
+    match b.iter().rposition(|&c| c == b')') {
+        Some(i) if i + 2 < b.len() => matches!(b[i + 2], b'S' | b'D'),
+        _ => false,
     }
 }
 

@@ -34,6 +34,9 @@ counters! {
     thread_waits,
     futex_waits,
     futex_wakes,
+    workers_blocked,
+    workers_spawned,
+    workers_retired,
 }
 
 /// One counter per cache line: workers bump different counters on hot paths, and
