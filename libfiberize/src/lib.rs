@@ -18,6 +18,7 @@
 //! | [`sys`]       | raw system calls, FS base, futex, clocks (no exports, no TLS)  |
 //! | [`rawlock`]   | the runtime's own futex lock                                   |
 //! | [`config`], [`stats`], [`dump`], [`lifecycle`] | environment, counters, fiber dump, fork/exit hooks |
+//! | [`io`]        | readiness I/O: fd table, epoll reactor, blocking wrappers      |
 //! | [`tz`]        | the mktime/tzset throttle                                      |
 //!
 //! Two invariants run through everything:
@@ -45,6 +46,7 @@ pub mod sleep;
 pub mod thread;
 pub mod dump;
 pub mod lifecycle;
+pub mod io;
 pub mod tz;
 
 /// Aborts the process with `fiberize: fatal: <parts>` on stderr. For runtime bugs and

@@ -66,6 +66,7 @@ use crossbeam_deque::{Injector, Steal, Stealer, Worker as Deque};
 use crate::fiber::{self, Fiber, FiberRef, Life, Switch, DONOR_FINISH, DONOR_RUN, PARK_NOTIFIED, PARK_PARKED, PARK_RUNNING};
 use crate::rawlock::RawOnce;
 use crate::stats::{bump, STATS};
+use crate::io::reactor;
 use crate::{sys, timer};
 
 /// Idle rounds (each a few hundred ns of `pause`) before a worker sleeps. Origin:
@@ -112,6 +113,9 @@ pub struct WorkerShared {
     pub state: AtomicU32,
     /// A SPARE worker sleeps on this word until the monitor activates it.
     spare_word: AtomicU32,
+    /// This worker sleeps in epoll_wait as the reactor's poller (wake it through the
+    /// reactor's eventfd, not the futex).
+    polling: AtomicBool,
 }
 
 // SAFETY: `local` is only used from the owning OS thread (see the field's comment);
@@ -191,6 +195,7 @@ fn start_pool() {
             progress: AtomicU64::new(0),
             state: AtomicU32::new(W_ACTIVE),
             spare_word: AtomicU32::new(0),
+            polling: AtomicBool::new(false),
         });
     }
     let rt = Box::leak(Box::new(Runtime {
@@ -206,6 +211,7 @@ fn start_pool() {
         dump_requested: AtomicBool::new(false),
         initial_sigmask,
     }));
+    crate::io::reactor::init();
     RUNTIME.store(rt, Ordering::Release);
     for i in 0..n {
         spawn_runtime_thread(worker_main, &rt.workers[i] as *const WorkerShared as *mut libc::c_void);
@@ -262,7 +268,11 @@ impl Runtime {
     fn wake_one_sleeper(&self) {
         for w in self.workers().iter() {
             if w.sleep_word.compare_exchange(SLEEPING, NOTIFIED, Ordering::SeqCst, Ordering::Relaxed).is_ok() {
-                sys::futex_wake(&w.sleep_word, 1);
+                if w.polling.load(Ordering::SeqCst) {
+                    reactor::wake_poller();
+                } else {
+                    sys::futex_wake(&w.sleep_word, 1);
+                }
                 return;
             }
         }
@@ -480,6 +490,7 @@ fn find_work(rt: &Runtime, w: &WorkerShared, tick: u32) -> Option<FiberRef> {
     // SAFETY: we are w's OS thread.
     let local = unsafe { &*w.local.get() };
     if tick % GLOBAL_CHECK_INTERVAL == 0 {
+        reactor::poll_if_stale(reactor::STALE_NS);
         if let Some(f) = steal_global(rt, local) {
             return Some(f);
         }
@@ -614,7 +625,20 @@ fn idle(rt: &Runtime, w: &WorkerShared) {
         bump(&STATS.worker_sleeps);
         let d = timer::next_deadline();
         let deadline = if d == u64::MAX { None } else { Some(d) };
-        sys::futex_wait(&w.sleep_word, SLEEPING, deadline);
+        if reactor::try_acquire_poller() {
+            // Sleep in epoll_wait. `polling` is published before the re-check of
+            // `sleep_word`, and a notifier CASes `sleep_word` before it reads
+            // `polling` (all SeqCst): it either sees us polling and writes the
+            // eventfd, or we see its NOTIFIED and do not wait.
+            w.polling.store(true, Ordering::SeqCst);
+            if w.sleep_word.load(Ordering::SeqCst) == SLEEPING {
+                reactor::poll(deadline);
+            }
+            w.polling.store(false, Ordering::SeqCst);
+            reactor::release_poller();
+        } else {
+            sys::futex_wait(&w.sleep_word, SLEEPING, deadline);
+        }
     }
     if w.sleep_word.swap(AWAKE, Ordering::SeqCst) == NOTIFIED {
         bump(&STATS.worker_wakeups);
@@ -639,6 +663,7 @@ extern "C" fn monitor_main(_: *mut libc::c_void) -> *mut libc::c_void {
         if rt.dump_requested.swap(false, Ordering::AcqRel) {
             crate::dump::dump_all();
         }
+        reactor::poll_if_stale(MONITOR_TICK_NS);
         if rt.num_sleeping.load(Ordering::SeqCst) > 0 && rt.num_spinning.load(Ordering::SeqCst) == 0 && rt.has_work() {
             rt.wake_one_sleeper();
         }

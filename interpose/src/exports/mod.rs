@@ -1,5 +1,6 @@
 //! All exports of libfiberize.so, one module per family.
 pub mod cond;
+pub mod io;
 pub mod marker;
 pub mod mutex;
 pub mod sleep;

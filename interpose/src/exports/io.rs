@@ -1,0 +1,121 @@
+//! I/O exports. Each checks the gate and hands over to `fiberize_rt::io::ops`, which
+//! decides per descriptor (owned or not) and per caller (fiber or thread).
+//! With the runtime disabled they are the real functions.
+
+use libc::{c_int, c_long, c_uint, c_ulong, c_void, nfds_t, pollfd, size_t, sockaddr, socklen_t, ssize_t};
+
+use crate::gate::enabled;
+use fiberize_rt::io::ops::{self, api, fd_api, wait_api};
+
+/// Defines an export that calls `$ours` when enabled, else the real function.
+macro_rules! export {
+    ($(#[$m:meta])* fn $name:ident($($arg:ident: $ty:ty),*) -> $ret:ty => $ours:expr) => {
+        $(#[$m])*
+        /// # Safety
+        /// As the libc function of the same name.
+        #[cfg_attr(not(test), no_mangle)]
+        pub unsafe extern "C" fn $name($($arg: $ty),*) -> $ret {
+            // SAFETY (both arms): forwarded contract.
+            unsafe { if enabled() { $ours } else { ops::$name($($arg),*) } }
+        }
+    };
+}
+
+export!(fn read(fd: c_int, buf: *mut c_void, n: size_t) -> ssize_t => api::read(fd, buf, n));
+export!(fn write(fd: c_int, buf: *const c_void, n: size_t) -> ssize_t => api::write(fd, buf, n));
+export!(fn readv(fd: c_int, iov: *const libc::iovec, n: c_int) -> ssize_t => api::readv(fd, iov, n));
+export!(fn writev(fd: c_int, iov: *const libc::iovec, n: c_int) -> ssize_t => api::writev(fd, iov, n));
+export!(fn recv(fd: c_int, buf: *mut c_void, n: size_t, flags: c_int) -> ssize_t => api::recv(fd, buf, n, flags));
+export!(fn send(fd: c_int, buf: *const c_void, n: size_t, flags: c_int) -> ssize_t => api::send(fd, buf, n, flags));
+export!(fn recvfrom(fd: c_int, buf: *mut c_void, n: size_t, flags: c_int, a: *mut sockaddr, l: *mut socklen_t) -> ssize_t
+    => api::recvfrom(fd, buf, n, flags, a, l));
+export!(fn sendto(fd: c_int, buf: *const c_void, n: size_t, flags: c_int, a: *const sockaddr, l: socklen_t) -> ssize_t
+    => api::sendto(fd, buf, n, flags, a, l));
+export!(fn recvmsg(fd: c_int, m: *mut libc::msghdr, flags: c_int) -> ssize_t => api::recvmsg(fd, m, flags));
+export!(fn sendmsg(fd: c_int, m: *const libc::msghdr, flags: c_int) -> ssize_t => api::sendmsg(fd, m, flags));
+export!(fn accept4(fd: c_int, a: *mut sockaddr, l: *mut socklen_t, flags: c_int) -> c_int => api::accept4(fd, a, l, flags));
+export!(fn connect(fd: c_int, a: *const sockaddr, l: socklen_t) -> c_int => api::connect(fd, a, l));
+export!(fn poll(fds: *mut pollfd, n: nfds_t, timeout: c_int) -> c_int => wait_api::poll(fds, n, timeout));
+export!(fn ppoll(fds: *mut pollfd, n: nfds_t, ts: *const libc::timespec, m: *const libc::sigset_t) -> c_int
+    => wait_api::ppoll(fds, n, ts, m));
+export!(fn select(n: c_int, r: *mut libc::fd_set, w: *mut libc::fd_set, e: *mut libc::fd_set, t: *mut libc::timeval) -> c_int
+    => wait_api::select(n, r, w, e, t));
+export!(fn pselect(n: c_int, r: *mut libc::fd_set, w: *mut libc::fd_set, e: *mut libc::fd_set, t: *const libc::timespec, m: *const libc::sigset_t) -> c_int
+    => wait_api::pselect(n, r, w, e, t, m));
+export!(fn epoll_wait(ep: c_int, ev: *mut libc::epoll_event, max: c_int, timeout: c_int) -> c_int
+    => wait_api::epoll_pwait(ep, ev, max, timeout, core::ptr::null()));
+export!(fn epoll_pwait(ep: c_int, ev: *mut libc::epoll_event, max: c_int, timeout: c_int, m: *const libc::sigset_t) -> c_int
+    => wait_api::epoll_pwait(ep, ev, max, timeout, m));
+export!(fn socket(d: c_int, t: c_int, p: c_int) -> c_int => fd_api::socket(d, t, p));
+export!(fn socketpair(d: c_int, t: c_int, p: c_int, sv: *mut c_int) -> c_int => fd_api::socketpair(d, t, p, sv));
+export!(fn pipe2(fds: *mut c_int, flags: c_int) -> c_int => fd_api::pipe2(fds, flags));
+export!(fn eventfd(init: c_uint, flags: c_int) -> c_int => fd_api::eventfd(init, flags));
+export!(fn epoll_create1(flags: c_int) -> c_int => fd_api::epoll_create1(flags));
+export!(fn close(fd: c_int) -> c_int => fd_api::close(fd));
+export!(fn dup(fd: c_int) -> c_int => fd_api::dup(fd));
+export!(fn dup2(a: c_int, b: c_int) -> c_int => fd_api::dup3(a, b, None));
+export!(fn dup3(a: c_int, b: c_int, flags: c_int) -> c_int => fd_api::dup3(a, b, Some(flags)));
+export!(fn setsockopt(fd: c_int, level: c_int, name: c_int, v: *const c_void, l: socklen_t) -> c_int
+    => fd_api::setsockopt(fd, level, name, v, l));
+export!(fn fsync(fd: c_int) -> c_int => fd_api::fsync(fd, false));
+export!(fn fdatasync(fd: c_int) -> c_int => fd_api::fsync(fd, true));
+
+/// # Safety
+/// As `accept`.
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn accept(fd: c_int, a: *mut sockaddr, l: *mut socklen_t) -> c_int {
+    // SAFETY: `accept` is `accept4` with no flags.
+    unsafe { accept4(fd, a, l, 0) }
+}
+
+/// # Safety
+/// As `pipe`.
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn pipe(fds: *mut c_int) -> c_int {
+    // SAFETY: `pipe` is `pipe2` with no flags.
+    unsafe { pipe2(fds, 0) }
+}
+
+/// # Safety
+/// As `epoll_create` (the size hint is ignored by Linux, but must be positive).
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn epoll_create(size: c_int) -> c_int {
+    if size <= 0 {
+        crate::gate::set_errno(libc::EINVAL);
+        return -1;
+    }
+    // SAFETY: forwarded contract.
+    unsafe { epoll_create1(0) }
+}
+
+/// `fcntl(int fd, int cmd, ...)`: variadic in C; on x86_64 the optional third argument
+/// arrives in the same register whether it is an int, a long or a pointer, so taking
+/// it as a `c_long` receives any of them (see the ABI note in `syscall.rs`).
+///
+/// # Safety
+/// As `fcntl`.
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn fcntl(fd: c_int, cmd: c_int, arg: c_long) -> c_int {
+    // SAFETY: forwarded contract.
+    unsafe { if enabled() { fd_api::fcntl(fd, cmd, arg) } else { ops::fcntl(fd, cmd, arg) } }
+}
+
+/// glibc's LFS alias of `fcntl` (what programs built with _FILE_OFFSET_BITS=64 call).
+///
+/// # Safety
+/// As `fcntl`.
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn fcntl64(fd: c_int, cmd: c_int, arg: c_long) -> c_int {
+    // SAFETY: forwarded contract.
+    unsafe { fcntl(fd, cmd, arg) }
+}
+
+/// `ioctl(int fd, unsigned long request, ...)`, variadic as `fcntl`.
+///
+/// # Safety
+/// As `ioctl`.
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn ioctl(fd: c_int, req: c_ulong, arg: c_long) -> c_int {
+    // SAFETY: forwarded contract.
+    unsafe { if enabled() { fd_api::ioctl(fd, req, arg) } else { ops::ioctl(fd, req, arg) } }
+}

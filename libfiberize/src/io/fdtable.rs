@@ -1,0 +1,142 @@
+//! Per-file-descriptor state, in a lazily allocated two-level table indexed by fd.
+//!
+//! We only ever put `O_NONBLOCK` underneath descriptors that the program created
+//! through our exports after start-up (`socket`, `accept`, `pipe`, `eventfd`,
+//! `socketpair`, `epoll_create`, and their `dup`s): those open file descriptions are
+//! this process's own. Inherited descriptors (a terminal shared with the shell, a pipe
+//! from a parent) keep their flags; blocking calls on them run as they are (and the
+//! monitor replaces a worker that blocks).
+//!
+//! `flags` bits:
+//!
+//! | bit | name          | meaning                                                       |
+//! |-----|---------------|---------------------------------------------------------------|
+//! | 0   | OWNED         | created through us; `O_NONBLOCK` is set underneath            |
+//! | 1   | USER_NONBLOCK | the program asked for `O_NONBLOCK` (what `F_GETFL` shows)      |
+//! | 2   | REGISTERED    | in the reactor's epoll set                                    |
+//! | 3   | EPOLL_FD      | the program's own epoll instance (never made non-blocking)    |
+//!
+//! `read_seq`/`write_seq` count readiness edges reported by the reactor; a waiter reads
+//! the sequence *before* its attempt and parks only while it is unchanged, so an edge
+//! between the attempt and the park is never lost. Their addresses are the parking
+//! keys of the fd's readers and writers.
+
+use core::ptr;
+use core::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
+
+pub const OWNED: u32 = 1;
+pub const USER_NONBLOCK: u32 = 2;
+pub const REGISTERED: u32 = 4;
+pub const EPOLL_FD: u32 = 8;
+
+pub struct FdState {
+    pub flags: AtomicU32,
+    /// Bumped whenever the fd number is closed or reused; part of the epoll cookie.
+    pub gen: AtomicU32,
+    pub read_seq: AtomicU32,
+    pub write_seq: AtomicU32,
+    /// SO_RCVTIMEO / SO_SNDTIMEO in ns (0: none).
+    pub rcvtimeo_ns: AtomicU64,
+    pub sndtimeo_ns: AtomicU64,
+}
+
+impl FdState {
+    const fn new() -> FdState {
+        FdState {
+            flags: AtomicU32::new(0),
+            gen: AtomicU32::new(0),
+            read_seq: AtomicU32::new(0),
+            write_seq: AtomicU32::new(0),
+            rcvtimeo_ns: AtomicU64::new(0),
+            sndtimeo_ns: AtomicU64::new(0),
+        }
+    }
+
+    #[inline]
+    pub fn has(&self, bit: u32) -> bool {
+        self.flags.load(Ordering::Acquire) & bit != 0
+    }
+
+    pub fn set_user_nonblock(&self, on: bool) {
+        if on {
+            self.flags.fetch_or(USER_NONBLOCK, Ordering::AcqRel);
+        } else {
+            self.flags.fetch_and(!USER_NONBLOCK, Ordering::AcqRel);
+        }
+    }
+}
+
+const CHUNK_BITS: usize = 10;
+const CHUNK: usize = 1 << CHUNK_BITS;
+const CHUNKS: usize = 1024; // fds up to 1 Mi
+type Chunk = [FdState; CHUNK];
+
+#[allow(clippy::declare_interior_mutable_const)]
+const NO_CHUNK: AtomicPtr<Chunk> = AtomicPtr::new(ptr::null_mut());
+static TABLE: [AtomicPtr<Chunk>; CHUNKS] = [NO_CHUNK; CHUNKS];
+
+/// The state of `fd`, if a slot exists (never allocates).
+#[inline]
+pub fn lookup(fd: i32) -> Option<&'static FdState> {
+    if fd < 0 {
+        return None;
+    }
+    let fd = fd as usize;
+    let c = TABLE.get(fd >> CHUNK_BITS)?.load(Ordering::Acquire);
+    if c.is_null() {
+        return None;
+    }
+    // SAFETY: chunks are allocated once and never freed.
+    Some(unsafe { &(*c)[fd & (CHUNK - 1)] })
+}
+
+/// The state of an fd we own, if any.
+#[inline]
+pub fn owned(fd: i32) -> Option<&'static FdState> {
+    lookup(fd).filter(|s| s.has(OWNED))
+}
+
+/// The state of `fd`, allocating its chunk on first use. None for fds beyond the table.
+pub fn slot(fd: i32) -> Option<&'static FdState> {
+    if let Some(s) = lookup(fd) {
+        return Some(s);
+    }
+    if fd < 0 {
+        return None;
+    }
+    let cell = TABLE.get(fd as usize >> CHUNK_BITS)?;
+    #[allow(clippy::declare_interior_mutable_const)]
+    const EMPTY: FdState = FdState::new();
+    let fresh = Box::into_raw(Box::new([EMPTY; CHUNK]));
+    if cell.compare_exchange(ptr::null_mut(), fresh, Ordering::AcqRel, Ordering::Acquire).is_err() {
+        // SAFETY: we allocated `fresh` above and nobody else saw it.
+        drop(unsafe { Box::from_raw(fresh) });
+    }
+    lookup(fd)
+}
+
+/// Forgets everything about `fd` (it is being closed or replaced).
+pub fn reset(fd: i32) -> Option<u32> {
+    let s = lookup(fd)?;
+    let old = s.flags.swap(0, Ordering::AcqRel);
+    s.gen.fetch_add(1, Ordering::AcqRel);
+    s.rcvtimeo_ns.store(0, Ordering::Relaxed);
+    s.sndtimeo_ns.store(0, Ordering::Relaxed);
+    Some(old)
+}
+
+/// Every fd that has a table slot, with its state (chunks that were never allocated
+/// are skipped).
+pub fn for_each_slot(mut f: impl FnMut(i32, &'static FdState)) {
+    for (ci, cell) in TABLE.iter().enumerate() {
+        let c = cell.load(Ordering::Acquire);
+        if c.is_null() {
+            continue;
+        }
+        // SAFETY: chunks are allocated once and never freed.
+        let chunk = unsafe { &*c };
+        for (i, st) in chunk.iter().enumerate() {
+            f(((ci << CHUNK_BITS) + i) as i32, st);
+        }
+    }
+}

@@ -1,0 +1,16 @@
+//! Blocking I/O without blocking workers (DESIGN §3.5).
+//!
+//! * [`fdtable`]: what we know about each file descriptor the program made through us
+//!   (sockets, pipes, eventfds, its epoll fds): whether we own it (set `O_NONBLOCK`
+//!   underneath), the program's own view of `O_NONBLOCK`, readiness sequence numbers,
+//!   `SO_RCVTIMEO`/`SO_SNDTIMEO`.
+//! * [`reactor`]: one edge-triggered epoll set; an idle worker waits in `epoll_wait`
+//!   itself, busy workers and the monitor poll it when nobody has for a while.
+//! * [`ops`]: the blocking wrappers behind the exports: try the call (non-blocking
+//!   underneath), and on `EAGAIN` park the fiber until the fd's readiness changes, or,
+//!   for a plain thread, block in the real `poll`. Calls that cannot be made
+//!   readiness-driven run on the fiber's donor thread (multi-fd `poll`, `select`,
+//!   `fsync`).
+pub mod fdtable;
+pub mod ops;
+pub mod reactor;

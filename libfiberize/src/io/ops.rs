@@ -1,0 +1,676 @@
+//! The blocking-call wrappers behind the I/O exports.
+//!
+//! Every wrapper follows glibc's contract for its call (return value, `errno`) and the
+//! program's own view of `O_NONBLOCK`:
+//!
+//! * fd not owned (regular file, inherited descriptor): the real call, as is;
+//! * owned, and the program asked for non-blocking (or passed `MSG_DONTWAIT`): one
+//!   attempt;
+//! * owned and blocking in the program's view: attempt; on `EAGAIN` wait for the fd's
+//!   readiness to change (fiber: park through the reactor; plain thread: the real
+//!   `poll`) and try again, honouring `SO_RCVTIMEO`/`SO_SNDTIMEO` (`EAGAIN` on expiry,
+//!   as the kernel reports it).
+//!
+//! Calls we cannot drive by readiness (`poll`/`select` over several fds, `fsync`) run on
+//! the fiber's donor thread (`fiber::run_on_donor`) after a non-blocking probe.
+
+use core::sync::atomic::{AtomicU32, Ordering};
+
+use libc::{c_int, c_void, nfds_t, pollfd, size_t, sockaddr, socklen_t, ssize_t};
+
+use crate::fiber::{self, WaitKind};
+use crate::io::fdtable::{self, FdState, EPOLL_FD, OWNED, REGISTERED, USER_NONBLOCK};
+use crate::io::reactor;
+use crate::parking::{self, ParkResult};
+use crate::sys;
+
+crate::real_fns! {
+    fn read(fd: c_int, buf: *mut c_void, n: size_t) -> ssize_t;
+    fn write(fd: c_int, buf: *const c_void, n: size_t) -> ssize_t;
+    fn readv(fd: c_int, iov: *const libc::iovec, n: c_int) -> ssize_t;
+    fn writev(fd: c_int, iov: *const libc::iovec, n: c_int) -> ssize_t;
+    fn recv(fd: c_int, buf: *mut c_void, n: size_t, flags: c_int) -> ssize_t;
+    fn send(fd: c_int, buf: *const c_void, n: size_t, flags: c_int) -> ssize_t;
+    fn recvfrom(fd: c_int, buf: *mut c_void, n: size_t, flags: c_int, a: *mut sockaddr, l: *mut socklen_t) -> ssize_t;
+    fn sendto(fd: c_int, buf: *const c_void, n: size_t, flags: c_int, a: *const sockaddr, l: socklen_t) -> ssize_t;
+    fn recvmsg(fd: c_int, m: *mut libc::msghdr, flags: c_int) -> ssize_t;
+    fn sendmsg(fd: c_int, m: *const libc::msghdr, flags: c_int) -> ssize_t;
+    fn accept4(fd: c_int, a: *mut sockaddr, l: *mut socklen_t, flags: c_int) -> c_int;
+    fn connect(fd: c_int, a: *const sockaddr, l: socklen_t) -> c_int;
+    fn poll(fds: *mut pollfd, n: nfds_t, timeout: c_int) -> c_int;
+    fn ppoll(fds: *mut pollfd, n: nfds_t, ts: *const libc::timespec, mask: *const libc::sigset_t) -> c_int;
+    fn select(n: c_int, r: *mut libc::fd_set, w: *mut libc::fd_set, e: *mut libc::fd_set, t: *mut libc::timeval) -> c_int;
+    fn pselect(n: c_int, r: *mut libc::fd_set, w: *mut libc::fd_set, e: *mut libc::fd_set, t: *const libc::timespec, m: *const libc::sigset_t) -> c_int;
+    fn epoll_wait(ep: c_int, ev: *mut libc::epoll_event, max: c_int, timeout: c_int) -> c_int;
+    fn epoll_pwait(ep: c_int, ev: *mut libc::epoll_event, max: c_int, timeout: c_int, m: *const libc::sigset_t) -> c_int;
+    fn socket(d: c_int, t: c_int, p: c_int) -> c_int;
+    fn socketpair(d: c_int, t: c_int, p: c_int, sv: *mut c_int) -> c_int;
+    fn pipe2(fds: *mut c_int, flags: c_int) -> c_int;
+    fn eventfd(init: libc::c_uint, flags: c_int) -> c_int;
+    fn epoll_create1(flags: c_int) -> c_int;
+    fn dup(fd: c_int) -> c_int;
+    fn dup3(a: c_int, b: c_int, flags: c_int) -> c_int;
+    fn dup2(a: c_int, b: c_int) -> c_int;
+    fn close(fd: c_int) -> c_int;
+    fn fcntl(fd: c_int, cmd: c_int, arg: libc::c_long) -> c_int;
+    fn ioctl(fd: c_int, req: libc::c_ulong, arg: libc::c_long) -> c_int;
+    fn setsockopt(fd: c_int, level: c_int, name: c_int, v: *const c_void, l: socklen_t) -> c_int;
+    fn getsockopt(fd: c_int, level: c_int, name: c_int, v: *mut c_void, l: *mut socklen_t) -> c_int;
+    fn fsync(fd: c_int) -> c_int;
+    fn fdatasync(fd: c_int) -> c_int;
+}
+
+#[inline]
+fn errno() -> c_int {
+    // SAFETY: this thread's (fiber's) errno slot.
+    unsafe { *libc::__errno_location() }
+}
+
+#[inline]
+fn set_errno(e: c_int) {
+    // SAFETY: this thread's (fiber's) errno slot.
+    unsafe { *libc::__errno_location() = e };
+}
+
+#[inline]
+fn would_block() -> bool {
+    let e = errno();
+    e == libc::EAGAIN || e == libc::EWOULDBLOCK
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Dir {
+    Read,
+    Write,
+}
+
+impl Dir {
+    fn seq(self, st: &FdState) -> &AtomicU32 {
+        match self {
+            Dir::Read => &st.read_seq,
+            Dir::Write => &st.write_seq,
+        }
+    }
+    fn poll_events(self) -> i16 {
+        match self {
+            Dir::Read => libc::POLLIN,
+            Dir::Write => libc::POLLOUT,
+        }
+    }
+    fn timeout_ns(self, st: &FdState) -> u64 {
+        match self {
+            Dir::Read => st.rcvtimeo_ns.load(Ordering::Relaxed),
+            Dir::Write => st.sndtimeo_ns.load(Ordering::Relaxed),
+        }
+    }
+}
+
+enum Waited {
+    Ready,
+    TimedOut,
+    Interrupted,
+}
+
+/// Waits until `fd`'s readiness in `dir` moves past `seq`, or `deadline`.
+fn wait(fd: c_int, st: &FdState, dir: Dir, seq: u32, deadline: Option<u64>) -> Waited {
+    if fiber::current().is_some() && reactor::ensure_registered(fd, st).is_ok() {
+        let word = dir.seq(st);
+        let r = parking::park(word as *const AtomicU32 as usize, u32::MAX, WaitKind::Other,
+            || word.load(Ordering::Acquire) == seq, || {}, |_| {}, deadline);
+        return if r == ParkResult::TimedOut { Waited::TimedOut } else { Waited::Ready };
+    }
+    // A plain thread (or an fd epoll refuses): block in the real poll — on the donor
+    // if we are a fiber, so that no worker blocks.
+    let ms = match deadline {
+        None => -1,
+        Some(d) => {
+            let now = sys::now_ns();
+            if d <= now { 0 } else { (d - now).div_ceil(1_000_000).min(i32::MAX as u64) as c_int }
+        }
+    };
+    let mut p = pollfd { fd, events: dir.poll_events(), revents: 0 };
+    // SAFETY: one valid pollfd.
+    let r = fiber::run_on_donor(|| unsafe { poll(&mut p, 1, ms) });
+    match r {
+        0 => Waited::TimedOut,
+        r if r < 0 && errno() == libc::EINTR => Waited::Interrupted,
+        _ => Waited::Ready,
+    }
+}
+
+/// The retry loop of a blocking call on an owned fd.
+fn blocking(fd: c_int, st: &FdState, dir: Dir, mut attempt: impl FnMut() -> isize) -> isize {
+    let t = dir.timeout_ns(st);
+    let deadline = if t > 0 { Some(sys::now_ns().saturating_add(t)) } else { None };
+    loop {
+        let seq = dir.seq(st).load(Ordering::Acquire);
+        let r = attempt();
+        if r >= 0 || !would_block() {
+            return r;
+        }
+        match wait(fd, st, dir, seq, deadline) {
+            Waited::Ready => {}
+            Waited::TimedOut => {
+                set_errno(libc::EAGAIN);
+                return -1;
+            }
+            Waited::Interrupted => {
+                set_errno(libc::EINTR);
+                return -1;
+            }
+        }
+    }
+}
+
+/// The owned, blocking-in-the-program's-view state of `fd`, if it needs our loop.
+#[inline]
+fn needs_loop(fd: c_int) -> Option<&'static FdState> {
+    let st = fdtable::lookup(fd)?;
+    let f = st.flags.load(Ordering::Acquire);
+    if f & OWNED == 0 || f & (USER_NONBLOCK | EPOLL_FD) != 0 {
+        return None;
+    }
+    Some(st)
+}
+
+// ---- data transfer -------------------------------------------------------------
+
+macro_rules! io_wrapper {
+    ($(#[$m:meta])* $name:ident($fd:ident $(, $arg:ident: $ty:ty)*) -> $ret:ty, $dir:expr, $flags:expr) => {
+        $(#[$m])*
+        /// # Safety
+        /// As the libc function of the same name.
+        pub unsafe fn $name($fd: c_int $(, $arg: $ty)*) -> $ret {
+            let flags: c_int = $flags;
+            match needs_loop($fd) {
+                Some(st) if flags & libc::MSG_DONTWAIT == 0 => {
+                    // SAFETY: forwarded contract.
+                    blocking($fd, st, $dir, || unsafe { super::$name($fd $(, $arg)*) as isize }) as $ret
+                }
+                // SAFETY: forwarded contract.
+                _ => unsafe { super::$name($fd $(, $arg)*) },
+            }
+        }
+    };
+}
+
+pub mod api {
+    use super::*;
+    io_wrapper!(read(fd, buf: *mut c_void, n: size_t) -> ssize_t, Dir::Read, 0);
+    io_wrapper!(write(fd, buf: *const c_void, n: size_t) -> ssize_t, Dir::Write, 0);
+    io_wrapper!(readv(fd, iov: *const libc::iovec, n: c_int) -> ssize_t, Dir::Read, 0);
+    io_wrapper!(writev(fd, iov: *const libc::iovec, n: c_int) -> ssize_t, Dir::Write, 0);
+    io_wrapper!(recv(fd, buf: *mut c_void, n: size_t, flags: c_int) -> ssize_t, Dir::Read, flags);
+    io_wrapper!(send(fd, buf: *const c_void, n: size_t, flags: c_int) -> ssize_t, Dir::Write, flags);
+    io_wrapper!(recvfrom(fd, buf: *mut c_void, n: size_t, flags: c_int, a: *mut sockaddr, l: *mut socklen_t) -> ssize_t, Dir::Read, flags);
+    io_wrapper!(sendto(fd, buf: *const c_void, n: size_t, flags: c_int, a: *const sockaddr, l: socklen_t) -> ssize_t, Dir::Write, flags);
+    io_wrapper!(recvmsg(fd, m: *mut libc::msghdr, flags: c_int) -> ssize_t, Dir::Read, flags);
+    io_wrapper!(sendmsg(fd, m: *const libc::msghdr, flags: c_int) -> ssize_t, Dir::Write, flags);
+
+    /// `accept` / `accept4`: the new socket is ours (non-blocking underneath).
+    ///
+    /// # Safety
+    /// As `accept4`.
+    pub unsafe fn accept4(fd: c_int, a: *mut sockaddr, l: *mut socklen_t, flags: c_int) -> c_int {
+        // SAFETY (both calls): forwarded contract.
+        let attempt = || unsafe { super::accept4(fd, a, l, flags | libc::SOCK_NONBLOCK) as isize };
+        let r = match needs_loop(fd) {
+            Some(st) => blocking(fd, st, Dir::Read, attempt),
+            None => attempt(),
+        } as c_int;
+        if r >= 0 {
+            adopt(r, flags & libc::SOCK_NONBLOCK != 0);
+        }
+        r
+    }
+
+    /// # Safety
+    /// As `connect`.
+    pub unsafe fn connect(fd: c_int, a: *const sockaddr, l: socklen_t) -> c_int {
+        let Some(st) = needs_loop(fd) else {
+            // SAFETY: forwarded contract.
+            return unsafe { super::connect(fd, a, l) };
+        };
+        let mut seq = st.write_seq.load(Ordering::Acquire);
+        // SAFETY: forwarded contract.
+        let r = unsafe { super::connect(fd, a, l) };
+        if r == 0 || errno() != libc::EINPROGRESS {
+            return r;
+        }
+        let t = st.sndtimeo_ns.load(Ordering::Relaxed);
+        let deadline = if t > 0 { Some(sys::now_ns().saturating_add(t)) } else { None };
+        loop {
+            let mut p = pollfd { fd, events: libc::POLLOUT, revents: 0 };
+            // SAFETY: one valid pollfd, no waiting.
+            if unsafe { poll(&mut p, 1, 0) } > 0 {
+                break;
+            }
+            match wait(fd, st, Dir::Write, seq, deadline) {
+                Waited::Ready => seq = st.write_seq.load(Ordering::Acquire),
+                Waited::TimedOut => {
+                    set_errno(libc::EINPROGRESS);
+                    return -1;
+                }
+                Waited::Interrupted => {
+                    set_errno(libc::EINTR);
+                    return -1;
+                }
+            }
+        }
+        let mut err: c_int = 0;
+        let mut len = core::mem::size_of::<c_int>() as socklen_t;
+        // SAFETY: valid out-parameters.
+        unsafe { getsockopt(fd, libc::SOL_SOCKET, libc::SO_ERROR, &mut err as *mut c_int as *mut c_void, &mut len) };
+        if err != 0 {
+            set_errno(err);
+            return -1;
+        }
+        0
+    }
+}
+
+// ---- readiness waits ------------------------------------------------------------
+
+fn ms_deadline(timeout_ms: c_int) -> Option<u64> {
+    if timeout_ms < 0 { None } else { Some(sys::now_ns().saturating_add(timeout_ms as u64 * 1_000_000)) }
+}
+
+fn remaining_ms(deadline: Option<u64>) -> c_int {
+    match deadline {
+        None => -1,
+        Some(d) => {
+            let now = sys::now_ns();
+            if d <= now { 0 } else { (d - now).div_ceil(1_000_000).min(i32::MAX as u64) as c_int }
+        }
+    }
+}
+
+pub mod wait_api {
+    use super::*;
+
+    /// `poll` for a fiber: probe; one owned fd waiting one way parks on it; anything
+    /// else runs on the donor.
+    ///
+    /// # Safety
+    /// As `poll`.
+    pub unsafe fn poll(fds: *mut pollfd, n: nfds_t, timeout_ms: c_int) -> c_int {
+        if fiber::current().is_none() {
+            // SAFETY: forwarded contract.
+            return unsafe { super::poll(fds, n, timeout_ms) };
+        }
+        // SAFETY: forwarded contract (non-blocking probe).
+        let r = unsafe { super::poll(fds, n, 0) };
+        if r != 0 || timeout_ms == 0 {
+            return r;
+        }
+        let deadline = ms_deadline(timeout_ms);
+        if n == 1 {
+            // SAFETY: n == 1: one valid pollfd.
+            let p = unsafe { &mut *fds };
+            let dir = match p.events & (libc::POLLIN | libc::POLLOUT | libc::POLLPRI) {
+                libc::POLLIN => Some(Dir::Read),
+                libc::POLLOUT => Some(Dir::Write),
+                _ => None,
+            };
+            if let (Some(dir), Some(st)) = (dir, fdtable::owned(p.fd)) {
+                if reactor::ensure_registered(p.fd, st).is_ok() {
+                    loop {
+                        let seq = dir.seq(st).load(Ordering::Acquire);
+                        // SAFETY: as above.
+                        let r = unsafe { super::poll(fds, 1, 0) };
+                        if r != 0 {
+                            return r;
+                        }
+                        if let Waited::TimedOut = wait(p.fd, st, dir, seq, deadline) {
+                            return 0;
+                        }
+                    }
+                }
+            }
+        }
+        // SAFETY: forwarded contract; runs on the donor thread.
+        fiber::run_on_donor(|| unsafe { super::poll(fds, n, remaining_ms(deadline)) })
+    }
+
+    /// # Safety
+    /// As `ppoll`.
+    pub unsafe fn ppoll(fds: *mut pollfd, n: nfds_t, ts: *const libc::timespec, mask: *const libc::sigset_t) -> c_int {
+        if fiber::current().is_none() {
+            // SAFETY: forwarded contract.
+            return unsafe { super::ppoll(fds, n, ts, mask) };
+        }
+        let zero = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+        // SAFETY: forwarded contract (non-blocking probe).
+        let r = unsafe { super::ppoll(fds, n, &zero, mask) };
+        // SAFETY: `ts` is null or a valid timespec (caller).
+        if r != 0 || unsafe { ts.as_ref() }.is_some_and(|t| t.tv_sec == 0 && t.tv_nsec == 0) {
+            return r;
+        }
+        // SAFETY: forwarded contract; runs on the donor thread.
+        fiber::run_on_donor(|| unsafe { super::ppoll(fds, n, ts, mask) })
+    }
+
+    /// `select`: probe (on copies of the sets), then run on the donor.
+    ///
+    /// # Safety
+    /// As `select`.
+    pub unsafe fn select(nfds: c_int, r: *mut libc::fd_set, w: *mut libc::fd_set, e: *mut libc::fd_set, t: *mut libc::timeval) -> c_int {
+        if fiber::current().is_none() {
+            // SAFETY: forwarded contract.
+            return unsafe { super::select(nfds, r, w, e, t) };
+        }
+        // SAFETY: each set pointer is null or a valid fd_set (caller).
+        let (sr, sw, se) = unsafe { (r.as_ref().copied(), w.as_ref().copied(), e.as_ref().copied()) };
+        let mut zero = libc::timeval { tv_sec: 0, tv_usec: 0 };
+        // SAFETY: forwarded contract (non-blocking probe).
+        let n = unsafe { super::select(nfds, r, w, e, &mut zero) };
+        // SAFETY: `t` is null or valid (caller).
+        let immediate = unsafe { t.as_ref() }.is_some_and(|t| t.tv_sec == 0 && t.tv_usec == 0);
+        if n != 0 || immediate {
+            return n;
+        }
+        // SAFETY: restore the sets the probe cleared, then the real blocking call on
+        // the donor.
+        unsafe {
+            if let Some(s) = sr { *r = s; }
+            if let Some(s) = sw { *w = s; }
+            if let Some(s) = se { *e = s; }
+            fiber::run_on_donor(|| super::select(nfds, r, w, e, t))
+        }
+    }
+
+    /// # Safety
+    /// As `pselect`.
+    pub unsafe fn pselect(nfds: c_int, r: *mut libc::fd_set, w: *mut libc::fd_set, e: *mut libc::fd_set, t: *const libc::timespec, m: *const libc::sigset_t) -> c_int {
+        // SAFETY: forwarded contract; on the donor for a fiber.
+        fiber::run_on_donor(|| unsafe { super::pselect(nfds, r, w, e, t, m) })
+    }
+
+    /// `epoll_wait` on the program's own epoll fd: its readiness is itself pollable, so
+    /// a fiber parks on it through our reactor.
+    ///
+    /// # Safety
+    /// As `epoll_pwait` (`mask` null for `epoll_wait`).
+    pub unsafe fn epoll_pwait(ep: c_int, ev: *mut libc::epoll_event, max: c_int, timeout_ms: c_int, mask: *const libc::sigset_t) -> c_int {
+        let call = |ms: c_int| {
+            // SAFETY: forwarded contract.
+            unsafe { if mask.is_null() { super::epoll_wait(ep, ev, max, ms) } else { super::epoll_pwait(ep, ev, max, ms, mask) } }
+        };
+        if fiber::current().is_none() {
+            return call(timeout_ms);
+        }
+        let r = call(0);
+        if r != 0 || timeout_ms == 0 {
+            return r;
+        }
+        let deadline = ms_deadline(timeout_ms);
+        if let Some(st) = fdtable::owned(ep) {
+            if reactor::ensure_registered(ep, st).is_ok() {
+                loop {
+                    let seq = st.read_seq.load(Ordering::Acquire);
+                    let r = call(0);
+                    if r != 0 {
+                        return r;
+                    }
+                    if let Waited::TimedOut = wait(ep, st, Dir::Read, seq, deadline) {
+                        return 0;
+                    }
+                }
+            }
+        }
+        fiber::run_on_donor(|| call(remaining_ms(deadline)))
+    }
+}
+
+// ---- descriptor lifecycle ---------------------------------------------------------
+
+/// Marks a freshly created fd as ours (`O_NONBLOCK` is already set underneath).
+fn adopt(fd: c_int, user_nonblock: bool) {
+    if let Some(st) = fdtable::slot(fd) {
+        fdtable::reset(fd);
+        st.flags.store(OWNED | if user_nonblock { USER_NONBLOCK } else { 0 }, Ordering::Release);
+    }
+}
+
+/// Forgets `fd` before it is closed or replaced.
+fn release(fd: c_int) {
+    if let Some(st) = fdtable::lookup(fd) {
+        if let Some(old) = fdtable::reset(fd) {
+            if old & OWNED != 0 {
+                reactor::forget(fd, old & REGISTERED != 0, st);
+            }
+        }
+    }
+}
+
+/// A duplicate shares the open file description, hence our O_NONBLOCK underneath.
+fn copy_state(from: c_int, to: c_int) {
+    if to < 0 || to == from {
+        return;
+    }
+    if let Some(src) = fdtable::owned(from) {
+        let f = src.flags.load(Ordering::Acquire) & (OWNED | USER_NONBLOCK | EPOLL_FD);
+        if let Some(dst) = fdtable::slot(to) {
+            fdtable::reset(to);
+            dst.rcvtimeo_ns.store(src.rcvtimeo_ns.load(Ordering::Relaxed), Ordering::Relaxed);
+            dst.sndtimeo_ns.store(src.sndtimeo_ns.load(Ordering::Relaxed), Ordering::Relaxed);
+            dst.flags.store(f, Ordering::Release);
+        }
+    }
+}
+
+pub mod fd_api {
+    use super::*;
+
+    /// # Safety
+    /// As `socket`.
+    pub unsafe fn socket(d: c_int, t: c_int, p: c_int) -> c_int {
+        // SAFETY: forwarded contract.
+        let fd = unsafe { super::socket(d, t | libc::SOCK_NONBLOCK, p) };
+        if fd >= 0 {
+            adopt(fd, t & libc::SOCK_NONBLOCK != 0);
+        }
+        fd
+    }
+
+    /// # Safety
+    /// As `socketpair`.
+    pub unsafe fn socketpair(d: c_int, t: c_int, p: c_int, sv: *mut c_int) -> c_int {
+        // SAFETY: forwarded contract.
+        let r = unsafe { super::socketpair(d, t | libc::SOCK_NONBLOCK, p, sv) };
+        if r == 0 {
+            // SAFETY: on success the kernel wrote two fds.
+            unsafe {
+                adopt(*sv, t & libc::SOCK_NONBLOCK != 0);
+                adopt(*sv.add(1), t & libc::SOCK_NONBLOCK != 0);
+            }
+        }
+        r
+    }
+
+    /// `pipe` (flags 0) and `pipe2`.
+    ///
+    /// # Safety
+    /// As `pipe2`.
+    pub unsafe fn pipe2(fds: *mut c_int, flags: c_int) -> c_int {
+        // SAFETY: forwarded contract.
+        let r = unsafe { super::pipe2(fds, flags | libc::O_NONBLOCK) };
+        if r == 0 {
+            // SAFETY: on success the kernel wrote two fds.
+            unsafe {
+                adopt(*fds, flags & libc::O_NONBLOCK != 0);
+                adopt(*fds.add(1), flags & libc::O_NONBLOCK != 0);
+            }
+        }
+        r
+    }
+
+    /// # Safety
+    /// As `eventfd`.
+    pub unsafe fn eventfd(init: libc::c_uint, flags: c_int) -> c_int {
+        // SAFETY: forwarded contract.
+        let fd = unsafe { super::eventfd(init, flags | libc::EFD_NONBLOCK) };
+        if fd >= 0 {
+            adopt(fd, flags & libc::EFD_NONBLOCK != 0);
+        }
+        fd
+    }
+
+    /// `epoll_create1` (and `epoll_create`): the program's epoll fd, kept blocking.
+    ///
+    /// # Safety
+    /// As `epoll_create1`.
+    pub unsafe fn epoll_create1(flags: c_int) -> c_int {
+        // SAFETY: forwarded contract.
+        let fd = unsafe { super::epoll_create1(flags) };
+        if fd >= 0 {
+            if let Some(st) = fdtable::slot(fd) {
+                fdtable::reset(fd);
+                st.flags.store(OWNED | EPOLL_FD, Ordering::Release);
+            }
+        }
+        fd
+    }
+
+    /// # Safety
+    /// As `close`.
+    pub unsafe fn close(fd: c_int) -> c_int {
+        release(fd);
+        // SAFETY: forwarded contract.
+        unsafe { super::close(fd) }
+    }
+
+    /// # Safety
+    /// As `dup`.
+    pub unsafe fn dup(fd: c_int) -> c_int {
+        // SAFETY: forwarded contract.
+        let r = unsafe { super::dup(fd) };
+        copy_state(fd, r);
+        r
+    }
+
+    /// `dup2` (flags None) and `dup3`.
+    ///
+    /// # Safety
+    /// As `dup3`.
+    pub unsafe fn dup3(a: c_int, b: c_int, flags: Option<c_int>) -> c_int {
+        if a != b {
+            release(b);
+        }
+        // SAFETY: forwarded contract.
+        let r = unsafe { match flags { None => super::dup2(a, b), Some(f) => super::dup3(a, b, f) } };
+        if r >= 0 {
+            copy_state(a, r);
+        }
+        r
+    }
+
+    /// `fcntl`, hiding our `O_NONBLOCK` from `F_GETFL` and keeping it on `F_SETFL`.
+    ///
+    /// # Safety
+    /// As `fcntl` (the variadic argument passed as a long).
+    pub unsafe fn fcntl(fd: c_int, cmd: c_int, arg: libc::c_long) -> c_int {
+        let st = fdtable::owned(fd).filter(|s| !s.has(EPOLL_FD));
+        match (cmd, st) {
+            (libc::F_GETFL, Some(st)) => {
+                // SAFETY: forwarded contract.
+                let r = unsafe { super::fcntl(fd, cmd, arg) };
+                if r < 0 {
+                    return r;
+                }
+                let user = if st.has(USER_NONBLOCK) { libc::O_NONBLOCK } else { 0 };
+                (r & !libc::O_NONBLOCK) | user
+            }
+            (libc::F_SETFL, Some(st)) => {
+                // SAFETY: forwarded contract.
+                let r = unsafe { super::fcntl(fd, cmd, arg | libc::O_NONBLOCK as libc::c_long) };
+                if r == 0 {
+                    st.set_user_nonblock(arg & libc::O_NONBLOCK as libc::c_long != 0);
+                }
+                r
+            }
+            (libc::F_DUPFD | libc::F_DUPFD_CLOEXEC, _) => {
+                // SAFETY: forwarded contract.
+                let r = unsafe { super::fcntl(fd, cmd, arg) };
+                copy_state(fd, r);
+                r
+            }
+            // SAFETY: forwarded contract.
+            _ => unsafe { super::fcntl(fd, cmd, arg) },
+        }
+    }
+
+    /// `ioctl`: `FIONBIO` on an owned fd only changes the program's view.
+    ///
+    /// # Safety
+    /// As `ioctl` (the variadic argument passed as a long).
+    pub unsafe fn ioctl(fd: c_int, req: libc::c_ulong, arg: libc::c_long) -> c_int {
+        if req == libc::FIONBIO {
+            if let Some(st) = fdtable::owned(fd).filter(|s| !s.has(EPOLL_FD)) {
+                // SAFETY: FIONBIO takes a pointer to int (caller's contract).
+                let Some(v) = (unsafe { (arg as *const c_int).as_ref() }) else {
+                    set_errno(libc::EFAULT);
+                    return -1;
+                };
+                st.set_user_nonblock(*v != 0);
+                return 0;
+            }
+        }
+        // SAFETY: forwarded contract.
+        unsafe { super::ioctl(fd, req, arg) }
+    }
+
+    /// `setsockopt`: remembers SO_RCVTIMEO / SO_SNDTIMEO for our own waits.
+    ///
+    /// # Safety
+    /// As `setsockopt`.
+    pub unsafe fn setsockopt(fd: c_int, level: c_int, name: c_int, v: *const c_void, l: socklen_t) -> c_int {
+        // SAFETY: forwarded contract.
+        let r = unsafe { super::setsockopt(fd, level, name, v, l) };
+        if r == 0 && level == libc::SOL_SOCKET && (name == libc::SO_RCVTIMEO || name == libc::SO_SNDTIMEO)
+            && l as usize >= core::mem::size_of::<libc::timeval>()
+        {
+            if let Some(st) = fdtable::owned(fd) {
+                // SAFETY: the kernel accepted it as a timeval.
+                let tv = unsafe { &*(v as *const libc::timeval) };
+                let ns = (tv.tv_sec.max(0) as u64).saturating_mul(1_000_000_000).saturating_add(tv.tv_usec.max(0) as u64 * 1000);
+                if name == libc::SO_RCVTIMEO { &st.rcvtimeo_ns } else { &st.sndtimeo_ns }.store(ns, Ordering::Relaxed);
+            }
+        }
+        r
+    }
+
+    /// `fsync`/`fdatasync` for a fiber run on its donor (they can take milliseconds).
+    ///
+    /// # Safety
+    /// As `fsync`.
+    pub unsafe fn fsync(fd: c_int, data_only: bool) -> c_int {
+        // SAFETY: forwarded contract.
+        fiber::run_on_donor(|| unsafe { if data_only { fdatasync(fd) } else { super::fsync(fd) } })
+    }
+}
+
+/// In a forked child: descriptors we made non-blocking and that survive `exec` go back
+/// to the program's view, so an exec'd program (which shares them) does not see an
+/// `O_NONBLOCK` it never asked for. Raw system calls only (we are in an atfork handler).
+pub fn restore_blocking_after_fork() {
+    fdtable::for_each_slot(|fd, st| {
+        let f = st.flags.load(Ordering::Relaxed);
+        if f & OWNED == 0 || f & (USER_NONBLOCK | EPOLL_FD) != 0 {
+            return;
+        }
+        // SAFETY: fcntl on a descriptor number; failures are ignored.
+        unsafe {
+            let fdflags = sys::syscall6(libc::SYS_fcntl as usize, fd as usize, libc::F_GETFD as usize, 0, 0, 0, 0);
+            if fdflags < 0 || fdflags & libc::FD_CLOEXEC as isize != 0 {
+                return;
+            }
+            let fl = sys::syscall6(libc::SYS_fcntl as usize, fd as usize, libc::F_GETFL as usize, 0, 0, 0, 0);
+            if fl >= 0 {
+                sys::syscall6(libc::SYS_fcntl as usize, fd as usize, libc::F_SETFL as usize,
+                    (fl as usize) & !(libc::O_NONBLOCK as usize), 0, 0, 0);
+            }
+        }
+        st.flags.store(0, Ordering::Relaxed);
+    });
+}
