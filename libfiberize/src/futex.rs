@@ -85,7 +85,7 @@ pub unsafe fn futex(uaddr: *const u32, op: c_int, val: u32, timeout: *const time
                 return Err(libc::EINVAL);
             }
             bump(&STATS.futex_wakes);
-            Ok(parking::unpark_some(key, bitset, val as usize, |_| {}) as isize)
+            Ok(parking::unpark_some_quick(key, bitset, val as usize) as isize)
         }
         FUTEX_REQUEUE | FUTEX_CMP_REQUEUE => {
             if uaddr2.is_null() {

@@ -21,10 +21,19 @@
 //! address, which is harmless on a dead address. A waiter that times out takes the
 //! bucket lock and removes itself only if `woken` is still 0; otherwise the wake-up
 //! won the race and the waiter reports it (no wake-up is ever lost to a timeout).
+//!
+//! # Lock-free emptiness check
+//!
+//! Wakers that fire often with nobody waiting (reactor readiness edges, futex wakes)
+//! use [`unpark_some_quick`], which skips the bucket lock when the bucket's list is
+//! empty. It is a Dekker pair with `park`: the waker publishes its state change, runs
+//! a SeqCst fence and reads `head`; the waiter links itself into `head`, runs a SeqCst
+//! fence and then validates the state. Either the waker sees the waiter, or the
+//! waiter's validation sees the new state and it does not sleep.
 
 use core::cell::Cell;
 use core::ptr;
-use core::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use core::sync::atomic::{fence, AtomicPtr, AtomicU32, AtomicUsize, Ordering};
 
 use crate::fiber::{self, Fiber, FiberRef, WaitKind};
 use crate::rawlock::RawMutex;
@@ -42,7 +51,9 @@ pub const TOKEN_HANDOFF: usize = 1;
 #[repr(align(64))]
 struct Bucket {
     lock: RawMutex,
-    head: Cell<*const Waiter>,
+    /// Written only under `lock`; atomic so that [`unpark_some_quick`] may peek at it
+    /// without the lock (see "Lock-free emptiness check" above).
+    head: AtomicPtr<Waiter>,
     tail: Cell<*const Waiter>,
 }
 
@@ -50,7 +61,7 @@ struct Bucket {
 unsafe impl Sync for Bucket {}
 
 #[allow(clippy::declare_interior_mutable_const)]
-const EMPTY_BUCKET: Bucket = Bucket { lock: RawMutex::new(), head: Cell::new(ptr::null()), tail: Cell::new(ptr::null()) };
+const EMPTY_BUCKET: Bucket = Bucket { lock: RawMutex::new(), head: AtomicPtr::new(ptr::null_mut()), tail: Cell::new(ptr::null()) };
 static TABLE: [Bucket; BUCKETS] = [EMPTY_BUCKET; BUCKETS];
 
 #[inline]
@@ -91,7 +102,7 @@ impl Bucket {
         w.prev.set(self.tail.get());
         w.next.set(ptr::null());
         if self.tail.get().is_null() {
-            self.head.set(w);
+            self.head.store(w as *const Waiter as *mut Waiter, Ordering::Relaxed);
         } else {
             // SAFETY: list members are live waiters (they do not leave without unlinking).
             unsafe { (*self.tail.get()).next.set(w) };
@@ -103,13 +114,13 @@ impl Bucket {
         // SAFETY: `w` is on this list, so it and its neighbours are live.
         unsafe {
             let (p, n) = ((*w).prev.get(), (*w).next.get());
-            if p.is_null() { self.head.set(n) } else { (*p).next.set(n) }
+            if p.is_null() { self.head.store(n as *mut Waiter, Ordering::Relaxed) } else { (*p).next.set(n) }
             if n.is_null() { self.tail.set(p) } else { (*n).prev.set(p) }
         }
     }
 
     fn any_with_key(&self, key: usize) -> bool {
-        let mut p = self.head.get();
+        let mut p = self.head.load(Ordering::Relaxed) as *const Waiter;
         while !p.is_null() {
             // SAFETY: list members are live.
             unsafe {
@@ -155,11 +166,15 @@ pub fn park(
     let waiter = Waiter::new(key, bitset, me.map_or(ptr::null(), |f| f as *const Fiber));
     let b = bucket(key);
     b.lock.lock();
+    // Queue first, then validate (with a SeqCst fence between): the mirror image of
+    // a waker that changes the state, fences, then peeks at the queue without the lock.
+    b.push_back(&waiter);
+    fence(Ordering::SeqCst);
     if !validate() {
+        b.unlink(&waiter);
         b.lock.unlock();
         return ParkResult::Invalid;
     }
-    b.push_back(&waiter);
     b.lock.unlock();
     before_sleep();
 
@@ -261,7 +276,7 @@ fn take(b: &Bucket, w: *const Waiter, token: usize) -> Wake {
 pub fn unpark_one(key: usize, callback: impl FnOnce(UnparkInfo) -> usize) -> bool {
     let b = bucket(key);
     b.lock.lock();
-    let mut p = b.head.get();
+    let mut p = b.head.load(Ordering::Relaxed) as *const Waiter;
     // SAFETY: list members are live under the lock.
     unsafe {
         while !p.is_null() && (*p).key.load(Ordering::Relaxed) != key {
@@ -305,7 +320,7 @@ pub fn unpark_some(key: usize, bitset: u32, max: usize, callback: impl FnOnce(us
     loop {
         let mut n = 0;
         b.lock.lock();
-        let mut p = b.head.get();
+        let mut p = b.head.load(Ordering::Relaxed) as *const Waiter;
         while !p.is_null() && n < wakes.len() && total + n < max {
             // SAFETY: list members are live under the lock.
             let next = unsafe { (*p).next.get() };
@@ -359,7 +374,7 @@ pub fn unpark_requeue(from: usize, to: usize, max_wake: usize, max_requeue: usiz
     }
     let mut wakes = Vec::new();
     let mut moved = Vec::new();
-    let mut p = b1.head.get();
+    let mut p = b1.head.load(Ordering::Relaxed) as *const Waiter;
     while !p.is_null() && (wakes.len() < max_wake || moved.len() < max_requeue) {
         // SAFETY: list members are live under the lock.
         let next = unsafe { (*p).next.get() };
@@ -387,4 +402,15 @@ pub fn unpark_requeue(from: usize, to: usize, max_wake: usize, max_requeue: usiz
         w.run();
     }
     Some((n, moved.len()))
+}
+
+/// [`unpark_some`] without a callback, skipping the bucket lock when nobody waits in
+/// the key's bucket. The caller must have published the state change that waiters
+/// validate against before calling (see the module docs).
+pub fn unpark_some_quick(key: usize, bitset: u32, max: usize) -> usize {
+    fence(Ordering::SeqCst);
+    if bucket(key).head.load(Ordering::Relaxed).is_null() {
+        return 0;
+    }
+    unpark_some(key, bitset, max, |_| {})
 }

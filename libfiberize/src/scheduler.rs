@@ -17,10 +17,13 @@
 //! ```
 //!
 //! * A fiber woken by a fiber goes to the waker's worker **lifo slot** (the previous
-//!   occupant moves to the local deque). A lock hand-off or a ping-pong then runs the
-//!   wakee next on the same worker with no system call. The slot is an atomic pointer
-//!   that idle workers also steal from, so a woken fiber is stealable at once (the
-//!   remote-ready defect of Boost.Fiber, DESIGN §2, cannot happen here).
+//!   occupant moves to the local deque, where it is stealable). A lock hand-off or a
+//!   ping-pong then runs the wakee next on the same worker with no system call and no
+//!   cache-line migration. Idle workers do not steal an active worker's lifo slot;
+//!   instead the monitor releases a slot to the injector when its owner made no
+//!   progress for a whole tick, so a busy waker delays its wakee by at most ~1 ms and
+//!   never strands it (the remote-ready defect of Boost.Fiber, DESIGN §2, cannot
+//!   happen). Slots of BLOCKED workers are stolen at once.
 //! * `sched_yield` re-queues at the back of the local FIFO deque: round robin.
 //! * Fibers woken by plain OS threads or timers go to the global injector; donors use
 //!   the allocation-free hand-off list (see [`push_from_donor`]).
@@ -249,7 +252,9 @@ impl Runtime {
     fn has_work(&self) -> bool {
         !self.injector.is_empty()
             || !self.handoff_head.load(Ordering::SeqCst).is_null()
-            || self.workers().iter().any(|w| !w.lifo.load(Ordering::SeqCst).is_null() || !w.stealer.is_empty())
+            || self.workers().iter().any(|w| {
+                !w.stealer.is_empty() || (w.state.load(Ordering::Relaxed) != W_ACTIVE && !w.lifo.load(Ordering::SeqCst).is_null())
+            })
             || timer::next_deadline() <= sys::now_ns()
     }
 
@@ -537,7 +542,11 @@ fn steal_from_others(rt: &Runtime, w: &WorkerShared, local: &Deque<FiberRef>) ->
                 Steal::Retry => continue,
             }
         }
-        if !victim.lifo.load(Ordering::Relaxed).is_null() {
+        // The lifo slot of a busy worker is left alone: its owner runs it as soon as
+        // the waker switches out (stealing it would split a ping-pong pair across
+        // cores). A blocked worker's slot is fair game; a slot whose owner made no
+        // progress for a tick is moved to the injector by the monitor.
+        if victim.state.load(Ordering::Relaxed) != W_ACTIVE && !victim.lifo.load(Ordering::Relaxed).is_null() {
             let p = victim.lifo.swap(ptr::null_mut(), Ordering::AcqRel);
             if !p.is_null() {
                 bump(&STATS.steals);
@@ -670,6 +679,16 @@ extern "C" fn monitor_main(_: *mut libc::c_void) -> *mut libc::c_void {
         for w in rt.workers() {
             let i = w.index;
             let p = w.progress.load(Ordering::Relaxed);
+            if p == last_progress[i] && !w.lifo.load(Ordering::Relaxed).is_null() {
+                // The owner has been running one fiber for a whole tick: release the
+                // fiber it woke to the other workers.
+                let f = w.lifo.swap(ptr::null_mut(), Ordering::AcqRel);
+                if !f.is_null() {
+                    // SAFETY: slot entries come from Arc::into_raw.
+                    rt.injector.push(unsafe { Arc::from_raw(f) });
+                    rt.notify();
+                }
+            }
             if w.state.load(Ordering::Acquire) != W_ACTIVE || w.running.load(Ordering::Relaxed) == 0 || p != last_progress[i] {
                 last_progress[i] = p;
                 stuck_ticks[i] = 0;

@@ -120,11 +120,11 @@ pub fn forget(fd: i32, was_registered: bool, st: &FdState) {
 fn bump_and_wake(st: &FdState, read: bool, write: bool) {
     if read {
         st.read_seq.fetch_add(1, Ordering::AcqRel);
-        parking::unpark_some(&st.read_seq as *const _ as usize, u32::MAX, usize::MAX, |_| {});
+        parking::unpark_some_quick(&st.read_seq as *const _ as usize, u32::MAX, usize::MAX);
     }
     if write {
         st.write_seq.fetch_add(1, Ordering::AcqRel);
-        parking::unpark_some(&st.write_seq as *const _ as usize, u32::MAX, usize::MAX, |_| {});
+        parking::unpark_some_quick(&st.write_seq as *const _ as usize, u32::MAX, usize::MAX);
     }
 }
 
