@@ -307,10 +307,16 @@ pub mod wait_api {
         if n == 1 {
             // SAFETY: n == 1: one valid pollfd.
             let p = unsafe { &mut *fds };
-            let dir = match p.events & (libc::POLLIN | libc::POLLOUT | libc::POLLPRI) {
-                libc::POLLIN => Some(Dir::Read),
-                libc::POLLOUT => Some(Dir::Write),
-                _ => None,
+            // POLLPRI (MariaDB's vio waits for POLLIN|POLLPRI) is reported through the
+            // same read sequence: the reactor registers EPOLLPRI and bumps read_seq.
+            let rd = libc::POLLIN | libc::POLLPRI | libc::POLLRDNORM;
+            let ev = p.events & (rd | libc::POLLOUT | libc::POLLWRNORM);
+            let dir = if ev != 0 && ev & !rd == 0 {
+                Some(Dir::Read)
+            } else if ev != 0 && ev & !(libc::POLLOUT | libc::POLLWRNORM) == 0 {
+                Some(Dir::Write)
+            } else {
+                None
             };
             if let (Some(dir), Some(st)) = (dir, fdtable::owned(p.fd)) {
                 if reactor::ensure_registered(p.fd, st).is_ok() {

@@ -1,7 +1,7 @@
 //! The reactor: one epoll set for every fd a fiber waits on.
 //!
 //! Registration is lazy (the first time a fiber would block on the fd), edge-triggered
-//! for `IN|OUT|RDHUP`, with the cookie `fd | gen << 32` so that an event for a closed
+//! for `IN|PRI|OUT|RDHUP`, with the cookie `fd | gen << 32` so that an event for a closed
 //! and reused fd number is recognized as stale. Each event bumps the fd's `read_seq` /
 //! `write_seq` and wakes every fiber parked on that key.
 //!
@@ -75,7 +75,7 @@ pub fn ensure_registered(fd: i32, st: &FdState) -> Result<(), i32> {
     }
     let gen = st.gen.load(Ordering::Acquire);
     let mut e = libc::epoll_event {
-        events: (libc::EPOLLIN | libc::EPOLLOUT | libc::EPOLLRDHUP | libc::EPOLLET) as u32,
+        events: (libc::EPOLLIN | libc::EPOLLPRI | libc::EPOLLOUT | libc::EPOLLRDHUP | libc::EPOLLET) as u32,
         u64: fd as u32 as u64 | (gen as u64) << 32,
     };
     // SAFETY: valid epoll fd and event pointer.
