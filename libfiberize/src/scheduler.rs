@@ -384,8 +384,34 @@ fn schedule(f: FiberRef) {
             return;
         }
     }
+    if let Some(w) = worker_context() {
+        // Scheduler context of a worker (timers, reactor dispatch): queue locally; the
+        // worker looks for work right after. Others are told only about a surplus.
+        // SAFETY: WORKER is set only on w's own OS thread, in scheduler context.
+        let local = unsafe { &*w.local.get() };
+        let surplus = !local.is_empty();
+        local.push(f);
+        if surplus {
+            rt.notify();
+        }
+        return;
+    }
     rt.injector.push(f);
     rt.notify();
+}
+
+thread_local! {
+    /// The worker whose scheduler loop runs on this OS thread. Read only in scheduler
+    /// context, where FS is the worker's own (in fiber context FS is the donor's and
+    /// this reads the donor's copy, which is null).
+    static WORKER: core::cell::Cell<*const WorkerShared> = const { core::cell::Cell::new(ptr::null()) };
+}
+
+#[inline]
+fn worker_context() -> Option<&'static WorkerShared> {
+    let w = WORKER.with(|c| c.get());
+    // SAFETY: set by worker_main to its leaked WorkerShared.
+    if w.is_null() { None } else { Some(unsafe { &*w }) }
 }
 
 /// `sched_yield` for a fiber: back of the local queue.
@@ -439,6 +465,7 @@ extern "C" fn worker_main(arg: *mut libc::c_void) -> *mut libc::c_void {
     let rt = runtime_unchecked();
     w.tp.store(sys::thread_pointer(), Ordering::Relaxed);
     w.tid.store(sys::gettid() as u32, Ordering::Relaxed);
+    WORKER.with(|c| c.set(w));
     // Workers run program code, so they take the program's signals (a handler then runs
     // with the interrupted fiber's TLS, as it would on that thread natively), under the
     // mask the program's threads would have inherited.
@@ -615,11 +642,27 @@ fn run_fiber(w: &WorkerShared, f: FiberRef) {
 }
 
 fn idle(rt: &Runtime, w: &WorkerShared) {
+    // Spin only while some other worker is busy running fibers: only it can hand us
+    // work within a spin's time. With everyone idle, work comes from the kernel (I/O,
+    // timers, other processes), and spinning would only take the CPU away from the
+    // process that is about to answer us (Go's rule for spinning Ms is similar).
+    let others_idle = rt.num_sleeping.load(Ordering::SeqCst) + rt.num_spinning.load(Ordering::SeqCst);
+    let rounds = if others_idle + 1 < rt.active.load(Ordering::Relaxed) { SPIN_ROUNDS } else { 0 };
     rt.num_spinning.fetch_add(1, Ordering::SeqCst);
-    for round in 0..SPIN_ROUNDS {
+    for round in 0..rounds {
         if rt.has_work() {
             rt.num_spinning.fetch_sub(1, Ordering::SeqCst);
             return;
+        }
+        // Readiness is work too: a reply that arrives while we spin must not wait for
+        // the spin to end.
+        if round % 4 == 0 && reactor::try_acquire_poller() {
+            let n = reactor::poll(Some(0));
+            reactor::release_poller();
+            if n > 0 {
+                rt.num_spinning.fetch_sub(1, Ordering::SeqCst);
+                return;
+            }
         }
         for _ in 0..(32 << (round / 16).min(3)) {
             sys::cpu_relax();
