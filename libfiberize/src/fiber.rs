@@ -135,6 +135,10 @@ pub struct Fiber {
     pub life: AtomicU32,
     pub wait_kind: AtomicU32,
     pub wait_addr: AtomicUsize,
+    /// The fiber's own signal mask (kernel sigset, 64 bits), valid when `has_sigmask`.
+    /// Workers apply it while they run the fiber (see `scheduler::run_fiber`).
+    pub sigmask: AtomicU64,
+    pub has_sigmask: core::sync::atomic::AtomicBool,
 }
 
 // SAFETY: the coroutine and yielder cells are only touched by whoever runs the fiber,
@@ -163,6 +167,8 @@ impl Fiber {
             life: AtomicU32::new(Life::Starting as u32),
             wait_kind: AtomicU32::new(WaitKind::None as u32),
             wait_addr: AtomicUsize::new(0),
+            sigmask: AtomicU64::new(0),
+            has_sigmask: core::sync::atomic::AtomicBool::new(false),
         }
     }
 

@@ -47,6 +47,7 @@ pub mod thread;
 pub mod dump;
 pub mod lifecycle;
 pub mod io;
+pub mod signal;
 pub mod tz;
 
 /// Aborts the process with `fiberize: fatal: <parts>` on stderr. For runtime bugs and

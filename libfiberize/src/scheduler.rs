@@ -596,6 +596,11 @@ fn run_fiber(w: &WorkerShared, f: FiberRef) {
     // SAFETY: we dequeued `f`, so we are its only runner (park protocol / queues hand
     // out each fiber once). Between the two FS writes no code touches TLS: resume()
     // is corosensei's register switch, which uses none.
+    let own_mask = f.has_sigmask.load(Ordering::Acquire).then(|| {
+        let m = sys::sigmask_get();
+        sys::sigmask_set(f.sigmask.load(Ordering::Relaxed));
+        m
+    });
     let result = unsafe {
         let co = f.coroutine_mut();
         sys::set_thread_pointer(fiber_tp);
@@ -603,6 +608,9 @@ fn run_fiber(w: &WorkerShared, f: FiberRef) {
         sys::set_thread_pointer(own_tp);
         r
     };
+    if let Some(m) = own_mask {
+        sys::sigmask_set(m);
+    }
     w.running.store(0, Ordering::Relaxed);
     w.progress.fetch_add(1, Ordering::Relaxed);
     bump(&STATS.switches);

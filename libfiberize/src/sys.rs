@@ -185,3 +185,26 @@ pub fn write_stderr(bytes: &[u8]) {
 pub fn cpu_relax() {
     core::hint::spin_loop();
 }
+
+/// The calling OS thread's signal mask, as the kernel's 64-bit set.
+pub fn sigmask_get() -> u64 {
+    let mut old: u64 = 0;
+    // SAFETY: rt_sigprocmask with a null new set only writes `old` (8 bytes).
+    unsafe { syscall6(libc::SYS_rt_sigprocmask as usize, libc::SIG_BLOCK as usize, 0, &mut old as *mut u64 as usize, 8, 0, 0) };
+    old
+}
+
+/// Sets the calling OS thread's signal mask (SIGKILL/SIGSTOP are ignored by the kernel).
+pub fn sigmask_set(mask: u64) {
+    // SAFETY: rt_sigprocmask reads 8 bytes from `mask`.
+    unsafe { syscall6(libc::SYS_rt_sigprocmask as usize, libc::SIG_SETMASK as usize, &mask as *const u64 as usize, 0, 8, 0, 0) };
+}
+
+/// The CPU the calling OS thread runs on (the getcpu system call: glibc's
+/// `sched_getcpu` reads the rseq area of the TCB, which for a fiber is its donor's).
+pub fn getcpu() -> i32 {
+    let mut cpu: u32 = 0;
+    // SAFETY: getcpu writes one u32; the node and cache pointers may be null.
+    let r = unsafe { syscall6(libc::SYS_getcpu as usize, &mut cpu as *mut u32 as usize, 0, 0, 0, 0, 0) };
+    if r < 0 { -1 } else { cpu as i32 }
+}

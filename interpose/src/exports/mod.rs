@@ -3,6 +3,8 @@ pub mod cond;
 pub mod io;
 pub mod marker;
 pub mod mutex;
+pub mod offload;
+pub mod signal;
 pub mod sleep;
 pub mod syscall;
 pub mod thread;

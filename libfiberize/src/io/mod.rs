@@ -12,5 +12,6 @@
 //!   readiness-driven run on the fiber's donor thread (multi-fd `poll`, `select`,
 //!   `fsync`).
 pub mod fdtable;
+pub mod offload;
 pub mod ops;
 pub mod reactor;
