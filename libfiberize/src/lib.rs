@@ -49,6 +49,11 @@ pub mod lifecycle;
 pub mod io;
 pub mod signal;
 pub mod tz;
+pub mod rwlock;
+pub mod sem;
+pub mod barrier;
+pub mod once;
+pub mod spin;
 
 /// Aborts the process with `fiberize: fatal: <parts>` on stderr. For runtime bugs and
 /// broken installations only; a program's bad argument gets an error code instead.

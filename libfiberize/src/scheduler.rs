@@ -119,6 +119,8 @@ pub struct WorkerShared {
     /// This worker sleeps in epoll_wait as the reactor's poller (wake it through the
     /// reactor's eventfd, not the futex).
     polling: AtomicBool,
+    /// The worker's own signal mask (kernel set), restored after fibers with their own.
+    base_sigmask: AtomicU64,
 }
 
 // SAFETY: `local` is only used from the owning OS thread (see the field's comment);
@@ -199,6 +201,7 @@ fn start_pool() {
             state: AtomicU32::new(W_ACTIVE),
             spare_word: AtomicU32::new(0),
             polling: AtomicBool::new(false),
+            base_sigmask: AtomicU64::new(0),
         });
     }
     let rt = Box::leak(Box::new(Runtime {
@@ -471,6 +474,7 @@ extern "C" fn worker_main(arg: *mut libc::c_void) -> *mut libc::c_void {
     // mask the program's threads would have inherited.
     // SAFETY: a valid sigset pointer into the leaked runtime.
     unsafe { pthread_sigmask(libc::SIG_SETMASK, &rt.initial_sigmask, ptr::null_mut()) };
+    w.base_sigmask.store(sys::sigmask_get(), Ordering::Relaxed);
     let mut tick: u32 = 0;
     loop {
         tick = tick.wrapping_add(1);
@@ -596,11 +600,12 @@ fn run_fiber(w: &WorkerShared, f: FiberRef) {
     // SAFETY: we dequeued `f`, so we are its only runner (park protocol / queues hand
     // out each fiber once). Between the two FS writes no code touches TLS: resume()
     // is corosensei's register switch, which uses none.
-    let own_mask = f.has_sigmask.load(Ordering::Acquire).then(|| {
-        let m = sys::sigmask_get();
+    // Per-fiber signal masks (see `crate::signal`): install the fiber's before the
+    // switch, and put the worker's own back afterwards if the fiber has (or, during
+    // this run, acquired) a mask of its own.
+    if f.has_sigmask.load(Ordering::Acquire) {
         sys::sigmask_set(f.sigmask.load(Ordering::Relaxed));
-        m
-    });
+    }
     let result = unsafe {
         let co = f.coroutine_mut();
         sys::set_thread_pointer(fiber_tp);
@@ -608,8 +613,8 @@ fn run_fiber(w: &WorkerShared, f: FiberRef) {
         sys::set_thread_pointer(own_tp);
         r
     };
-    if let Some(m) = own_mask {
-        sys::sigmask_set(m);
+    if f.has_sigmask.load(Ordering::Acquire) {
+        sys::sigmask_set(w.base_sigmask.load(Ordering::Relaxed));
     }
     w.running.store(0, Ordering::Relaxed);
     w.progress.fetch_add(1, Ordering::Relaxed);

@@ -9,3 +9,8 @@ pub mod sleep;
 pub mod syscall;
 pub mod thread;
 pub mod time;
+pub mod rwlock;
+pub mod sem;
+pub mod barrier;
+pub mod once;
+pub mod spin;

@@ -1,0 +1,40 @@
+//! `pthread_barrier_*` exports. Attribute functions are not interposed: `init` reads
+//! the pshared flag through glibc's real getter.
+
+use libc::{c_int, c_uint, pthread_barrier_t, pthread_barrierattr_t};
+
+use crate::gate::enabled;
+use fiberize_rt::barrier::api;
+
+mod real {
+    use super::*;
+    fiberize_rt::real_fns! {
+        fn pthread_barrier_init(b: *mut pthread_barrier_t, a: *const pthread_barrierattr_t, count: c_uint) -> c_int;
+        fn pthread_barrier_wait(b: *mut pthread_barrier_t) -> c_int;
+        fn pthread_barrier_destroy(b: *mut pthread_barrier_t) -> c_int;
+    }
+}
+
+/// # Safety
+/// As glibc's `pthread_barrier_init`.
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn pthread_barrier_init(b: *mut pthread_barrier_t, a: *const pthread_barrierattr_t, count: c_uint) -> c_int {
+    // SAFETY: forwarded contract.
+    unsafe { if enabled() { api::init(b, a, count) } else { real::pthread_barrier_init(b, a, count) } }
+}
+
+/// # Safety
+/// As glibc's `pthread_barrier_wait`.
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn pthread_barrier_wait(b: *mut pthread_barrier_t) -> c_int {
+    // SAFETY: forwarded contract.
+    unsafe { if enabled() { api::wait(b) } else { real::pthread_barrier_wait(b) } }
+}
+
+/// # Safety
+/// As glibc's `pthread_barrier_destroy`.
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn pthread_barrier_destroy(b: *mut pthread_barrier_t) -> c_int {
+    // SAFETY: forwarded contract.
+    unsafe { if enabled() { api::destroy(b) } else { real::pthread_barrier_destroy(b) } }
+}

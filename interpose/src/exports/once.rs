@@ -1,0 +1,50 @@
+//! `pthread_once`, its glibc alias `__pthread_once`, and C11 `call_once` (whose
+//! `once_flag` is a `pthread_once_t`; glibc's own `call_once` calls its internal
+//! `__pthread_once`, which we could not intercept, so we export it too).
+
+use libc::{c_int, pthread_once_t};
+
+use crate::gate::enabled;
+use fiberize_rt::once::{self, InitRoutine};
+
+mod real {
+    use super::*;
+    fiberize_rt::real_fns! {
+        fn pthread_once(o: *mut pthread_once_t, f: InitRoutine) -> c_int;
+        fn call_once(o: *mut pthread_once_t, f: InitRoutine) -> ();
+    }
+}
+
+/// # Safety
+/// As glibc's `pthread_once`.
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn pthread_once(o: *mut pthread_once_t, f: InitRoutine) -> c_int {
+    // SAFETY: forwarded contract.
+    unsafe { if enabled() { once::once(o, f) } else { real::pthread_once(o, f) } }
+}
+
+/// glibc alias of `pthread_once`.
+///
+/// # Safety
+/// As `pthread_once`.
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn __pthread_once(o: *mut pthread_once_t, f: InitRoutine) -> c_int {
+    // SAFETY: forwarded contract.
+    unsafe { pthread_once(o, f) }
+}
+
+/// C11 `call_once(once_flag *, void (*)(void))`.
+///
+/// # Safety
+/// As glibc's `call_once`.
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn call_once(o: *mut pthread_once_t, f: InitRoutine) {
+    // SAFETY: forwarded contract.
+    unsafe {
+        if enabled() {
+            once::once(o, f);
+        } else {
+            real::call_once(o, f)
+        }
+    }
+}

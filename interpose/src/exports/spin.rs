@@ -1,0 +1,58 @@
+//! `pthread_spin_*` exports. Same encoding as glibc (so process-shared spinlocks need
+//! no delegation); waiters yield instead of spinning forever (`fiberize_rt::spin`).
+
+use libc::{c_int, pthread_spinlock_t};
+
+use crate::gate::enabled;
+use fiberize_rt::spin;
+
+mod real {
+    use super::*;
+    fiberize_rt::real_fns! {
+        fn pthread_spin_init(l: *mut pthread_spinlock_t, pshared: c_int) -> c_int;
+        fn pthread_spin_lock(l: *mut pthread_spinlock_t) -> c_int;
+        fn pthread_spin_trylock(l: *mut pthread_spinlock_t) -> c_int;
+        fn pthread_spin_unlock(l: *mut pthread_spinlock_t) -> c_int;
+        fn pthread_spin_destroy(l: *mut pthread_spinlock_t) -> c_int;
+    }
+}
+
+/// # Safety
+/// As glibc's `pthread_spin_init`.
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn pthread_spin_init(l: *mut pthread_spinlock_t, pshared: c_int) -> c_int {
+    // SAFETY: forwarded contract.
+    unsafe { if enabled() { spin::init(l, pshared) } else { real::pthread_spin_init(l, pshared) } }
+}
+
+/// # Safety
+/// As glibc's `pthread_spin_lock`.
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn pthread_spin_lock(l: *mut pthread_spinlock_t) -> c_int {
+    // SAFETY: forwarded contract.
+    unsafe { if enabled() { spin::lock(l) } else { real::pthread_spin_lock(l) } }
+}
+
+/// # Safety
+/// As glibc's `pthread_spin_trylock`.
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn pthread_spin_trylock(l: *mut pthread_spinlock_t) -> c_int {
+    // SAFETY: forwarded contract.
+    unsafe { if enabled() { spin::trylock(l) } else { real::pthread_spin_trylock(l) } }
+}
+
+/// # Safety
+/// As glibc's `pthread_spin_unlock`.
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn pthread_spin_unlock(l: *mut pthread_spinlock_t) -> c_int {
+    // SAFETY: forwarded contract.
+    unsafe { if enabled() { spin::unlock(l) } else { real::pthread_spin_unlock(l) } }
+}
+
+/// # Safety
+/// As glibc's `pthread_spin_destroy`.
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn pthread_spin_destroy(l: *mut pthread_spinlock_t) -> c_int {
+    // SAFETY: forwarded contract.
+    unsafe { if enabled() { spin::destroy(l) } else { real::pthread_spin_destroy(l) } }
+}
