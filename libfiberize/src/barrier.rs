@@ -205,7 +205,7 @@ pub mod api {
     /// from `pthread_barrier_init` on, as natively.
     #[inline]
     fn overlayable(b: *mut pthread_barrier_t) -> bool {
-        !b.is_null() && b as usize % core::mem::align_of::<BarrierOverlay>() == 0
+        !b.is_null() && (b as usize).is_multiple_of(core::mem::align_of::<BarrierOverlay>())
     }
 
     /// Our barrier, or None for glibc's (process-shared, or not overlayable).

@@ -83,7 +83,7 @@ crate::real_fns! {
 /// function the program may call.
 #[inline]
 pub unsafe fn once(ctl: *mut pthread_once_t, init: InitRoutine) -> c_int {
-    if ctl.is_null() || ctl as usize % core::mem::align_of::<AtomicI32>() != 0 {
+    if ctl.is_null() || !(ctl as usize).is_multiple_of(core::mem::align_of::<AtomicI32>()) {
         // Not overlayable: glibc's, as natively (it crashes on NULL).
         // SAFETY: forwarded contract.
         return unsafe { pthread_once(ctl, init) };

@@ -78,7 +78,7 @@ use core::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, Ordering};
 use libc::{c_int, clockid_t, timespec};
 
 use crate::fiber::WaitKind;
-use crate::mutex::{self_id, Timeout};
+use crate::mutex::self_id;
 use crate::parking::{self, ParkResult, TOKEN_HANDOFF, TOKEN_NORMAL};
 use crate::{sys, time};
 
@@ -166,29 +166,23 @@ fn spin(round: u32) {
     }
 }
 
-/// A validated timeout: None (wait forever) or (clock, abstime).
-type Checked = Option<(clockid_t, timespec)>;
+/// A timed call's (clock, abstime); None waits forever (also glibc's reading of a
+/// NULL abstime).
+pub type Timeout<'a> = Option<(clockid_t, &'a timespec)>;
 
 /// glibc's up-front check of a timed call's arguments.
 #[inline]
-fn check_timeout(t: Timeout) -> Result<Checked, c_int> {
+fn check_timeout(t: Timeout<'_>) -> Result<(), c_int> {
     match t {
-        Timeout::Never => Ok(None),
-        Timeout::At(clock, ts) => {
-            // SAFETY: the program passed a timespec pointer (or NULL) for a timed lock.
-            let Some(ts) = (unsafe { ts.as_ref() }) else { return Ok(None) };
-            if !time::supported_clock(clock) || !time::valid(ts) {
-                return Err(libc::EINVAL);
-            }
-            Ok(Some((clock, *ts)))
-        }
+        Some((clock, ts)) if !time::supported_clock(clock) || !time::valid(ts) => Err(libc::EINVAL),
+        _ => Ok(()),
     }
 }
 
 #[inline]
-fn deadline_of(t: &Checked) -> Option<u64> {
+fn deadline_of(t: Timeout<'_>) -> Option<u64> {
     // The arguments were validated up front, so the conversion cannot fail.
-    t.as_ref().map(|(clock, ts)| time::absolute_deadline(*clock, ts).unwrap_or_else(|_| sys::now_ns()))
+    t.map(|(clock, ts)| time::absolute_deadline(clock, ts).unwrap_or_else(|_| sys::now_ns()))
 }
 
 /// `pthread_rwlock_init` for a process-private lock of `kind`.
@@ -206,11 +200,10 @@ pub fn init(o: &RwlockOverlay, kind: u32) {
 
 /// `pthread_rwlock_rdlock` / `timedrdlock` / `clockrdlock`.
 #[inline]
-pub fn rdlock(o: &RwlockOverlay, timeout: Timeout) -> c_int {
-    let checked = match check_timeout(timeout) {
-        Ok(c) => c,
-        Err(e) => return e,
-    };
+pub fn rdlock(o: &RwlockOverlay, timeout: Timeout<'_>) -> c_int {
+    if let Err(e) = check_timeout(timeout) {
+        return e;
+    }
     if o.writer.load(Ordering::Relaxed) == self_id() {
         return libc::EDEADLK;
     }
@@ -221,11 +214,11 @@ pub fn rdlock(o: &RwlockOverlay, timeout: Timeout) -> c_int {
     {
         return 0;
     }
-    rdlock_slow(o, &checked)
+    rdlock_slow(o, timeout)
 }
 
 #[cold]
-fn rdlock_slow(o: &RwlockOverlay, checked: &Checked) -> c_int {
+fn rdlock_slow(o: &RwlockOverlay, timeout: Timeout<'_>) -> c_int {
     let kind = o.flags.load(Ordering::Relaxed);
     let mut deadline = None;
     let mut spins = 0;
@@ -251,7 +244,7 @@ fn rdlock_slow(o: &RwlockOverlay, checked: &Checked) -> c_int {
             continue;
         }
         if deadline.is_none() {
-            deadline = deadline_of(checked);
+            deadline = deadline_of(timeout);
         }
         let r = parking::park(
             o.read_key(),
@@ -336,17 +329,16 @@ fn last_reader_handoff(o: &RwlockOverlay) {
 
 /// `pthread_rwlock_wrlock` / `timedwrlock` / `clockwrlock`.
 #[inline]
-pub fn wrlock(o: &RwlockOverlay, timeout: Timeout) -> c_int {
-    let checked = match check_timeout(timeout) {
-        Ok(c) => c,
-        Err(e) => return e,
-    };
+pub fn wrlock(o: &RwlockOverlay, timeout: Timeout<'_>) -> c_int {
+    if let Err(e) = check_timeout(timeout) {
+        return e;
+    }
     let me = self_id();
     if o.writer.load(Ordering::Relaxed) == me {
         return libc::EDEADLK;
     }
     if o.state.compare_exchange(0, WRITER, Ordering::Acquire, Ordering::Relaxed).is_err() {
-        let r = wrlock_slow(o, &checked);
+        let r = wrlock_slow(o, timeout);
         if r != 0 {
             return r;
         }
@@ -356,7 +348,7 @@ pub fn wrlock(o: &RwlockOverlay, timeout: Timeout) -> c_int {
 }
 
 #[cold]
-fn wrlock_slow(o: &RwlockOverlay, checked: &Checked) -> c_int {
+fn wrlock_slow(o: &RwlockOverlay, timeout: Timeout<'_>) -> c_int {
     let mut deadline = None;
     let mut spins = 0;
     loop {
@@ -378,7 +370,7 @@ fn wrlock_slow(o: &RwlockOverlay, checked: &Checked) -> c_int {
             continue;
         }
         if deadline.is_none() {
-            deadline = deadline_of(checked);
+            deadline = deadline_of(timeout);
         }
         let mut was_last = false;
         let r = parking::park(
@@ -631,7 +623,7 @@ pub mod api {
     /// `rw` is NULL or points to a pthread_rwlock_t (the program's contract with glibc).
     #[inline]
     unsafe fn ours<'a>(rw: *mut pthread_rwlock_t) -> Option<&'a RwlockOverlay> {
-        if rw.is_null() || rw as usize % core::mem::align_of::<RwlockOverlay>() != 0 {
+        if rw.is_null() || !(rw as usize).is_multiple_of(core::mem::align_of::<RwlockOverlay>()) {
             return None;
         }
         // SAFETY: non-null, aligned, the program's lock (caller's contract).
@@ -665,7 +657,7 @@ pub mod api {
     /// # Safety
     /// As `pthread_rwlock_init`.
     pub unsafe fn init(rw: *mut pthread_rwlock_t, attr: *const pthread_rwlockattr_t) -> c_int {
-        if rw.is_null() || rw as usize % core::mem::align_of::<RwlockOverlay>() != 0 {
+        if rw.is_null() || !(rw as usize).is_multiple_of(core::mem::align_of::<RwlockOverlay>()) {
             // SAFETY: forwarded contract (glibc's, for an address we cannot overlay).
             return unsafe { pthread_rwlock_init(rw, attr) };
         }
@@ -720,7 +712,8 @@ pub mod api {
                 (true, Some(c)) => delegated_lock(|| unsafe { pthread_rwlock_tryrdlock(rw) }, || unsafe { pthread_rwlock_clockrdlock(rw, c, ts) }),
             };
         };
-        let t = if timed { Timeout::At(clock.unwrap_or(libc::CLOCK_REALTIME), ts) } else { Timeout::Never };
+        // SAFETY: the program's timespec pointer or NULL (NULL: no timeout, as glibc).
+        let t = if timed { unsafe { ts.as_ref() }.map(|ts| (clock.unwrap_or(libc::CLOCK_REALTIME), ts)) } else { None };
         super::rdlock(o, t)
     }
 
@@ -743,7 +736,8 @@ pub mod api {
                 (true, Some(c)) => delegated_lock(|| unsafe { pthread_rwlock_trywrlock(rw) }, || unsafe { pthread_rwlock_clockwrlock(rw, c, ts) }),
             };
         };
-        let t = if timed { Timeout::At(clock.unwrap_or(libc::CLOCK_REALTIME), ts) } else { Timeout::Never };
+        // SAFETY: the program's timespec pointer or NULL (NULL: no timeout, as glibc).
+        let t = if timed { unsafe { ts.as_ref() }.map(|ts| (clock.unwrap_or(libc::CLOCK_REALTIME), ts)) } else { None };
         super::wrlock(o, t)
     }
 

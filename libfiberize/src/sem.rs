@@ -66,7 +66,6 @@ use core::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 use libc::{c_int, c_uint, clockid_t, sem_t, timespec};
 
 use crate::fiber::{self, WaitKind};
-use crate::mutex::Timeout;
 use crate::parking::{self, ParkResult, TOKEN_NORMAL};
 use crate::time;
 
@@ -139,9 +138,12 @@ pub fn trywait(s: &SemOverlay) -> Result<(), c_int> {
     }
 }
 
+/// A wait's (clock, abstime), already validated as glibc does; None waits forever.
+pub type Timeout<'a> = Option<(clockid_t, &'a timespec)>;
+
 /// `sem_wait` / `sem_timedwait` / `sem_clockwait` once the arguments were validated.
 #[inline]
-pub fn wait(s: &SemOverlay, timeout: Timeout) -> Result<(), c_int> {
+pub fn wait(s: &SemOverlay, timeout: Timeout<'_>) -> Result<(), c_int> {
     if trywait(s).is_ok() {
         return Ok(());
     }
@@ -149,13 +151,10 @@ pub fn wait(s: &SemOverlay, timeout: Timeout) -> Result<(), c_int> {
 }
 
 #[cold]
-fn wait_slow(s: &SemOverlay, timeout: Timeout) -> Result<(), c_int> {
+fn wait_slow(s: &SemOverlay, timeout: Timeout<'_>) -> Result<(), c_int> {
     let deadline = match timeout {
-        Timeout::Never => None,
-        Timeout::At(clock, ts) => {
-            // SAFETY: validated non-null by the caller.
-            Some(time::absolute_deadline(clock, unsafe { &*ts })?)
-        }
+        None => None,
+        Some((clock, ts)) => Some(time::absolute_deadline(clock, ts)?),
     };
     let mut d = s.data.fetch_add(ONE_WAITER, Ordering::Relaxed) + ONE_WAITER;
     loop {
@@ -239,7 +238,7 @@ pub mod api {
     /// one semaphore takes the same side.
     #[inline]
     fn overlayable(s: *mut sem_t) -> bool {
-        !s.is_null() && s as usize % core::mem::align_of::<SemOverlay>() == 0
+        !s.is_null() && (s as usize).is_multiple_of(core::mem::align_of::<SemOverlay>())
     }
 
     /// Our semaphore, or None for glibc's (see the module docs and [`overlayable`]).
@@ -299,7 +298,7 @@ pub mod api {
             return Outcome::Real(unsafe { delegated_wait(s, clock, ts, timed) });
         };
         if !timed {
-            return Outcome::Ours(super::wait(o, Timeout::Never));
+            return Outcome::Ours(super::wait(o, None));
         }
         // glibc's checks, before the fast path: sem_clockwait checks the clock, then
         // both check tv_nsec. (glibc would crash on NULL; we report EINVAL.)
@@ -309,7 +308,7 @@ pub mod api {
         }
         // SAFETY: the program's timespec pointer or NULL.
         match unsafe { ts.as_ref() } {
-            Some(t) if time::valid(t) => Outcome::Ours(super::wait(o, Timeout::At(clk, ts))),
+            Some(t) if time::valid(t) => Outcome::Ours(super::wait(o, Some((clk, t)))),
             _ => Outcome::Ours(Err(libc::EINVAL)),
         }
     }

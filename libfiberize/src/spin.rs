@@ -53,7 +53,7 @@ crate::real_fns! {
 /// `l` is NULL or points to a live `pthread_spinlock_t`.
 #[inline]
 unsafe fn word<'a>(l: *mut pthread_spinlock_t) -> Option<&'a AtomicI32> {
-    if l.is_null() || l as usize % core::mem::align_of::<AtomicI32>() != 0 {
+    if l.is_null() || !(l as usize).is_multiple_of(core::mem::align_of::<AtomicI32>()) {
         return None;
     }
     // SAFETY: a non-null, aligned int (caller's contract), accessed atomically by all.
