@@ -33,7 +33,13 @@ fi
 [ -f "$LIB" ] || cargo build --release -p interpose
 
 WORK=$(mktemp -d /tmp/fiberize-mysql.XXXXXX)
-PORT=$((20000 + RANDOM % 20000))
+# A free port below the ephemeral range (32768+), so that client sockets never hold it.
+PORT=
+for _ in $(seq 1 50); do
+    cand=$((12000 + RANDOM % 18000))
+    ss -ltn 2>/dev/null | awk '{print $4}' | grep -q ":$cand\$" || { PORT=$cand; break; }
+done
+[ -n "$PORT" ] || { echo "no free port"; exit 1; }
 SOCK=$WORK/mysqld.sock
 cleanup() {
     mariadb-admin --no-defaults -h127.0.0.1 -P$PORT -uroot shutdown >/dev/null 2>&1 || true

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# The project's one test command (CI runs it through .ci/run): installs what the tests
+# need, builds libfiberize.so and runs every test, native and preloaded.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need=()
+command -v cc >/dev/null || need+=(gcc)
+command -v c++ >/dev/null || need+=(g++)
+command -v gdb >/dev/null || need+=(gdb)
+command -v sysbench >/dev/null || need+=(sysbench)
+[ -x /usr/sbin/mariadbd ] || need+=(mariadb-server mariadb-client)
+command -v ss >/dev/null || need+=(iproute2)
+if [ ${#need[@]} -gt 0 ]; then
+    echo "== installing ${need[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq "${need[@]}" >/dev/null
+    # The package may start its own service; the tests run private instances.
+    (systemctl stop mariadb || service mariadb stop) >/dev/null 2>&1 || true
+fi
+
+echo "== build"
+cargo build --release -p interpose
+echo "== tests"
+cargo test --release --workspace -- --test-threads=2
