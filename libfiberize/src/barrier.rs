@@ -268,3 +268,67 @@ pub mod api {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    struct Bar(Box<pthread_barrier_t>);
+    // SAFETY: accessed only through the overlay's atomics.
+    unsafe impl Send for Bar {}
+    // SAFETY: as above.
+    unsafe impl Sync for Bar {}
+    impl Bar {
+        fn new(count: u32) -> Bar {
+            // SAFETY: zero bytes are a valid pthread_barrier_t to overwrite.
+            let b = Bar(Box::new(unsafe { core::mem::zeroed() }));
+            init(b.o(), count);
+            b
+        }
+        fn o(&self) -> &BarrierOverlay {
+            // SAFETY: a live, aligned pthread_barrier_t.
+            unsafe { &*(&*self.0 as *const pthread_barrier_t as *const BarrierOverlay) }
+        }
+    }
+
+    #[test]
+    fn one_serial_per_round() {
+        const N: usize = 4;
+        const ROUNDS: usize = 300;
+        let b = Arc::new(Bar::new(N as u32));
+        let serials = Arc::new((0..ROUNDS).map(|_| AtomicU32::new(0)).collect::<Vec<_>>());
+        let hs: Vec<_> = (0..N)
+            .map(|_| {
+                let (b, serials) = (b.clone(), serials.clone());
+                std::thread::spawn(move || {
+                    for s in serials.iter() {
+                        // SAFETY: a live private barrier.
+                        let r = unsafe { wait(b.o()) };
+                        assert!(r == 0 || r == PTHREAD_BARRIER_SERIAL_THREAD);
+                        if r == PTHREAD_BARRIER_SERIAL_THREAD {
+                            s.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                })
+            })
+            .collect();
+        for h in hs {
+            h.join().unwrap();
+        }
+        assert!(serials.iter().all(|s| s.load(Ordering::Relaxed) == 1));
+        assert_eq!(destroy(b.o()), 0);
+        assert_eq!(b.o().inside.load(Ordering::Relaxed), 0);
+    }
+
+    #[test]
+    fn count_one_and_bad_counts() {
+        let b = Bar::new(1);
+        // SAFETY: a live private barrier.
+        assert_eq!(unsafe { wait(b.o()) }, PTHREAD_BARRIER_SERIAL_THREAD);
+        let z = Bar::new(1);
+        z.o().count.store(0, Ordering::Relaxed);
+        // SAFETY: as above (garbage count).
+        assert_eq!(unsafe { wait(z.o()) }, libc::EINVAL);
+    }
+}

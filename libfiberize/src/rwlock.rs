@@ -83,7 +83,9 @@ use crate::parking::{self, ParkResult, TOKEN_HANDOFF, TOKEN_NORMAL};
 use crate::{sys, time};
 
 /// Our view of the 56 bytes of a `pthread_rwlock_t` (see the module docs).
-/// Private stand-in for `glibc_layout::RwlockOverlay`, with the same field offsets.
+/// Private stand-in for `glibc_layout::RwlockOverlay` (same field names and offsets;
+/// once that type is committed, this struct, its impl and the size checks below can
+/// be replaced by `use glibc_layout::RwlockOverlay;`).
 #[repr(C)]
 pub struct RwlockOverlay {
     pub state: AtomicU32,
@@ -114,16 +116,18 @@ impl RwlockOverlay {
         // atomic or padding we never touch, so shared access through `&` is sound.
         unsafe { &*(p as *const RwlockOverlay) }
     }
+}
 
-    #[inline]
-    fn read_key(&self) -> usize {
-        &self.state as *const AtomicU32 as usize
-    }
+/// Readers park on the address of `state`.
+#[inline]
+fn read_key(o: &RwlockOverlay) -> usize {
+    &o.state as *const AtomicU32 as usize
+}
 
-    #[inline]
-    fn write_key(&self) -> usize {
-        &self.waiters as *const AtomicU32 as usize
-    }
+/// Writers park on the address of `waiters`.
+#[inline]
+fn write_key(o: &RwlockOverlay) -> usize {
+    &o.waiters as *const AtomicU32 as usize
 }
 
 pub const WRITER: u32 = 1;
@@ -247,7 +251,7 @@ fn rdlock_slow(o: &RwlockOverlay, timeout: Timeout<'_>) -> c_int {
             deadline = deadline_of(timeout);
         }
         let r = parking::park(
-            o.read_key(),
+            read_key(o),
             u32::MAX,
             WaitKind::RwLock,
             || {
@@ -374,7 +378,7 @@ fn wrlock_slow(o: &RwlockOverlay, timeout: Timeout<'_>) -> c_int {
         }
         let mut was_last = false;
         let r = parking::park(
-            o.write_key(),
+            write_key(o),
             u32::MAX,
             WaitKind::RwLock,
             || {
@@ -464,7 +468,7 @@ fn write_unlock_slow(o: &RwlockOverlay) {
 /// (then WPARKED is cleared and the caller still owns WRITER).
 fn hand_to_writer(o: &RwlockOverlay) -> bool {
     let mut found = false;
-    parking::unpark_one(o.write_key(), |info| {
+    parking::unpark_one(write_key(o), |info| {
         // Under the writers' bucket lock; we own the lock, so it is alive.
         if info.unparked {
             found = true;
@@ -483,7 +487,7 @@ fn hand_to_writer(o: &RwlockOverlay) -> bool {
 /// Kind 0, only writers parked: release WRITER and wake one writer to compete.
 fn release_and_wake_writer(o: &RwlockOverlay) {
     let mut after = 0;
-    parking::unpark_one(o.write_key(), |info| {
+    parking::unpark_one(write_key(o), |info| {
         // Under the writers' bucket lock, and we still own WRITER until this CAS.
         let mut s = o.state.load(Ordering::Relaxed);
         loop {
@@ -515,7 +519,7 @@ fn hand_to_readers(o: &RwlockOverlay) -> bool {
     loop {
         let mut got = false;
         let mut more = false;
-        parking::unpark_one(o.read_key(), |info| {
+        parking::unpark_one(read_key(o), |info| {
             // Under the readers' bucket lock. The lock is alive: we own WRITER (first
             // round) or a reader is still queued on it (later rounds).
             if !info.unparked {
@@ -558,7 +562,7 @@ fn hand_to_readers(o: &RwlockOverlay) -> bool {
 
 /// Wakes every parked reader to try again (not a hand-over).
 fn wake_readers_retry(o: &RwlockOverlay) {
-    parking::unpark_some(o.read_key(), u32::MAX, usize::MAX, |n| {
+    parking::unpark_some(read_key(o), u32::MAX, usize::MAX, |n| {
         // Only if we dequeued somebody: then the lock is alive (they were queued), and
         // the queue is empty now.
         if n > 0 {
@@ -772,6 +776,162 @@ pub mod api {
             Some(o) => super::unlock(o),
             // SAFETY: forwarded contract.
             None => unsafe { pthread_rwlock_unlock(rw) },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicBool;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    struct Lock(Box<libc::pthread_rwlock_t>);
+    // SAFETY: only accessed through the atomics of the overlay.
+    unsafe impl Send for Lock {}
+    // SAFETY: as above.
+    unsafe impl Sync for Lock {}
+    impl Lock {
+        fn new(kind: u32) -> Lock {
+            // SAFETY: all-zero bytes are a valid (unlocked) pthread_rwlock_t.
+            let mut b: Box<libc::pthread_rwlock_t> = Box::new(unsafe { core::mem::zeroed() });
+            // SAFETY: a live, aligned pthread_rwlock_t.
+            init(unsafe { RwlockOverlay::from_ptr(&mut *b) }, kind);
+            Lock(b)
+        }
+        fn o(&self) -> &RwlockOverlay {
+            // SAFETY: a live, aligned pthread_rwlock_t, accessed only atomically.
+            unsafe { RwlockOverlay::from_ptr(&*self.0 as *const _ as *mut _) }
+        }
+    }
+
+    #[test]
+    fn single_thread_rules() {
+        let l = Lock::new(KIND_PREFER_READER);
+        let o = l.o();
+        assert_eq!(rdlock(o, None), 0);
+        assert_eq!(rdlock(o, None), 0);
+        assert_eq!(tryrdlock(o), 0);
+        assert_eq!(trywrlock(o), libc::EBUSY);
+        for _ in 0..3 {
+            assert_eq!(unlock(o), 0);
+        }
+        assert_eq!(unlock(o), libc::EPERM);
+        assert_eq!(wrlock(o, None), 0);
+        assert_eq!(wrlock(o, None), libc::EDEADLK);
+        assert_eq!(rdlock(o, None), libc::EDEADLK);
+        assert_eq!(tryrdlock(o), libc::EBUSY);
+        let bad = libc::timespec { tv_sec: 0, tv_nsec: -1 };
+        assert_eq!(rdlock(o, Some((libc::CLOCK_REALTIME, &bad))), libc::EINVAL);
+        assert_eq!(wrlock(o, Some((libc::CLOCK_PROCESS_CPUTIME_ID, &bad))), libc::EINVAL);
+        assert_eq!(unlock(o), 0);
+        assert_eq!(o.state.load(Ordering::Relaxed), 0);
+        assert_eq!(o.writer.load(Ordering::Relaxed), 0);
+    }
+
+    #[test]
+    fn reader_overflow() {
+        let l = Lock::new(KIND_PREFER_READER);
+        let o = l.o();
+        o.state.store((MAX_READERS - 1) * READER, Ordering::Relaxed);
+        assert_eq!(rdlock(o, None), 0);
+        assert_eq!(rdlock(o, None), libc::EAGAIN);
+        assert_eq!(tryrdlock(o), libc::EAGAIN);
+        assert_eq!(unlock(o), 0);
+        assert_eq!(tryrdlock(o), 0);
+    }
+
+    #[test]
+    fn timed_out_writer_and_reader() {
+        let l = Lock::new(KIND_PREFER_READER);
+        let o = l.o();
+        assert_eq!(rdlock(o, None), 0);
+        let past = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+        let neg = libc::timespec { tv_sec: -1, tv_nsec: 0 };
+        assert_eq!(wrlock(o, Some((libc::CLOCK_MONOTONIC, &past))), libc::ETIMEDOUT);
+        assert_eq!(wrlock(o, Some((libc::CLOCK_REALTIME, &neg))), libc::ETIMEDOUT);
+        assert_eq!(unlock(o), 0);
+        assert_eq!(wrlock(o, None), 0);
+        // Another thread's reader times out against our write lock.
+        let l2 = &l;
+        std::thread::scope(|sc| {
+            sc.spawn(|| {
+                let d = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+                assert_eq!(rdlock(l2.o(), Some((libc::CLOCK_REALTIME, &d))), libc::ETIMEDOUT);
+                assert_eq!(tryrdlock(l2.o()), libc::EBUSY);
+            });
+        });
+        assert_eq!(unlock(o), 0);
+        assert_eq!(o.state.load(Ordering::Relaxed), 0);
+    }
+
+    /// Kind 2: a new reader waits while a writer waits; kind 0: it does not.
+    #[test]
+    fn writer_preference_blocks_new_readers() {
+        for (kind, reader_gets_in) in [(KIND_PREFER_READER, true), (KIND_PREFER_WRITER_NONRECURSIVE, false)] {
+            let l = Arc::new(Lock::new(kind));
+            assert_eq!(rdlock(l.o(), None), 0);
+            let got = Arc::new(AtomicBool::new(false));
+            let w = std::thread::spawn({
+                let (l, got) = (l.clone(), got.clone());
+                move || {
+                    assert_eq!(wrlock(l.o(), None), 0);
+                    got.store(true, Ordering::SeqCst);
+                    assert_eq!(unlock(l.o()), 0);
+                }
+            });
+            std::thread::sleep(Duration::from_millis(100));
+            assert!(!got.load(Ordering::SeqCst));
+            let r = std::thread::spawn({
+                let l = l.clone();
+                move || tryrdlock(l.o())
+            })
+            .join()
+            .unwrap();
+            assert_eq!(r == 0, reader_gets_in, "kind {kind}");
+            if r == 0 {
+                assert_eq!(read_unlock(l.o()), 0);
+            }
+            assert_eq!(unlock(l.o()), 0);
+            w.join().unwrap();
+            assert!(got.load(Ordering::SeqCst));
+            assert_eq!(l.o().state.load(Ordering::Relaxed), 0);
+        }
+    }
+
+    #[test]
+    fn threads_hammer_invariants() {
+        use core::sync::atomic::AtomicI32;
+        for kind in [KIND_PREFER_READER, KIND_PREFER_WRITER, KIND_PREFER_WRITER_NONRECURSIVE] {
+            let l = Arc::new(Lock::new(kind));
+            let active = Arc::new(AtomicI32::new(0)); // readers count up, a writer sets -1000
+            let hs: Vec<_> = (0..6)
+                .map(|i| {
+                    let (l, active) = (l.clone(), active.clone());
+                    std::thread::spawn(move || {
+                        for j in 0..3000 {
+                            if (i + j) % 5 == 0 {
+                                assert_eq!(wrlock(l.o(), None), 0);
+                                assert_eq!(active.swap(-1000, Ordering::SeqCst), 0);
+                                active.store(0, Ordering::SeqCst);
+                                assert_eq!(unlock(l.o()), 0);
+                            } else {
+                                assert_eq!(rdlock(l.o(), None), 0);
+                                assert!(active.fetch_add(1, Ordering::SeqCst) >= 0);
+                                active.fetch_sub(1, Ordering::SeqCst);
+                                assert_eq!(unlock(l.o()), 0);
+                            }
+                        }
+                    })
+                })
+                .collect();
+            for h in hs {
+                h.join().unwrap();
+            }
+            assert_eq!(l.o().state.load(Ordering::Relaxed) & !(RPARKED | WPARKED), 0);
+            assert_eq!(trywrlock(l.o()), 0);
+            assert_eq!(unlock(l.o()), 0);
         }
     }
 }

@@ -382,3 +382,80 @@ pub mod api {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    struct Sem(Box<sem_t>);
+    // SAFETY: accessed only through the overlay's atomics.
+    unsafe impl Send for Sem {}
+    // SAFETY: as above.
+    unsafe impl Sync for Sem {}
+    impl Sem {
+        fn new(v: u32) -> Sem {
+            // SAFETY: zero bytes are a valid sem_t to overwrite.
+            let s = Sem(Box::new(unsafe { core::mem::zeroed() }));
+            init(s.o(), v);
+            s
+        }
+        fn o(&self) -> &SemOverlay {
+            // SAFETY: a live, 8-aligned sem_t.
+            unsafe { SemOverlay::from_ptr(&*self.0 as *const sem_t as *mut sem_t) }
+        }
+    }
+
+    #[test]
+    fn tokens_and_errors() {
+        let s = Sem::new(0);
+        let o = s.o();
+        assert!(!is_delegated(o));
+        assert_eq!(trywait(o), Err(libc::EAGAIN));
+        let past = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+        assert_eq!(wait(o, Some((libc::CLOCK_REALTIME, &past))), Err(libc::ETIMEDOUT));
+        assert_eq!(o.data.load(Ordering::Relaxed), 0, "a timed-out waiter unregisters");
+        assert_eq!(post(o), Ok(()));
+        assert_eq!(getvalue(o), 1);
+        assert_eq!(wait(o, Some((libc::CLOCK_MONOTONIC, &past))), Ok(()));
+        let m = Sem::new(SEM_VALUE_MAX);
+        assert_eq!(post(m.o()), Err(libc::EOVERFLOW));
+        assert_eq!(getvalue(m.o()), SEM_VALUE_MAX as c_int);
+    }
+
+    #[test]
+    fn shared_semaphores_are_glibcs() {
+        let s = Sem::new(0);
+        s.o().private.store(GLIBC_FUTEX_SHARED, Ordering::Relaxed);
+        assert!(is_delegated(s.o()));
+    }
+
+    #[test]
+    fn producers_and_consumers() {
+        let s = Arc::new(Sem::new(0));
+        let consumers: Vec<_> = (0..4)
+            .map(|_| {
+                let s = s.clone();
+                std::thread::spawn(move || {
+                    for _ in 0..5000 {
+                        assert_eq!(wait(s.o(), None), Ok(()));
+                    }
+                })
+            })
+            .collect();
+        let producers: Vec<_> = (0..2)
+            .map(|_| {
+                let s = s.clone();
+                std::thread::spawn(move || {
+                    for _ in 0..10000 {
+                        assert_eq!(post(s.o()), Ok(()));
+                    }
+                })
+            })
+            .collect();
+        for h in producers.into_iter().chain(consumers) {
+            h.join().unwrap();
+        }
+        assert_eq!(s.o().data.load(Ordering::Relaxed), 0);
+    }
+}

@@ -156,3 +156,24 @@ pub unsafe fn unlock(l: *mut pthread_spinlock_t) -> c_int {
 pub fn destroy(_l: *mut pthread_spinlock_t) -> c_int {
     0
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn glibc_x86_64_encoding() {
+        let mut l: pthread_spinlock_t = 0;
+        // SAFETY: a live, aligned spinlock on our stack.
+        unsafe {
+            assert_eq!(trylock(&mut l), libc::EBUSY, "zero means locked on x86_64");
+            assert_eq!(init(&mut l, 0), 0);
+            assert_eq!(l, UNLOCKED);
+            assert_eq!(lock(&mut l), 0);
+            assert_eq!(l, 0);
+            assert_eq!(trylock(&mut l), libc::EBUSY);
+            assert_eq!(unlock(&mut l), 0);
+            assert_eq!(l, UNLOCKED);
+        }
+    }
+}

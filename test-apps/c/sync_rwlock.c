@@ -301,7 +301,7 @@ static void test_preference(int kind, const char *name) {
     pthread_t w = spawn(pref_writer, NULL);
     while (atomic_load(&pw_state) != 1)
         sleep_ms(1);
-    sleep_ms(100); /* the writer now waits for us */
+    sleep_ms(200); /* the writer now waits for us */
     int try_r = pthread_rwlock_tryrdlock(&prw);
     if (try_r == 0)
         pthread_rwlock_unlock(&prw);
@@ -328,7 +328,7 @@ static void test_static_nonrecursive(void) {
     pthread_t w = spawn(pref_writer, NULL);
     while (atomic_load(&pw_state) != 1)
         sleep_ms(1);
-    sleep_ms(100);
+    sleep_ms(200);
     int try_r = pthread_rwlock_tryrdlock(&prw);
     if (try_r == 0)
         pthread_rwlock_unlock(&prw);
@@ -382,9 +382,9 @@ static void test_order(int kind, const char *name) {
     EXPECT(pthread_rwlock_wrlock(&orw), 0);
     log_event("W1");
     pthread_t r = spawn(order_reader, "R2");
-    sleep_ms(60);
-    pthread_t w = spawn(order_writer, "W2");
     sleep_ms(100);
+    pthread_t w = spawn(order_writer, "W2");
+    sleep_ms(200);
     EXPECT(pthread_rwlock_unlock(&orw), 0);
     join(r);
     join(w);
