@@ -13,14 +13,30 @@ use crate::scheduler::WorkerShared;
 use crate::{scheduler, sys, timer};
 
 static REGISTRY: RawLock<BTreeMap<u64, FiberRef>> = RawLock::new(BTreeMap::new());
+/// Live fibers by `pthread_t`, for `pthread_kill` and friends.
+static BY_PTHREAD: RawLock<BTreeMap<usize, FiberRef>> = RawLock::new(BTreeMap::new());
 
 pub fn register(f: &FiberRef) {
     REGISTRY.lock().insert(f.id, f.clone());
+    BY_PTHREAD.lock().insert(f.pthread.load(Ordering::Relaxed), f.clone());
 }
 
 pub fn unregister(f: &Fiber) {
     let removed = REGISTRY.lock().remove(&f.id);
-    drop(removed); // outside the lock
+    let pt = f.pthread.load(Ordering::Relaxed);
+    let removed2 = {
+        let mut m = BY_PTHREAD.lock();
+        match m.get(&pt) {
+            Some(g) if g.id == f.id => m.remove(&pt),
+            _ => None,
+        }
+    };
+    drop((removed, removed2)); // outside the locks
+}
+
+/// The live fiber whose `pthread_self()` is `t`.
+pub fn find_by_pthread(t: usize) -> Option<FiberRef> {
+    BY_PTHREAD.lock().get(&t).cloned()
 }
 
 pub fn unregister_ptr(f: *const Fiber) {

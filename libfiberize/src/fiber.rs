@@ -139,6 +139,11 @@ pub struct Fiber {
     /// Workers apply it while they run the fiber (see `scheduler::run_fiber`).
     pub sigmask: AtomicU64,
     pub has_sigmask: core::sync::atomic::AtomicBool,
+    /// Signals sent to this fiber with `pthread_kill` and not yet delivered (bit n-1
+    /// for signal n). Delivered when the fiber next runs (see `crate::signal`).
+    pub pending_signals: AtomicU64,
+    /// Set when a signal was delivered during a park: interruptible waits return EINTR.
+    pub interrupted: core::sync::atomic::AtomicBool,
 }
 
 // SAFETY: the coroutine and yielder cells are only touched by whoever runs the fiber,
@@ -169,6 +174,8 @@ impl Fiber {
             wait_addr: AtomicUsize::new(0),
             sigmask: AtomicU64::new(0),
             has_sigmask: core::sync::atomic::AtomicBool::new(false),
+            pending_signals: AtomicU64::new(0),
+            interrupted: core::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -232,6 +239,9 @@ impl Fiber {
         // SAFETY: the yielder lives at the base of this fiber's stack for the whole
         // life of the coroutine, and we are running on that coroutine (caller).
         unsafe { (*y).suspend(why) };
+        if self.pending_signals.load(Ordering::Relaxed) != 0 {
+            crate::signal::deliver_pending(self);
+        }
     }
 }
 

@@ -77,6 +77,7 @@ pub unsafe fn futex(uaddr: *const u32, op: c_int, val: u32, timeout: *const time
                 ParkResult::Unparked(_) => Ok(0),
                 ParkResult::Invalid => Err(libc::EAGAIN),
                 ParkResult::TimedOut => Err(libc::ETIMEDOUT),
+                ParkResult::Interrupted => Err(libc::EINTR),
             }
         }
         FUTEX_WAKE | FUTEX_WAKE_BITSET => {

@@ -143,6 +143,8 @@ pub enum ParkResult {
     Invalid,
     /// The deadline passed first.
     TimedOut,
+    /// A signal was delivered to the waiting fiber (interruptible waits only).
+    Interrupted,
 }
 
 /// Deadline of a wait, on CLOCK_MONOTONIC, in nanoseconds.
@@ -178,9 +180,13 @@ pub fn park(
     b.lock.unlock();
     before_sleep();
 
+    // Futex waits return EINTR when a signal is delivered to the fiber, as the
+    // kernel's do; lock and condition waits never do (POSIX).
+    let interruptible = kind == WaitKind::Futex;
     if let Some(f) = me {
         f.wait_kind.store(kind as u32, Ordering::Relaxed);
         f.wait_addr.store(key, Ordering::Relaxed);
+        f.interrupted.store(false, Ordering::Relaxed);
     } else {
         bump(&STATS.thread_waits);
     }
@@ -188,8 +194,10 @@ pub fn park(
         if waiter.woken.load(Ordering::Acquire) != 0 {
             break ParkResult::Unparked(waiter.token.get());
         }
-        if let Some(d) = deadline {
-            if sys::now_ns() >= d {
+        let interrupted = interruptible && me.is_some_and(|f| f.interrupted.load(Ordering::Acquire));
+        let expired = deadline.is_some_and(|d| sys::now_ns() >= d);
+        if interrupted || expired {
+            {
                 // A requeue may have moved us to another key: lock the bucket of the
                 // key we are on now, and re-check it under that lock.
                 let (cur_bucket, cur_key) = loop {
@@ -208,7 +216,7 @@ pub fn park(
                         timed_out(more);
                     }
                     cur_bucket.lock.unlock();
-                    break ParkResult::TimedOut;
+                    break if expired { ParkResult::TimedOut } else { ParkResult::Interrupted };
                 }
                 cur_bucket.lock.unlock();
                 continue; // an unpark won the race; take it

@@ -5,6 +5,19 @@
 //! resuming it and replaces by its own afterwards (`scheduler::run_fiber`); fibers that
 //! never touch their mask cost nothing. A new fiber starts with the worker's mask,
 //! which is the mask of the thread that started the pool.
+//!
+//! # Thread-directed signals
+//!
+//! `pthread_kill(t, sig)` on a fiber's `pthread_t` would reach its donor, which blocks
+//! every signal while the fiber lives. Instead the signal is recorded in the fiber's
+//! `pending_signals`, the fiber is unparked, and when it next runs (on return from any
+//! switch, `Fiber::suspend`) it sends the signal to the kernel thread it runs on with
+//! `tgkill`: the kernel then runs the handler right there, with the fiber's TLS and
+//! stack, as it would on the fiber's own thread. A signal the fiber's mask blocks stays
+//! pending in the fiber until the mask lets it through. Waits that the kernel would
+//! interrupt (sleeps, futex waits) then return `EINTR`; a fiber that is running when
+//! the signal is sent gets it at its next switch. `raise` from a fiber is delivered at
+//! once on the current kernel thread.
 
 use core::sync::atomic::Ordering;
 
@@ -47,5 +60,68 @@ pub fn fiber_sigmask(f: &Fiber, how: c_int, set: *const sigset_t, old: *mut sigs
     f.sigmask.store(new, Ordering::Relaxed);
     f.has_sigmask.store(true, Ordering::Release);
     sys::sigmask_set(new);
+    // Unblocking may release signals that were sent to this fiber meanwhile.
+    if f.pending_signals.load(Ordering::Relaxed) != 0 {
+        deliver_pending(f);
+    }
     0
+}
+
+fn effective_mask(f: &Fiber) -> u64 {
+    if f.has_sigmask.load(Ordering::Acquire) { f.sigmask.load(Ordering::Relaxed) } else { sys::sigmask_get() }
+}
+
+fn tgkill_self(sig: c_int) -> c_int {
+    // SAFETY: tgkill to our own kernel thread.
+    let r = unsafe {
+        sys::syscall6(libc::SYS_tgkill as usize, libc::getpid() as usize, sys::gettid() as usize, sig as usize, 0, 0, 0)
+    };
+    if r < 0 { -r as c_int } else { 0 }
+}
+
+/// Delivers the fiber's pending signals that its mask lets through, on the current
+/// kernel thread. Called by the fiber itself.
+pub fn deliver_pending(f: &Fiber) {
+    let deliverable = f.pending_signals.load(Ordering::Acquire) & !effective_mask(f);
+    if deliverable == 0 {
+        return;
+    }
+    for bit in 0..64 {
+        let m = 1u64 << bit;
+        if deliverable & m != 0 && f.pending_signals.fetch_and(!m, Ordering::AcqRel) & m != 0 {
+            f.interrupted.store(true, Ordering::Release);
+            tgkill_self(bit + 1);
+        }
+    }
+}
+
+/// `pthread_kill` on a fiber. Returns the error number.
+pub fn kill_fiber(target: &crate::fiber::FiberRef, sig: c_int) -> c_int {
+    if !(0..=64).contains(&sig) {
+        return libc::EINVAL;
+    }
+    if sig == 0 {
+        return 0;
+    }
+    if let Some(me) = crate::fiber::current() {
+        if core::ptr::eq(me, &**target) {
+            return raise_in_fiber(me, sig);
+        }
+    }
+    target.pending_signals.fetch_or(1u64 << (sig - 1), Ordering::AcqRel);
+    crate::scheduler::unpark(target);
+    0
+}
+
+/// `raise` in a fiber: delivered now on this kernel thread (or kept pending if the
+/// fiber's mask blocks it).
+pub fn raise_in_fiber(f: &Fiber, sig: c_int) -> c_int {
+    if !(1..=64).contains(&sig) {
+        return libc::EINVAL;
+    }
+    if effective_mask(f) & (1u64 << (sig - 1)) != 0 {
+        f.pending_signals.fetch_or(1u64 << (sig - 1), Ordering::AcqRel);
+        return 0;
+    }
+    tgkill_self(sig)
 }

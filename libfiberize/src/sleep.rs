@@ -8,27 +8,45 @@ use libc::{c_int, clockid_t, timespec};
 use crate::fiber::{Fiber, WaitKind};
 use crate::{scheduler, sys, time};
 
-/// Parks `f` until CLOCK_MONOTONIC `deadline`.
-pub fn sleep_until(f: &Fiber, deadline: u64) {
+/// Parks `f` until CLOCK_MONOTONIC `deadline`. Err(remaining ns) if a signal was
+/// delivered to the fiber first (the kernel's EINTR).
+pub fn sleep_until(f: &Fiber, deadline: u64) -> Result<(), u64> {
     f.wait_kind.store(WaitKind::Sleep as u32, Ordering::Relaxed);
-    while sys::now_ns() < deadline {
+    f.interrupted.store(false, Ordering::Relaxed);
+    let mut r = Ok(());
+    loop {
+        let now = sys::now_ns();
+        if now >= deadline {
+            break;
+        }
+        if f.interrupted.load(Ordering::Acquire) {
+            r = Err(deadline - now);
+            break;
+        }
         scheduler::park_current(f, Some(deadline));
     }
     f.wait_kind.store(WaitKind::None as u32, Ordering::Relaxed);
+    r
 }
 
-/// `nanosleep` for a fiber: 0, or the error number (EINVAL, EFAULT).
-pub fn nanosleep(f: &Fiber, req: *const timespec) -> Result<(), c_int> {
+/// `nanosleep` for a fiber: Ok, or the error number (EINVAL, EFAULT, EINTR with the
+/// unslept time stored in `rem` when given).
+pub fn nanosleep(f: &Fiber, req: *const timespec, rem: *mut timespec) -> Result<(), c_int> {
     // SAFETY: the program's pointer; null is EFAULT as in the kernel.
     let Some(req) = (unsafe { req.as_ref() }) else { return Err(libc::EFAULT) };
     let d = time::relative_deadline(req)?;
-    sleep_until(f, d);
-    Ok(())
+    sleep_until(f, d).map_err(|left| {
+        // SAFETY: `rem` is null or the program's writable timespec.
+        if let Some(rem) = unsafe { rem.as_mut() } {
+            *rem = sys::ns_to_timespec(left);
+        }
+        libc::EINTR
+    })
 }
 
 /// `clock_nanosleep` for a fiber; returns the error number (0 on success). None: a clock
 /// we do not emulate (CPU-time clocks): the caller uses the real call.
-pub fn clock_nanosleep(f: &Fiber, clock: clockid_t, flags: c_int, req: *const timespec) -> Option<c_int> {
+pub fn clock_nanosleep(f: &Fiber, clock: clockid_t, flags: c_int, req: *const timespec, rem: *mut timespec) -> Option<c_int> {
     let base = match clock {
         libc::CLOCK_REALTIME | libc::CLOCK_MONOTONIC | libc::CLOCK_BOOTTIME | libc::CLOCK_TAI => clock,
         _ => return None,
@@ -46,6 +64,16 @@ pub fn clock_nanosleep(f: &Fiber, clock: clockid_t, flags: c_int, req: *const ti
             Err(e) => return Some(e),
         }
     };
-    sleep_until(f, d);
-    Some(0)
+    match sleep_until(f, d) {
+        Ok(()) => Some(0),
+        Err(left) => {
+            if flags & libc::TIMER_ABSTIME == 0 {
+                // SAFETY: `rem` is null or the program's writable timespec.
+                if let Some(rem) = unsafe { rem.as_mut() } {
+                    *rem = sys::ns_to_timespec(left);
+                }
+            }
+            Some(libc::EINTR)
+        }
+    }
 }

@@ -121,3 +121,9 @@ fn fork_system_popen_signals() {
     let (_native, pre) = same_both_ways("proc_fork", &[]);
     assert!(stat(&pre, "fibers_created") >= 11, "{}", pre.stderr);
 }
+
+#[test]
+fn signals_directed_at_threads() {
+    let (_native, pre) = same_both_ways("sig_kill", &[]);
+    assert!(stat(&pre, "fibers_created") >= 4, "{}", pre.stderr);
+}
