@@ -65,24 +65,19 @@ pub fn is_delegated(m: &MutexOverlay) -> bool {
 
 /// `pthread_mutex_init` for one of our types.
 pub fn init(m: &MutexOverlay, mtype: i32) {
-    m.lock.store(0, Ordering::Relaxed);
-    m.count.store(0, Ordering::Relaxed);
-    m.owner.store(0, Ordering::Relaxed);
-    for r in &m.reserved {
-        r.store(0, Ordering::Relaxed);
-    }
-    m.kind.store(mtype & TYPE_MASK, Ordering::Relaxed);
-    m.init_state.store(crate::layout::INIT_READY, Ordering::Release);
+    m.init(mtype & TYPE_MASK);
 }
 
 /// Reads the type, or EINVAL for a destroyed/corrupt mutex.
 #[inline]
 fn mtype(m: &MutexOverlay) -> Result<i32, c_int> {
     let k = m.kind.load(Ordering::Relaxed);
-    if k & !TYPE_MASK != 0 {
+    // glibc may leave elision hints (256/512) next to the type; anything else here
+    // (destroyed: -1) is EINVAL, as in glibc's pthread_mutex_lock.
+    if !glibc_layout::mutex_kind_is_valid_runtime(k) {
         return Err(libc::EINVAL);
     }
-    Ok(k)
+    Ok(glibc_layout::mutex_kind_type(k))
 }
 
 #[inline]
@@ -126,6 +121,9 @@ pub fn lock(m: &MutexOverlay, timeout: Timeout) -> c_int {
 
 #[cold]
 fn lock_slow(m: &MutexOverlay, timeout: Timeout) -> c_int {
+    // A statically initialized mutex meets the runtime here at the latest (the fast
+    // paths need no initialization: zero bytes are a valid unlocked state).
+    m.ensure_initialized();
     let mut deadline: Option<u64> = None;
     if let Timeout::At(clock, ts) = timeout {
         if !time::supported_clock(clock) {
@@ -258,8 +256,7 @@ pub fn destroy(m: &MutexOverlay) -> c_int {
     if m.lock.load(Ordering::Relaxed) & LOCKED != 0 {
         return libc::EBUSY;
     }
-    m.kind.store(-1, Ordering::Relaxed);
-    m.init_state.store(crate::layout::INIT_DESTROYED, Ordering::Relaxed);
+    m.mark_destroyed();
     0
 }
 
