@@ -73,7 +73,7 @@
 //! the entry points pass them to the real functions, and a fiber that would block on
 //! one runs the real call on its donor thread (see [`api`]).
 
-use core::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, Ordering};
+use core::sync::atomic::{AtomicU32, Ordering};
 
 use libc::{c_int, clockid_t, timespec};
 
@@ -82,41 +82,10 @@ use crate::mutex::self_id;
 use crate::parking::{self, ParkResult, TOKEN_HANDOFF, TOKEN_NORMAL};
 use crate::{sys, time};
 
-/// Our view of the 56 bytes of a `pthread_rwlock_t` (see the module docs).
-/// Private stand-in for `glibc_layout::RwlockOverlay` (same field names and offsets;
-/// once that type is committed, this struct, its impl and the size checks below can
-/// be replaced by `use glibc_layout::RwlockOverlay;`).
-#[repr(C)]
-pub struct RwlockOverlay {
-    pub state: AtomicU32,
-    pub waiters: AtomicU32,
-    pub writer: AtomicU64,
-    _pad16: [u32; 3],
-    pub shared: AtomicI32,
-    _pad32: [u64; 2],
-    pub flags: AtomicU32,
-    _pad52: u32,
-}
-
-const _: () = {
-    assert!(core::mem::size_of::<RwlockOverlay>() == core::mem::size_of::<libc::pthread_rwlock_t>());
-    assert!(core::mem::align_of::<RwlockOverlay>() <= core::mem::align_of::<libc::pthread_rwlock_t>());
-    assert!(core::mem::offset_of!(RwlockOverlay, waiters) == 4);
-    assert!(core::mem::offset_of!(RwlockOverlay, writer) == 8);
-    assert!(core::mem::offset_of!(RwlockOverlay, shared) == 28);
-    assert!(core::mem::offset_of!(RwlockOverlay, flags) == 48);
-};
-
-impl RwlockOverlay {
-    /// # Safety
-    /// `p` points to a `pthread_rwlock_t` that lives for `'a`.
-    #[inline]
-    pub unsafe fn from_ptr<'a>(p: *mut libc::pthread_rwlock_t) -> &'a RwlockOverlay {
-        // SAFETY: same size, compatible alignment (checked above); every field is an
-        // atomic or padding we never touch, so shared access through `&` is sound.
-        unsafe { &*(p as *const RwlockOverlay) }
-    }
-}
+// Our view of the 56 bytes (module docs): glibc-layout's overlay, whose const
+// assertions tie `state`@0, `waiters`@4, `writer`@8, `shared`@28 and `flags`@48 to
+// glibc 2.36's `struct __pthread_rwlock_arch_t`.
+pub use glibc_layout::RwlockOverlay;
 
 /// Readers park on the address of `state`.
 #[inline]
@@ -138,9 +107,9 @@ pub const READER: u32 = 1 << READER_SHIFT;
 /// glibc fails a read lock with EAGAIN when the count would reach 2^28.
 pub const MAX_READERS: u32 = (1 << 28) - 1;
 
-pub const KIND_PREFER_READER: u32 = 0;
-pub const KIND_PREFER_WRITER: u32 = 1;
-pub const KIND_PREFER_WRITER_NONRECURSIVE: u32 = 2;
+pub const KIND_PREFER_READER: u32 = glibc_layout::RWLOCK_PREFER_READER;
+pub const KIND_PREFER_WRITER: u32 = glibc_layout::RWLOCK_PREFER_WRITER;
+pub const KIND_PREFER_WRITER_NONRECURSIVE: u32 = glibc_layout::RWLOCK_PREFER_WRITER_NONRECURSIVE;
 
 /// Short spins before parking. Origin: as for `pthread_mutex_t` (a lock held by a
 /// fiber running on another worker is usually released within a microsecond).

@@ -56,9 +56,10 @@
 //!
 //! # Differences from glibc
 //!
-//! A waiter in our slow path is not interrupted by signal handlers: it never fails with
-//! EINTR (glibc's does, since `sem_wait` is never restarted), and it is not a
-//! cancellation point. A deadline on CLOCK_REALTIME is converted to CLOCK_MONOTONIC
+//! The parking lot interrupts only futex waits on a signal so far, so a waiter in our
+//! slow path does not yet fail with EINTR when a signal handler runs (glibc's does,
+//! since `sem_wait` is never restarted); the code maps `ParkResult::Interrupted` to
+//! EINTR for when it does. Our waits are not cancellation points. A deadline on CLOCK_REALTIME is converted to CLOCK_MONOTONIC
 //! once, at the start of the wait (see [`crate::time`]).
 
 use core::sync::atomic::{AtomicI32, AtomicU64, Ordering};
@@ -166,11 +167,18 @@ fn wait_slow(s: &SemOverlay, timeout: Timeout<'_>) -> Result<(), c_int> {
             continue;
         }
         let r = parking::park(s.key(), u32::MAX, WaitKind::Other, || value(s.data.load(Ordering::SeqCst)) == 0, || {}, |_| {}, deadline);
-        if r == ParkResult::TimedOut {
-            s.data.fetch_sub(ONE_WAITER, Ordering::Relaxed);
-            return Err(libc::ETIMEDOUT);
-        }
-        d = s.data.load(Ordering::Relaxed);
+        let err = match r {
+            ParkResult::TimedOut => libc::ETIMEDOUT,
+            // glibc's sem_wait fails with EINTR when a signal handler runs (produced
+            // once the parking lot makes semaphore waits interruptible).
+            ParkResult::Interrupted => libc::EINTR,
+            _ => {
+                d = s.data.load(Ordering::Relaxed);
+                continue;
+            }
+        };
+        s.data.fetch_sub(ONE_WAITER, Ordering::Relaxed);
+        return Err(err);
     }
 }
 
