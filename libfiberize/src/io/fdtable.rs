@@ -15,6 +15,7 @@
 //! | 1   | USER_NONBLOCK | the program asked for `O_NONBLOCK` (what `F_GETFL` shows)      |
 //! | 2   | REGISTERED    | in the reactor's epoll set                                    |
 //! | 3   | EPOLL_FD      | the program's own epoll instance (never made non-blocking)    |
+//! | 4   | STREAM        | byte stream: a short read proves the receive queue was empty  |
 //!
 //! `read_seq`/`write_seq` count readiness edges reported by the reactor; a waiter reads
 //! the sequence *before* its attempt and parks only while it is unchanged, so an edge
@@ -28,6 +29,8 @@ pub const OWNED: u32 = 1;
 pub const USER_NONBLOCK: u32 = 2;
 pub const REGISTERED: u32 = 4;
 pub const EPOLL_FD: u32 = 8;
+/// A byte stream (SOCK_STREAM socket, pipe): a short read means the queue was empty.
+pub const STREAM: u32 = 16;
 
 pub struct FdState {
     pub flags: AtomicU32,
@@ -38,6 +41,10 @@ pub struct FdState {
     /// SO_RCVTIMEO / SO_SNDTIMEO in ns (0: none).
     pub rcvtimeo_ns: AtomicU64,
     pub sndtimeo_ns: AtomicU64,
+    /// `1 << 32 | read_seq` when a read observed the receive queue empty at that
+    /// readiness sequence (0: unknown). While `read_seq` has not moved, the next read
+    /// would fail with EAGAIN, so a blocking read parks at once instead of trying.
+    pub drained_at: AtomicU64,
 }
 
 impl FdState {
@@ -49,6 +56,7 @@ impl FdState {
             write_seq: AtomicU32::new(0),
             rcvtimeo_ns: AtomicU64::new(0),
             sndtimeo_ns: AtomicU64::new(0),
+            drained_at: AtomicU64::new(0),
         }
     }
 
@@ -122,6 +130,7 @@ pub fn reset(fd: i32) -> Option<u32> {
     s.gen.fetch_add(1, Ordering::AcqRel);
     s.rcvtimeo_ns.store(0, Ordering::Relaxed);
     s.sndtimeo_ns.store(0, Ordering::Relaxed);
+    s.drained_at.store(0, Ordering::Relaxed);
     Some(old)
 }
 

@@ -19,7 +19,7 @@ use core::sync::atomic::{AtomicU32, Ordering};
 use libc::{c_int, c_void, nfds_t, pollfd, size_t, sockaddr, socklen_t, ssize_t};
 
 use crate::fiber::{self, WaitKind};
-use crate::io::fdtable::{self, FdState, EPOLL_FD, OWNED, REGISTERED, USER_NONBLOCK};
+use crate::io::fdtable::{self, FdState, EPOLL_FD, OWNED, REGISTERED, STREAM, USER_NONBLOCK};
 use crate::io::reactor;
 use crate::parking::{self, ParkResult};
 use crate::sys;
@@ -139,14 +139,33 @@ fn wait(fd: c_int, st: &FdState, dir: Dir, seq: u32, deadline: Option<u64>) -> W
 }
 
 /// The retry loop of a blocking call on an owned fd.
-fn blocking(fd: c_int, st: &FdState, dir: Dir, mut attempt: impl FnMut() -> isize) -> isize {
+fn blocking(fd: c_int, st: &FdState, dir: Dir, attempt: impl FnMut() -> isize) -> isize {
+    blocking_sized(fd, st, dir, 0, attempt)
+}
+
+/// [`blocking`] for a read of `requested` bytes (0: unknown). On a byte stream, a
+/// short read or an EAGAIN proves the queue empty at the sequence read before the
+/// attempt; until the reactor reports a new edge, the next read skips the doomed
+/// attempt and parks directly. (An edge that raced with the attempt only makes the
+/// sequence move on, which costs one attempt, never a lost wake-up.)
+fn blocking_sized(fd: c_int, st: &FdState, dir: Dir, requested: usize, mut attempt: impl FnMut() -> isize) -> isize {
     let t = dir.timeout_ns(st);
     let deadline = if t > 0 { Some(sys::now_ns().saturating_add(t)) } else { None };
+    let track = dir == Dir::Read && requested > 0 && st.has(STREAM) && fiber::current().is_some();
     loop {
         let seq = dir.seq(st).load(Ordering::Acquire);
-        let r = attempt();
-        if r >= 0 || !would_block() {
-            return r;
+        let known_empty = track && st.drained_at.load(Ordering::Acquire) == (1u64 << 32 | seq as u64);
+        if !known_empty {
+            let r = attempt();
+            if r >= 0 || !would_block() {
+                if track && r > 0 && (r as usize) < requested {
+                    st.drained_at.store(1u64 << 32 | seq as u64, Ordering::Release);
+                }
+                return r;
+            }
+            if track {
+                st.drained_at.store(1u64 << 32 | seq as u64, Ordering::Release);
+            }
         }
         match wait(fd, st, dir, seq, deadline) {
             Waited::Ready => {}
@@ -196,11 +215,33 @@ macro_rules! io_wrapper {
 
 pub mod api {
     use super::*;
-    io_wrapper!(read(fd, buf: *mut c_void, n: size_t) -> ssize_t, Dir::Read, 0);
+    /// # Safety
+    /// As `read`.
+    pub unsafe fn read(fd: c_int, buf: *mut c_void, n: size_t) -> ssize_t {
+        match needs_loop(fd) {
+            // SAFETY: forwarded contract.
+            Some(st) => blocking_sized(fd, st, Dir::Read, n, || unsafe { super::read(fd, buf, n) as isize }) as ssize_t,
+            // SAFETY: forwarded contract.
+            None => unsafe { super::read(fd, buf, n) },
+        }
+    }
     io_wrapper!(write(fd, buf: *const c_void, n: size_t) -> ssize_t, Dir::Write, 0);
     io_wrapper!(readv(fd, iov: *const libc::iovec, n: c_int) -> ssize_t, Dir::Read, 0);
     io_wrapper!(writev(fd, iov: *const libc::iovec, n: c_int) -> ssize_t, Dir::Write, 0);
-    io_wrapper!(recv(fd, buf: *mut c_void, n: size_t, flags: c_int) -> ssize_t, Dir::Read, flags);
+    /// # Safety
+    /// As `recv`.
+    pub unsafe fn recv(fd: c_int, buf: *mut c_void, n: size_t, flags: c_int) -> ssize_t {
+        match needs_loop(fd) {
+            Some(st) if flags & libc::MSG_DONTWAIT == 0 => {
+                // Only plain reads prove emptiness (MSG_PEEK/WAITALL/OOB do not).
+                let sized = if flags == 0 { n } else { 0 };
+                // SAFETY: forwarded contract.
+                blocking_sized(fd, st, Dir::Read, sized, || unsafe { super::recv(fd, buf, n, flags) as isize }) as ssize_t
+            }
+            // SAFETY: forwarded contract.
+            _ => unsafe { super::recv(fd, buf, n, flags) },
+        }
+    }
     io_wrapper!(send(fd, buf: *const c_void, n: size_t, flags: c_int) -> ssize_t, Dir::Write, flags);
     io_wrapper!(recvfrom(fd, buf: *mut c_void, n: size_t, flags: c_int, a: *mut sockaddr, l: *mut socklen_t) -> ssize_t, Dir::Read, flags);
     io_wrapper!(sendto(fd, buf: *const c_void, n: size_t, flags: c_int, a: *const sockaddr, l: socklen_t) -> ssize_t, Dir::Write, flags);
@@ -219,7 +260,7 @@ pub mod api {
             None => attempt(),
         } as c_int;
         if r >= 0 {
-            adopt(r, flags & libc::SOCK_NONBLOCK != 0);
+            adopt_kind(r, flags & libc::SOCK_NONBLOCK != 0, is_stream_socket(r));
         }
         r
     }
@@ -432,10 +473,24 @@ pub mod wait_api {
 
 /// Marks a freshly created fd as ours (`O_NONBLOCK` is already set underneath).
 fn adopt(fd: c_int, user_nonblock: bool) {
+    adopt_kind(fd, user_nonblock, false);
+}
+
+fn adopt_kind(fd: c_int, user_nonblock: bool, stream: bool) {
     if let Some(st) = fdtable::slot(fd) {
         fdtable::reset(fd);
-        st.flags.store(OWNED | if user_nonblock { USER_NONBLOCK } else { 0 }, Ordering::Release);
+        let f = OWNED | if user_nonblock { USER_NONBLOCK } else { 0 } | if stream { STREAM } else { 0 };
+        st.flags.store(f, Ordering::Release);
     }
+}
+
+/// Whether socket `fd` is SOCK_STREAM.
+fn is_stream_socket(fd: c_int) -> bool {
+    let mut ty: c_int = 0;
+    let mut len = core::mem::size_of::<c_int>() as socklen_t;
+    // SAFETY: valid out-parameters.
+    let r = unsafe { getsockopt(fd, libc::SOL_SOCKET, libc::SO_TYPE, &mut ty as *mut c_int as *mut c_void, &mut len) };
+    r == 0 && ty == libc::SOCK_STREAM
 }
 
 /// Forgets `fd` before it is closed or replaced.
@@ -455,7 +510,7 @@ fn copy_state(from: c_int, to: c_int) {
         return;
     }
     if let Some(src) = fdtable::owned(from) {
-        let f = src.flags.load(Ordering::Acquire) & (OWNED | USER_NONBLOCK | EPOLL_FD);
+        let f = src.flags.load(Ordering::Acquire) & (OWNED | USER_NONBLOCK | EPOLL_FD | STREAM);
         if let Some(dst) = fdtable::slot(to) {
             fdtable::reset(to);
             dst.rcvtimeo_ns.store(src.rcvtimeo_ns.load(Ordering::Relaxed), Ordering::Relaxed);
@@ -474,7 +529,8 @@ pub mod fd_api {
         // SAFETY: forwarded contract.
         let fd = unsafe { super::socket(d, t | libc::SOCK_NONBLOCK, p) };
         if fd >= 0 {
-            adopt(fd, t & libc::SOCK_NONBLOCK != 0);
+            let ty = t & !(libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC);
+            adopt_kind(fd, t & libc::SOCK_NONBLOCK != 0, ty == libc::SOCK_STREAM);
         }
         fd
     }
@@ -487,8 +543,9 @@ pub mod fd_api {
         if r == 0 {
             // SAFETY: on success the kernel wrote two fds.
             unsafe {
-                adopt(*sv, t & libc::SOCK_NONBLOCK != 0);
-                adopt(*sv.add(1), t & libc::SOCK_NONBLOCK != 0);
+                let stream = t & !(libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC) == libc::SOCK_STREAM;
+                adopt_kind(*sv, t & libc::SOCK_NONBLOCK != 0, stream);
+                adopt_kind(*sv.add(1), t & libc::SOCK_NONBLOCK != 0, stream);
             }
         }
         r
@@ -504,8 +561,10 @@ pub mod fd_api {
         if r == 0 {
             // SAFETY: on success the kernel wrote two fds.
             unsafe {
-                adopt(*fds, flags & libc::O_NONBLOCK != 0);
-                adopt(*fds.add(1), flags & libc::O_NONBLOCK != 0);
+                // O_DIRECT makes a pipe packet-oriented: then a short read proves nothing.
+                let stream = flags & libc::O_DIRECT == 0;
+                adopt_kind(*fds, flags & libc::O_NONBLOCK != 0, stream);
+                adopt_kind(*fds.add(1), flags & libc::O_NONBLOCK != 0, stream);
             }
         }
         r
