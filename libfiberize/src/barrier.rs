@@ -152,7 +152,7 @@ fn wait_round(bar: &BarrierOverlay, round: u32) {
             spins += 1;
             continue;
         }
-        parking::park(key, u32::MAX, WaitKind::Other, || round_of(bar.state.load(Ordering::SeqCst)) == round, || {}, |_| {}, None);
+        parking::park(key, u32::MAX, WaitKind::Barrier, || round_of(bar.state.load(Ordering::SeqCst)) == round, || {}, |_| {}, None);
     }
 }
 
@@ -176,7 +176,7 @@ pub fn destroy(b: &BarrierOverlay) -> c_int {
     let before = b.inside.fetch_or(DESTROYING, Ordering::Acquire);
     if before & !DESTROYING != 0 {
         loop {
-            parking::park(key, u32::MAX, WaitKind::Other, || b.inside.load(Ordering::SeqCst) & !DESTROYING != 0, || {}, |_| {}, None);
+            parking::park(key, u32::MAX, WaitKind::Barrier, || b.inside.load(Ordering::SeqCst) & !DESTROYING != 0, || {}, |_| {}, None);
             if b.inside.load(Ordering::Acquire) & !DESTROYING == 0 {
                 break;
             }

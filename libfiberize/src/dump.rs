@@ -65,7 +65,7 @@ fn symbol(addr: usize) -> String {
 }
 
 const LIFE: [&str; 6] = ["starting", "runnable", "running", "parked", "on-donor", "finished"];
-const WAIT: [&str; 7] = ["-", "mutex", "cond", "futex", "sleep", "rwlock", "other"];
+const WAIT: [&str; 11] = ["-", "mutex", "cond", "futex", "sleep", "rwlock", "other", "semaphore", "barrier", "once", "io"];
 
 /// Renders the dump.
 pub fn render() -> String {

@@ -112,6 +112,10 @@ pub enum WaitKind {
     Sleep = 4,
     RwLock = 5,
     Other = 6,
+    Semaphore = 7,
+    Barrier = 8,
+    Once = 9,
+    Io = 10,
 }
 
 pub struct Fiber {

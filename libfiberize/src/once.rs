@@ -124,6 +124,6 @@ unsafe fn once_slow(ctl: *mut pthread_once_t, word: &AtomicI32, init: InitRoutin
         }
         let deadline = sys::now_ns().saturating_add(poll);
         poll = (poll * 2).min(POLL_MAX_NS);
-        parking::park(key, u32::MAX, WaitKind::Other, || word.load(Ordering::SeqCst) == v, || {}, |_| {}, Some(deadline));
+        parking::park(key, u32::MAX, WaitKind::Once, || word.load(Ordering::SeqCst) == v, || {}, |_| {}, Some(deadline));
     }
 }

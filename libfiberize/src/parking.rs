@@ -180,9 +180,9 @@ pub fn park(
     b.lock.unlock();
     before_sleep();
 
-    // Futex waits return EINTR when a signal is delivered to the fiber, as the
-    // kernel's do; lock and condition waits never do (POSIX).
-    let interruptible = kind == WaitKind::Futex;
+    // Futex and semaphore waits return EINTR when a signal is delivered to the fiber,
+    // as the kernel's and glibc's do; lock and condition waits never do (POSIX).
+    let interruptible = matches!(kind, WaitKind::Futex | WaitKind::Semaphore);
     if let Some(f) = me {
         f.wait_kind.store(kind as u32, Ordering::Relaxed);
         f.wait_addr.store(key, Ordering::Relaxed);

@@ -166,7 +166,7 @@ fn wait_slow(s: &SemOverlay, timeout: Timeout<'_>) -> Result<(), c_int> {
             }
             continue;
         }
-        let r = parking::park(s.key(), u32::MAX, WaitKind::Other, || value(s.data.load(Ordering::SeqCst)) == 0, || {}, |_| {}, deadline);
+        let r = parking::park(s.key(), u32::MAX, WaitKind::Semaphore, || value(s.data.load(Ordering::SeqCst)) == 0, || {}, |_| {}, deadline);
         let err = match r {
             ParkResult::TimedOut => libc::ETIMEDOUT,
             // glibc's sem_wait fails with EINTR when a signal handler runs (produced

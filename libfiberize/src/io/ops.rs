@@ -115,7 +115,7 @@ enum Waited {
 fn wait(fd: c_int, st: &FdState, dir: Dir, seq: u32, deadline: Option<u64>) -> Waited {
     if fiber::current().is_some() && reactor::ensure_registered(fd, st).is_ok() {
         let word = dir.seq(st);
-        let r = parking::park(word as *const AtomicU32 as usize, u32::MAX, WaitKind::Other,
+        let r = parking::park(word as *const AtomicU32 as usize, u32::MAX, WaitKind::Io,
             || word.load(Ordering::Acquire) == seq, || {}, |_| {}, deadline);
         return if r == ParkResult::TimedOut { Waited::TimedOut } else { Waited::Ready };
     }
