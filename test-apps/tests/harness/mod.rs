@@ -1,0 +1,124 @@
+//! Shared helpers of the test-app tests: build an app, run it natively and under
+//! the preload with a hard time limit, compare, read the stats line.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+}
+
+pub fn lib_path() -> PathBuf {
+    let p = std::env::var_os("FIBERIZE_LIB").map(PathBuf::from)
+        .unwrap_or_else(|| workspace().join("target/release/libfiberize.so"));
+    assert!(p.exists(), "{} is missing: run `cargo build --release -p interpose` first", p.display());
+    p
+}
+
+/// Compiles `test-apps/c/<name>.c` (or `test-apps/cpp/<name>.cpp`) into
+/// `target/test-apps/`, once per process.
+pub fn build_c(name: &str) -> PathBuf {
+    let c = workspace().join("test-apps/c").join(format!("{name}.c"));
+    let cpp = workspace().join("test-apps/cpp").join(format!("{name}.cpp"));
+    let dir = workspace().join("target/test-apps");
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = dir.join(name);
+    let st = if c.exists() {
+        Command::new("cc").args(["-O2", "-g", "-pthread", "-Wall", "-o"]).arg(&out).arg(&c).args(["-ldl", "-lm"]).status()
+    } else {
+        Command::new("c++").args(["-O2", "-g", "-pthread", "-std=c++20", "-Wall", "-o"]).arg(&out).arg(&cpp).args(["-ldl"]).status()
+    }
+    .expect("compiler");
+    assert!(st.success(), "compiling {name}");
+    out
+}
+
+pub struct Run {
+    pub status: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+/// Runs with a hard time limit: a hang fails the test instead of blocking CI.
+pub fn run(bin: &Path, args: &[&str], preload: bool, limit: Duration) -> Run {
+    run_with(bin, args, preload, &[], limit)
+}
+
+/// `run` with extra environment variables.
+pub fn run_with(bin: &Path, args: &[&str], preload: bool, env: &[(&str, &str)], limit: Duration) -> Run {
+    let mut cmd = Command::new(bin);
+    cmd.args(args).stdout(Stdio::piped()).stderr(Stdio::piped());
+    if preload {
+        cmd.env("LD_PRELOAD", lib_path()).env("GLIBC_TUNABLES", "glibc.pthread.rseq=0").env("FIBERIZE_STATS", "1");
+    } else {
+        cmd.env_remove("LD_PRELOAD");
+    }
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.spawn().expect("spawn");
+    let start = Instant::now();
+    loop {
+        if let Some(_st) = child.try_wait().unwrap() {
+            break;
+        }
+        if start.elapsed() > limit {
+            let _ = Command::new("gdb").args(["-batch", "-ex", "thread apply all bt 8", "-p"])
+                .arg(child.id().to_string()).status();
+            child.kill().ok();
+            let out = child.wait_with_output().unwrap();
+            panic!("{} {:?} (preload={preload}) hung for {:?}\nstdout:\n{}\nstderr:\n{}", bin.display(), args, limit,
+                String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().unwrap();
+    Run {
+        status: out.status.code(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// Runs natively and preloaded; asserts identical stdout/status and an active preload.
+pub fn same_both_ways(name: &str, args: &[&str]) -> (Run, Run) {
+    same_both_ways_bin(name, &build_c(name), args)
+}
+
+/// [`same_both_ways`] for an already built program.
+pub fn same_both_ways_bin(name: &str, bin: &Path, args: &[&str]) -> (Run, Run) {
+    let bin = bin.to_path_buf();
+    let limit = Duration::from_secs(120);
+    let native = run(&bin, args, false, limit);
+    let pre = run(&bin, args, true, limit);
+    assert_eq!(native.status, Some(0), "{name} failed natively:\n{}{}", native.stdout, native.stderr);
+    assert_eq!(pre.status, native.status, "{name}: exit status differs\nnative:\n{}{}\npreloaded:\n{}{}",
+        native.stdout, native.stderr, pre.stdout, pre.stderr);
+    assert_eq!(pre.stdout, native.stdout, "{name}: stdout differs; preloaded stderr:\n{}", pre.stderr);
+    assert!(pre.stderr.contains("preloaded=1"), "{name}: library not active:\n{}", pre.stderr);
+    assert!(native.stderr.contains("preloaded=0"), "{name}: native run saw the library:\n{}", native.stderr);
+    assert!(pre.stderr.contains("fiberize: stats"), "{name}: no stats line:\n{}", pre.stderr);
+    (native, pre)
+}
+
+pub fn stat(run: &Run, key: &str) -> u64 {
+    let line = run.stderr.lines().find(|l| l.starts_with("fiberize: stats")).expect("stats line");
+    line.split_whitespace().find_map(|kv| kv.strip_prefix(&format!("{key}="))).and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no {key} in {line}"))
+}
+
+pub fn distinct_tids(run: &Run) -> usize {
+    run.stderr.split_whitespace().find_map(|kv| kv.strip_prefix("distinct_tids=")).and_then(|v| v.parse().ok()).expect("distinct_tids")
+}
+
+pub fn nproc() -> usize {
+    std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+}
+
+
+/// Runs preloaded with extra environment variables (same time limit as `run`).
+pub fn run_env(bin: &Path, args: &[&str], env: &[(&str, &str)]) -> Run {
+    run_with(bin, args, true, env, Duration::from_secs(120))
+}
