@@ -1,0 +1,87 @@
+//! Issue 2: the runtime core. Each app runs natively and under the preload with the
+//! same stdout and exit status; under the preload, threads must really be fibers (few
+//! distinct kernel thread ids, the library's counters).
+
+mod harness;
+use harness::*;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+fn rust_bin(name: &str) -> PathBuf {
+    // Cargo builds the package's binaries before its integration tests.
+    let p = workspace().join("target/release").join(name);
+    let p = if p.exists() { p } else { workspace().join("target/debug").join(name) };
+    assert!(p.exists(), "{} not built", p.display());
+    p
+}
+
+#[test]
+fn five_hundred_threads_keep_their_identity() {
+    let (native, pre) = same_both_ways("core_threads", &["500"]);
+    assert!(distinct_tids(&native) >= 100, "native should spread over many threads: {}", native.stderr);
+    let tids = distinct_tids(&pre);
+    assert!(tids <= nproc() + 4, "{tids} kernel threads ran the 500 fibers (max {}): {}", nproc() + 4, pre.stderr);
+    assert!(stat(&pre, "fibers_created") >= 500);
+    assert!(stat(&pre, "switches") >= 500);
+}
+
+#[test]
+fn rust_std_program_with_200_threads() {
+    let bin = rust_bin("rust_std_threads");
+    let (_native, pre) = same_both_ways_bin("rust_std_threads", &bin, &["200"]);
+    let tids = distinct_tids(&pre);
+    assert!(tids <= nproc() + 4, "{tids} kernel threads under the preload: {}", pre.stderr);
+    assert!(stat(&pre, "futex_waits") > 0, "std's futex waits should be served by the library: {}", pre.stderr);
+}
+
+#[test]
+fn cpp_threads_mutex_condvar_atomic_wait_thread_local() {
+    let (_native, pre) = same_both_ways("cpp_std", &[]);
+    assert!(distinct_tids(&pre) <= nproc() + 4, "{}", pre.stderr);
+}
+
+#[test]
+fn mutex_and_condvar_semantics() {
+    same_both_ways("sync_mutex_cond", &[]);
+}
+
+#[test]
+fn futex_operations() {
+    let (_n, pre) = same_both_ways("sync_futex", &[]);
+    assert!(stat(&pre, "futex_waits") > 0, "{}", pre.stderr);
+}
+
+#[test]
+fn stress_two_thousand_threads() {
+    let (_n, pre) = same_both_ways("core_threads", &["2000"]);
+    assert!(distinct_tids(&pre) <= nproc() + 4, "{}", pre.stderr);
+}
+
+#[test]
+fn single_worker_and_disabled_library() {
+    let bin = build_c("core_threads");
+    let native = run(&bin, &["300"], false, Duration::from_secs(120));
+    assert_eq!(native.status, Some(0));
+    // One worker: everything still completes (no fiber may depend on parallelism).
+    let one = run_env(&bin, &["300"], &[("FIBERIZE_WORKERS", "1")]);
+    assert_eq!(one.status, Some(0), "{}", one.stderr);
+    assert_eq!(one.stdout, native.stdout);
+    assert!(stat(&one, "workers") == 1, "{}", one.stderr);
+    assert!(distinct_tids(&one) <= 1 + 4, "{}", one.stderr);
+    // FIBERIZE=off: pure pass-through, same results, the marker reports inactive.
+    let off = run_env(&bin, &["300"], &[("FIBERIZE", "off")]);
+    assert_eq!(off.status, Some(0), "{}", off.stderr);
+    assert_eq!(off.stdout, native.stdout);
+    assert!(off.stderr.contains("preloaded=0"), "{}", off.stderr);
+    assert!(distinct_tids(&off) >= 100, "disabled library should leave real threads: {}", off.stderr);
+}
+
+#[test]
+fn fiber_dump_lists_every_fiber() {
+    let bin = build_c("core_threads");
+    let r = run_env(&bin, &["50"], &[("FIBERIZE_DUMP_AT_EXIT", "1")]);
+    assert_eq!(r.status, Some(0), "{}", r.stderr);
+    assert!(r.stderr.contains("fiberize: ---- fiber dump"), "{}", r.stderr);
+    assert!(r.stderr.contains("fiberize: worker 0 tid"), "{}", r.stderr);
+}
