@@ -29,7 +29,7 @@ pub(crate) mod gate {
         if !enabled() {
             return None;
         }
-        fiberize_rt::fiber::current()
+        fiberize_rt::fiber::current_or_demote()
     }
 
     /// Sets the calling thread's (or fiber's) errno.

@@ -34,6 +34,11 @@ pub fn unregister(f: &Fiber) {
     drop((removed, removed2)); // outside the locks
 }
 
+/// The live fiber with this id.
+pub fn find_by_id(id: u64) -> Option<FiberRef> {
+    REGISTRY.lock().get(&id).cloned()
+}
+
 /// The live fiber whose `pthread_self()` is `t`.
 pub fn find_by_pthread(t: usize) -> Option<FiberRef> {
     BY_PTHREAD.lock().get(&t).cloned()

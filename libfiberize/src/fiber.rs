@@ -148,7 +148,16 @@ pub struct Fiber {
     pub pending_signals: AtomicU64,
     /// Set when a signal was delivered during a park: interruptible waits return EINTR.
     pub interrupted: core::sync::atomic::AtomicBool,
+    /// How often the monitor caught this fiber blocking its worker in a call we do not
+    /// intercept; at `DEMOTE_AFTER_BLOCKS` it is handed to its donor for good.
+    pub foreign_blocks: AtomicU32,
 }
+
+/// Foreign blocking episodes after which a fiber runs as a plain thread on its donor
+/// (DESIGN §3.4). Origin: one or two episodes are normal (a DNS lookup, a rare
+/// `flock`); a fiber that blocks again and again (an io_uring completion thread, a
+/// `sigwaitinfo` loop through raw syscalls) costs a spare worker each time.
+pub const DEMOTE_AFTER_BLOCKS: u32 = 3;
 
 // SAFETY: the coroutine and yielder cells are only touched by whoever runs the fiber,
 // and the scheduler guarantees at most one OS thread runs it at a time (park protocol,
@@ -180,6 +189,7 @@ impl Fiber {
             has_sigmask: core::sync::atomic::AtomicBool::new(false),
             pending_signals: AtomicU64::new(0),
             interrupted: core::sync::atomic::AtomicBool::new(false),
+            foreign_blocks: AtomicU32::new(0),
         }
     }
 
@@ -308,6 +318,26 @@ pub fn run_on_donor<R>(f: impl FnOnce() -> R) -> R {
     // SAFETY: as above; the donor's resume() returns and it queues us in the pool.
     unsafe { fiber.suspend(Switch::BackToPool) };
     r
+}
+
+/// The calling fiber, after handing it to its donor for good if the monitor found it
+/// blocking its worker too often (then None: the caller is a plain thread now). Called
+/// at the entry of blocking operations, where the fiber holds no runtime lock and is
+/// in no wait queue.
+#[inline]
+pub fn current_or_demote() -> Option<&'static Fiber> {
+    let f = current()?;
+    if f.foreign_blocks.load(Ordering::Relaxed) >= DEMOTE_AFTER_BLOCKS {
+        demote(f);
+        return None;
+    }
+    Some(f)
+}
+
+#[cold]
+fn demote(_f: &Fiber) {
+    bump(&STATS.fibers_demoted);
+    become_plain_thread();
 }
 
 /// Moves the calling fiber to its donor for good and returns there: from now on the

@@ -164,7 +164,7 @@ pub fn park(
     timed_out: impl FnOnce(bool),
     deadline: Deadline,
 ) -> ParkResult {
-    let me = fiber::current();
+    let me = fiber::current_or_demote();
     let waiter = Waiter::new(key, bitset, me.map_or(ptr::null(), |f| f as *const Fiber));
     let b = bucket(key);
     b.lock.lock();

@@ -765,6 +765,12 @@ fn mark_blocked(rt: &Runtime, w: &WorkerShared) {
         return;
     }
     bump(&STATS.workers_blocked);
+    let id = w.running.load(Ordering::Relaxed);
+    if id != 0 {
+        if let Some(f) = crate::dump::find_by_id(id) {
+            f.foreign_blocks.fetch_add(1, Ordering::Relaxed);
+        }
+    }
     if rt.active.fetch_sub(1, Ordering::AcqRel) - 1 >= rt.target {
         return;
     }

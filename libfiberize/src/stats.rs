@@ -37,6 +37,7 @@ counters! {
     workers_blocked,
     workers_spawned,
     workers_retired,
+    fibers_demoted,
 }
 
 /// One counter per cache line: workers bump different counters on hot paths, and

@@ -147,12 +147,35 @@ static void blocked_syscall(void) {
     fprintf(stderr, "ticker took %.1f ms\n", ms);
 }
 
+/* ---- a thread that blocks in unintercepted calls again and again ---- */
+static pthread_mutex_t offender_lock = PTHREAD_MUTEX_INITIALIZER;
+static void *repeat_offender(void *a) {
+    (void)a;
+    long rounds = 0;
+    for (int i = 0; i < 8; i++) {
+        struct timespec ts = {0, 30 * 1000 * 1000};
+        syscall(SYS_nanosleep, &ts, NULL);          /* blocks its worker */
+        usleep(2000);                                /* an intercepted call in between */
+        pthread_mutex_lock(&offender_lock);
+        rounds++;
+        pthread_mutex_unlock(&offender_lock);
+    }
+    return (void *)rounds;
+}
+static void repeat_offenders(void) {
+    pthread_t t[2]; void *r0, *r1;
+    pthread_create(&t[0], 0, repeat_offender, 0); pthread_create(&t[1], 0, repeat_offender, 0);
+    pthread_join(t[0], &r0); pthread_join(t[1], &r1);
+    printf("repeat_offenders rounds=%ld\n", (long)r0 + (long)r1);
+}
+
 int main(void) {
     pipe_chain();
     pthread_t a, b;
     pthread_create(&a, 0, poll_thread, 0); pthread_join(a, 0);
     pthread_create(&b, 0, epoll_thread, 0); pthread_join(b, 0);
     blocked_syscall();
+    repeat_offenders();
     int (*active)(void) = (int (*)(void))dlsym(RTLD_DEFAULT, "fiberize_active");
     fprintf(stderr, "preloaded=%d\n", active ? active() : 0);
     return 0;

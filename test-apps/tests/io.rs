@@ -18,8 +18,10 @@ fn echo_server_hundreds_of_connections() {
 #[test]
 fn pipes_poll_select_epoll_and_a_stuck_syscall() {
     let (_native, pre) = same_both_ways("io_pipes", &[]);
-    // The threads stuck in an unintercepted syscall were replaced by spare workers.
+    // The threads stuck in an unintercepted syscall were replaced by spare workers,
+    // and the repeat offenders were handed to their donors for good.
     assert!(stat(&pre, "workers_blocked") >= 1, "{}", pre.stderr);
+    assert!(stat(&pre, "fibers_demoted") >= 1, "{}", pre.stderr);
 }
 
 #[test]

@@ -185,6 +185,7 @@ fn blocking_sized(fd: c_int, st: &FdState, dir: Dir, requested: usize, mut attem
 #[inline]
 fn needs_loop(fd: c_int) -> Option<&'static FdState> {
     let st = fdtable::lookup(fd)?;
+    fiber::current_or_demote();
     let f = st.flags.load(Ordering::Acquire);
     if f & OWNED == 0 || f & (USER_NONBLOCK | EPOLL_FD) != 0 {
         return None;
