@@ -7,6 +7,7 @@
 //! | `FIBERIZE_STATS=1`    | print one `fiberize: stats …` line to stderr at exit      |
 //! | `FIBERIZE_DUMP_SIGNAL=N` | on signal N, print every fiber (state, wait, origin) to stderr |
 //! | `FIBERIZE_DUMP_AT_EXIT=1` | print the fiber dump at exit as well                 |
+//! | `FIBERIZE_SYNC_INLINE=1` | run `fsync`/`fdatasync`/`sync_file_range` on the worker instead of the fiber's donor |
 //!
 //! The on/off decision is taken at the first call into any export and never changes:
 //! objects such as mutexes are laid out by whichever implementation saw them first, so
@@ -87,6 +88,8 @@ pub fn env_flag(name_nul: &'static [u8]) -> bool {
 }
 
 pub struct Config {
+    /// Run file syncs on the worker (they then block it) instead of the donor.
+    pub sync_inline: bool,
     pub workers: usize,
     pub stats: bool,
     pub dump_signal: i32,
@@ -94,7 +97,7 @@ pub struct Config {
 }
 
 static CONFIG_ONCE: RawOnce = RawOnce::new();
-static mut CONFIG: Config = Config { workers: 1, stats: false, dump_signal: 0, dump_at_exit: false };
+static mut CONFIG: Config = Config { sync_inline: false, workers: 1, stats: false, dump_signal: 0, dump_at_exit: false };
 
 /// The configuration, read on first use.
 pub fn config() -> &'static Config {
@@ -104,6 +107,7 @@ pub fn config() -> &'static Config {
             _ => default_workers(),
         };
         let c = Config {
+            sync_inline: env_flag(b"FIBERIZE_SYNC_INLINE\0"),
             workers,
             stats: env_flag(b"FIBERIZE_STATS\0"),
             dump_signal: env_u64(b"FIBERIZE_DUMP_SIGNAL\0").unwrap_or(0) as i32,

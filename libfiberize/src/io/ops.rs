@@ -712,7 +712,11 @@ pub mod fd_api {
     /// As `fsync`.
     pub unsafe fn fsync(fd: c_int, data_only: bool) -> c_int {
         // SAFETY: forwarded contract.
-        fiber::run_on_donor(|| unsafe { if data_only { fdatasync(fd) } else { super::fsync(fd) } })
+        let call = || unsafe { if data_only { fdatasync(fd) } else { super::fsync(fd) } };
+        if crate::config::config().sync_inline {
+            return call();
+        }
+        fiber::run_on_donor(call)
     }
 }
 
