@@ -23,4 +23,12 @@ fi
 echo "== build"
 cargo build --release -p interpose
 echo "== tests"
-cargo test --release --workspace -- --test-threads=2
+LOG=$(mktemp); trap 'rm -f "$LOG"' EXIT
+set +e
+cargo test --release --workspace -- --test-threads=2 2>&1 | tee "$LOG"
+status=${PIPESTATUS[0]}
+set -e
+# One closing line for the whole suite (cargo's own last line is a doc-test summary).
+awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
+     END { printf "tests: %d passed, %d failed\n", p, f }' "$LOG"
+exit "$status"
