@@ -729,6 +729,7 @@ extern "C" fn monitor_main(_: *mut libc::c_void) -> *mut libc::c_void {
             crate::dump::dump_all();
         }
         reactor::poll_if_stale(MONITOR_TICK_NS);
+        crate::thread::exit_if_main_left_and_all_done();
         if rt.num_sleeping.load(Ordering::SeqCst) > 0 && rt.num_spinning.load(Ordering::SeqCst) == 0 && rt.has_work() {
             rt.wake_one_sleeper();
         }

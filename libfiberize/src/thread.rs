@@ -62,6 +62,26 @@ const DONOR_MARGIN: usize = 8 * 1024;
 /// Below this much usable stack we do not make a fiber: the thread runs natively.
 const MIN_FIBER_STACK: usize = 16 * 1024;
 
+/// Donor threads that have not yet returned from `donor_main`.
+static DONORS_ALIVE: core::sync::atomic::AtomicUsize = core::sync::atomic::AtomicUsize::new(0);
+/// The main thread called `pthread_exit`: the process must end when the last of the
+/// program's threads does (glibc's rule), although our workers never exit.
+static MAIN_EXITED: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(false);
+
+/// Called by the monitor each tick: after `pthread_exit` in `main`, once no fiber and
+/// no donor is left, the process exits with status 0, as it would natively when its
+/// last thread ends.
+pub fn exit_if_main_left_and_all_done() {
+    if MAIN_EXITED.load(Ordering::Acquire)
+        && DONORS_ALIVE.load(Ordering::Acquire) == 0
+        && crate::dump::live_fibers() == 0
+    {
+        // SAFETY: exit runs atexit handlers and flushes stdio, as the end of the last
+        // thread would.
+        unsafe { libc::exit(0) };
+    }
+}
+
 struct DonorBoot {
     fiber: FiberRef,
     start: StartRoutine,
@@ -91,6 +111,13 @@ pub unsafe fn create(thread: *mut pthread_t, attr: *const pthread_attr_t, start:
 extern "C" fn donor_main(boot: *mut c_void) -> *mut c_void {
     // SAFETY: `boot` came from Box::into_raw in `create` and is handed to us alone.
     let DonorBoot { fiber, start, arg } = *unsafe { Box::from_raw(boot as *mut DonorBoot) };
+    DONORS_ALIVE.fetch_add(1, Ordering::AcqRel);
+    let r = donor_main_inner(fiber, start, arg);
+    DONORS_ALIVE.fetch_sub(1, Ordering::AcqRel);
+    r
+}
+
+fn donor_main_inner(fiber: FiberRef, start: StartRoutine, arg: *mut c_void) -> *mut c_void {
 
     // The fiber inherits the creator's signal mask on the worker; the donor itself must
     // never take an asynchronous signal while the fiber runs elsewhere on its TLS.
@@ -231,6 +258,10 @@ pub unsafe fn clockjoin(t: pthread_t, retval: *mut *mut c_void, clock: libc::clo
 /// # Safety
 /// Same contract as `pthread_exit`.
 pub unsafe fn exit(v: *mut c_void) -> ! {
+    // SAFETY: getpid has no preconditions.
+    if fiber::current().is_none() && sys::gettid() == unsafe { libc::getpid() } && scheduler::try_runtime().is_some() {
+        MAIN_EXITED.store(true, Ordering::Release);
+    }
     if let Some(f) = fiber::current() {
         let fp = f as *const Fiber;
         if fiber::become_plain_thread() {
@@ -247,6 +278,8 @@ pub unsafe fn exit(v: *mut c_void) -> ! {
             bump(&STATS.fibers_finished);
             // SAFETY: releases donor_main's strong reference, which the longjmp skips.
             unsafe { Arc::decrement_strong_count(fp) };
+            // donor_main's own bookkeeping is skipped by the longjmp too.
+            DONORS_ALIVE.fetch_sub(1, Ordering::AcqRel);
         }
     }
     // SAFETY: forwarded contract; never returns.

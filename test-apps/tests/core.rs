@@ -85,3 +85,9 @@ fn fiber_dump_lists_every_fiber() {
     assert!(r.stderr.contains("fiberize: ---- fiber dump"), "{}", r.stderr);
     assert!(r.stderr.contains("fiberize: worker 0 tid"), "{}", r.stderr);
 }
+
+#[test]
+fn main_thread_pthread_exit_waits_for_the_others() {
+    let (_n, pre) = same_both_ways("main_exit", &[]);
+    assert!(pre.stdout.contains("thread 3 done"), "{}", pre.stdout);
+}
