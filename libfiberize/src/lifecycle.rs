@@ -9,7 +9,6 @@ extern "C" fn child_after_fork() {
     // there. From now on new threads are plain glibc threads and every waiter blocks
     // as a thread (DESIGN §4).
     config::mark_forked_child();
-    crate::io::ops::restore_blocking_after_fork();
 }
 
 extern "C" fn at_exit() {

@@ -35,3 +35,10 @@ fn signals_directed_at_threads() {
     let (_native, pre) = same_both_ways("sig_kill", &[]);
     assert!(stat(&pre, "fibers_created") >= 4, "{}", pre.stderr);
 }
+
+#[test]
+fn glibc_internal_io_on_program_descriptors() {
+    // stdio/dprintf/sendfile reach the kernel through glibc-internal calls; they must
+    // see the descriptors exactly as the program made them.
+    same_both_ways("io_stdio", &[]);
+}

@@ -1,21 +1,26 @@
 //! Per-file-descriptor state, in a lazily allocated two-level table indexed by fd.
 //!
-//! We only ever put `O_NONBLOCK` underneath descriptors that the program created
-//! through our exports after start-up (`socket`, `accept`, `pipe`, `eventfd`,
-//! `socketpair`, `epoll_create`, and their `dup`s): those open file descriptions are
-//! this process's own. Inherited descriptors (a terminal shared with the shell, a pipe
-//! from a parent) keep their flags; blocking calls on them run as they are (and the
+//! We never change a descriptor's file status flags: an `O_NONBLOCK` set behind the
+//! program's back would leak into glibc's internal reads (stdio on `fdopen`,
+//! `dprintf`), into `sendfile`/`splice`, and into children after `fork`+`exec`, which
+//! all share the open file description. Instead, descriptors the program created
+//! through our exports (`socket`, `accept`, `pipe`, `eventfd`, `socketpair`,
+//! `epoll_create`, and their `dup`s) are *tracked*: their blocking calls are made
+//! non-blocking one call at a time (`MSG_DONTWAIT` on sockets, a zero-timeout readiness
+//! probe before calls on pipes and eventfds) and wait by readiness in between.
+//! Inherited descriptors are not tracked; their blocking calls run as they are (and the
 //! monitor replaces a worker that blocks).
 //!
 //! `flags` bits:
 //!
 //! | bit | name          | meaning                                                       |
 //! |-----|---------------|---------------------------------------------------------------|
-//! | 0   | OWNED         | created through us; `O_NONBLOCK` is set underneath            |
-//! | 1   | USER_NONBLOCK | the program asked for `O_NONBLOCK` (what `F_GETFL` shows)      |
+//! | 0   | OWNED         | created through us: blocking calls wait by readiness          |
+//! | 1   | USER_NONBLOCK | the program set `O_NONBLOCK` (then every call is one attempt)  |
 //! | 2   | REGISTERED    | in the reactor's epoll set                                    |
 //! | 3   | EPOLL_FD      | the program's own epoll instance (never made non-blocking)    |
 //! | 4   | STREAM        | byte stream: a short read proves the receive queue was empty  |
+//! | 5   | SOCKET        | a socket: `MSG_DONTWAIT` makes single calls non-blocking      |
 //!
 //! `read_seq`/`write_seq` count readiness edges reported by the reactor; a waiter reads
 //! the sequence *before* its attempt and parks only while it is unchanged, so an edge
@@ -31,6 +36,8 @@ pub const REGISTERED: u32 = 4;
 pub const EPOLL_FD: u32 = 8;
 /// A byte stream (SOCK_STREAM socket, pipe): a short read means the queue was empty.
 pub const STREAM: u32 = 16;
+/// A socket: per-call MSG_DONTWAIT makes its reads and writes non-blocking.
+pub const SOCKET: u32 = 32;
 
 pub struct FdState {
     pub flags: AtomicU32,

@@ -3,13 +3,15 @@
 //! Every wrapper follows glibc's contract for its call (return value, `errno`) and the
 //! program's own view of `O_NONBLOCK`:
 //!
-//! * fd not owned (regular file, inherited descriptor): the real call, as is;
-//! * owned, and the program asked for non-blocking (or passed `MSG_DONTWAIT`): one
-//!   attempt;
-//! * owned and blocking in the program's view: attempt; on `EAGAIN` wait for the fd's
+//! * fd not tracked (regular file, inherited descriptor): the real call, as is;
+//! * tracked, and the program set `O_NONBLOCK` (or passed `MSG_DONTWAIT`): the real
+//!   call, as is;
+//! * tracked and blocking: a non-blocking attempt (`MSG_DONTWAIT` for sockets, a
+//!   zero-timeout `poll` before the call otherwise); on `EAGAIN` wait for the fd's
 //!   readiness to change (fiber: park through the reactor; plain thread: the real
 //!   `poll`) and try again, honouring `SO_RCVTIMEO`/`SO_SNDTIMEO` (`EAGAIN` on expiry,
-//!   as the kernel reports it).
+//!   as the kernel reports it). A blocking send on a stream socket sends everything
+//!   before it returns, as the kernel's does.
 //!
 //! Calls we cannot drive by readiness (`poll`/`select` over several fds, `fsync`) run on
 //! the fiber's donor thread (`fiber::run_on_donor`) after a non-blocking probe.
@@ -19,7 +21,7 @@ use core::sync::atomic::{AtomicU32, Ordering};
 use libc::{c_int, c_void, nfds_t, pollfd, size_t, sockaddr, socklen_t, ssize_t};
 
 use crate::fiber::{self, WaitKind};
-use crate::io::fdtable::{self, FdState, EPOLL_FD, OWNED, REGISTERED, STREAM, USER_NONBLOCK};
+use crate::io::fdtable::{self, FdState, EPOLL_FD, OWNED, REGISTERED, SOCKET, STREAM, USER_NONBLOCK};
 use crate::io::reactor;
 use crate::parking::{self, ParkResult};
 use crate::sys;
@@ -195,96 +197,306 @@ fn needs_loop(fd: c_int) -> Option<&'static FdState> {
 
 // ---- data transfer -------------------------------------------------------------
 
-macro_rules! io_wrapper {
-    ($(#[$m:meta])* $name:ident($fd:ident $(, $arg:ident: $ty:ty)*) -> $ret:ty, $dir:expr, $flags:expr) => {
-        $(#[$m])*
-        /// # Safety
-        /// As the libc function of the same name.
-        pub unsafe fn $name($fd: c_int $(, $arg: $ty)*) -> $ret {
-            let flags: c_int = $flags;
-            match needs_loop($fd) {
-                Some(st) if flags & libc::MSG_DONTWAIT == 0 => {
-                    // SAFETY: forwarded contract.
-                    blocking($fd, st, $dir, || unsafe { super::$name($fd $(, $arg)*) as isize }) as $ret
-                }
-                // SAFETY: forwarded contract.
-                _ => unsafe { super::$name($fd $(, $arg)*) },
+/// Whether `fd` is readable (or writable) right now, without waiting.
+fn ready_now(fd: c_int, dir: Dir) -> bool {
+    let mut p = pollfd { fd, events: dir.poll_events(), revents: 0 };
+    // SAFETY: one valid pollfd, zero timeout.
+    let r = unsafe { poll(&mut p, 1, 0) };
+    // An error or hang-up counts as ready: the real call will report it.
+    r != 0
+}
+
+/// A non-blocking attempt for a descriptor whose file status stays blocking: returns
+/// -1/EAGAIN instead of blocking when `fd` is not ready.
+fn probe_then(fd: c_int, dir: Dir, call: impl FnOnce() -> isize) -> isize {
+    if !ready_now(fd, dir) {
+        set_errno(libc::EAGAIN);
+        return -1;
+    }
+    call()
+}
+
+/// The rest of `iov` after its first `done` bytes.
+fn iov_tail(iov: &[libc::iovec], mut done: usize) -> Vec<libc::iovec> {
+    let mut out = Vec::with_capacity(iov.len());
+    for v in iov {
+        if done >= v.iov_len {
+            done -= v.iov_len;
+            continue;
+        }
+        // SAFETY: stays inside the program's buffer (done < iov_len).
+        out.push(libc::iovec { iov_base: unsafe { (v.iov_base as *mut u8).add(done) } as *mut c_void, iov_len: v.iov_len - done });
+        done = 0;
+    }
+    out
+}
+
+/// A blocking send on a stream socket queues everything before it returns (unless an
+/// error or a signal stops it): keep sending the rest, waiting for room between.
+fn send_all(fd: c_int, st: &FdState, total: usize, mut send_from: impl FnMut(usize) -> isize) -> isize {
+    let t = Dir::Write.timeout_ns(st);
+    let deadline = if t > 0 { Some(sys::now_ns().saturating_add(t)) } else { None };
+    let mut done = 0usize;
+    loop {
+        let seq = st.write_seq.load(Ordering::Acquire);
+        let r = send_from(done);
+        if r >= 0 {
+            done += r as usize;
+            if done >= total || !st.has(STREAM) {
+                return done as isize;
+            }
+            continue;
+        }
+        if !would_block() {
+            return if done > 0 { done as isize } else { -1 };
+        }
+        match wait(fd, st, Dir::Write, seq, deadline) {
+            Waited::Ready => {}
+            Waited::TimedOut if done > 0 => return done as isize,
+            Waited::TimedOut => {
+                set_errno(libc::EAGAIN);
+                return -1;
+            }
+            Waited::Interrupted if done > 0 => return done as isize,
+            Waited::Interrupted => {
+                set_errno(libc::EINTR);
+                return -1;
             }
         }
-    };
+    }
 }
 
 pub mod api {
     use super::*;
+
+    const DW: c_int = libc::MSG_DONTWAIT;
+
     /// # Safety
     /// As `read`.
     pub unsafe fn read(fd: c_int, buf: *mut c_void, n: size_t) -> ssize_t {
-        match needs_loop(fd) {
+        let Some(st) = needs_loop(fd) else {
             // SAFETY: forwarded contract.
-            Some(st) => blocking_sized(fd, st, Dir::Read, n, || unsafe { super::read(fd, buf, n) as isize }) as ssize_t,
-            // SAFETY: forwarded contract.
-            None => unsafe { super::read(fd, buf, n) },
+            return unsafe { super::read(fd, buf, n) };
+        };
+        if st.has(SOCKET) {
+            // SAFETY: read on a socket is recv with no flags.
+            blocking_sized(fd, st, Dir::Read, n, || unsafe { super::recv(fd, buf, n, DW) as isize }) as ssize_t
+        } else {
+            // SAFETY: forwarded contract; only called when readable.
+            blocking(fd, st, Dir::Read, || probe_then(fd, Dir::Read, || unsafe { super::read(fd, buf, n) as isize })) as ssize_t
         }
     }
-    io_wrapper!(write(fd, buf: *const c_void, n: size_t) -> ssize_t, Dir::Write, 0);
-    io_wrapper!(readv(fd, iov: *const libc::iovec, n: c_int) -> ssize_t, Dir::Read, 0);
-    io_wrapper!(writev(fd, iov: *const libc::iovec, n: c_int) -> ssize_t, Dir::Write, 0);
+
+    /// # Safety
+    /// As `readv`.
+    pub unsafe fn readv(fd: c_int, iov: *const libc::iovec, cnt: c_int) -> ssize_t {
+        let Some(st) = needs_loop(fd) else {
+            // SAFETY: forwarded contract.
+            return unsafe { super::readv(fd, iov, cnt) };
+        };
+        if st.has(SOCKET) {
+            // SAFETY: readv on a socket is recvmsg with these buffers and no flags.
+            let mut m: libc::msghdr = unsafe { core::mem::zeroed() };
+            m.msg_iov = iov as *mut libc::iovec;
+            m.msg_iovlen = cnt.max(0) as _;
+            // SAFETY: `m` describes the program's buffers.
+            blocking(fd, st, Dir::Read, || unsafe { super::recvmsg(fd, &mut m, DW) as isize }) as ssize_t
+        } else {
+            // SAFETY: forwarded contract; only called when readable.
+            blocking(fd, st, Dir::Read, || probe_then(fd, Dir::Read, || unsafe { super::readv(fd, iov, cnt) as isize })) as ssize_t
+        }
+    }
+
     /// # Safety
     /// As `recv`.
     pub unsafe fn recv(fd: c_int, buf: *mut c_void, n: size_t, flags: c_int) -> ssize_t {
         match needs_loop(fd) {
-            Some(st) if flags & libc::MSG_DONTWAIT == 0 => {
+            Some(st) if flags & DW == 0 && st.has(SOCKET) => {
                 // Only plain reads prove emptiness (MSG_PEEK/WAITALL/OOB do not).
                 let sized = if flags == 0 { n } else { 0 };
-                // SAFETY: forwarded contract.
-                blocking_sized(fd, st, Dir::Read, sized, || unsafe { super::recv(fd, buf, n, flags) as isize }) as ssize_t
+                // SAFETY: forwarded contract, made non-blocking for this call only.
+                blocking_sized(fd, st, Dir::Read, sized, || unsafe { super::recv(fd, buf, n, flags | DW) as isize }) as ssize_t
             }
             // SAFETY: forwarded contract.
             _ => unsafe { super::recv(fd, buf, n, flags) },
         }
     }
-    io_wrapper!(send(fd, buf: *const c_void, n: size_t, flags: c_int) -> ssize_t, Dir::Write, flags);
-    io_wrapper!(recvfrom(fd, buf: *mut c_void, n: size_t, flags: c_int, a: *mut sockaddr, l: *mut socklen_t) -> ssize_t, Dir::Read, flags);
-    io_wrapper!(sendto(fd, buf: *const c_void, n: size_t, flags: c_int, a: *const sockaddr, l: socklen_t) -> ssize_t, Dir::Write, flags);
-    io_wrapper!(recvmsg(fd, m: *mut libc::msghdr, flags: c_int) -> ssize_t, Dir::Read, flags);
-    io_wrapper!(sendmsg(fd, m: *const libc::msghdr, flags: c_int) -> ssize_t, Dir::Write, flags);
 
-    /// `accept` / `accept4`: the new socket is ours (non-blocking underneath).
+    /// # Safety
+    /// As `recvfrom`.
+    pub unsafe fn recvfrom(fd: c_int, buf: *mut c_void, n: size_t, flags: c_int, a: *mut sockaddr, l: *mut socklen_t) -> ssize_t {
+        match needs_loop(fd) {
+            Some(st) if flags & DW == 0 && st.has(SOCKET) => {
+                // SAFETY: forwarded contract, non-blocking for this call only.
+                blocking(fd, st, Dir::Read, || unsafe { super::recvfrom(fd, buf, n, flags | DW, a, l) as isize }) as ssize_t
+            }
+            // SAFETY: forwarded contract.
+            _ => unsafe { super::recvfrom(fd, buf, n, flags, a, l) },
+        }
+    }
+
+    /// # Safety
+    /// As `recvmsg`.
+    pub unsafe fn recvmsg(fd: c_int, m: *mut libc::msghdr, flags: c_int) -> ssize_t {
+        match needs_loop(fd) {
+            Some(st) if flags & DW == 0 && st.has(SOCKET) => {
+                // SAFETY: forwarded contract, non-blocking for this call only.
+                blocking(fd, st, Dir::Read, || unsafe { super::recvmsg(fd, m, flags | DW) as isize }) as ssize_t
+            }
+            // SAFETY: forwarded contract.
+            _ => unsafe { super::recvmsg(fd, m, flags) },
+        }
+    }
+
+    /// # Safety
+    /// As `write`.
+    pub unsafe fn write(fd: c_int, buf: *const c_void, n: size_t) -> ssize_t {
+        let Some(st) = needs_loop(fd) else {
+            // SAFETY: forwarded contract.
+            return unsafe { super::write(fd, buf, n) };
+        };
+        if st.has(SOCKET) {
+            // write on a socket is send with no flags (SIGPIPE on EPIPE included).
+            // SAFETY: the remainder of the program's buffer.
+            send_all(fd, st, n, |done| unsafe { super::send(fd, (buf as *const u8).add(done) as *const c_void, n - done, DW) as isize }) as ssize_t
+        } else {
+            // SAFETY: forwarded contract; only called when writable.
+            blocking(fd, st, Dir::Write, || probe_then(fd, Dir::Write, || unsafe { super::write(fd, buf, n) as isize })) as ssize_t
+        }
+    }
+
+    /// # Safety
+    /// As `writev`.
+    pub unsafe fn writev(fd: c_int, iov: *const libc::iovec, cnt: c_int) -> ssize_t {
+        let Some(st) = needs_loop(fd) else {
+            // SAFETY: forwarded contract.
+            return unsafe { super::writev(fd, iov, cnt) };
+        };
+        if st.has(SOCKET) && cnt > 0 && !iov.is_null() {
+            // SAFETY: the program's iovec array of `cnt` entries.
+            let all = unsafe { core::slice::from_raw_parts(iov, cnt as usize) };
+            let total: usize = all.iter().map(|v| v.iov_len).sum();
+            send_all(fd, st, total, |done| {
+                let mut tail = iov_tail(all, done);
+                // SAFETY: a zeroed msghdr is valid; it points at the remaining buffers.
+                let mut m: libc::msghdr = unsafe { core::mem::zeroed() };
+                m.msg_iov = tail.as_mut_ptr();
+                m.msg_iovlen = tail.len() as _;
+                // SAFETY: `m` describes live buffers.
+                unsafe { super::sendmsg(fd, &m, DW) as isize }
+            }) as ssize_t
+        } else {
+            // SAFETY: forwarded contract; only called when writable.
+            blocking(fd, st, Dir::Write, || probe_then(fd, Dir::Write, || unsafe { super::writev(fd, iov, cnt) as isize })) as ssize_t
+        }
+    }
+
+    /// # Safety
+    /// As `send`.
+    pub unsafe fn send(fd: c_int, buf: *const c_void, n: size_t, flags: c_int) -> ssize_t {
+        match needs_loop(fd) {
+            Some(st) if flags & DW == 0 && st.has(SOCKET) => {
+                // SAFETY: the remainder of the program's buffer.
+                send_all(fd, st, n, |done| unsafe { super::send(fd, (buf as *const u8).add(done) as *const c_void, n - done, flags | DW) as isize }) as ssize_t
+            }
+            // SAFETY: forwarded contract.
+            _ => unsafe { super::send(fd, buf, n, flags) },
+        }
+    }
+
+    /// # Safety
+    /// As `sendto`.
+    pub unsafe fn sendto(fd: c_int, buf: *const c_void, n: size_t, flags: c_int, a: *const sockaddr, l: socklen_t) -> ssize_t {
+        match needs_loop(fd) {
+            Some(st) if flags & DW == 0 && st.has(SOCKET) => {
+                // SAFETY: the remainder of the program's buffer.
+                send_all(fd, st, n, |done| unsafe { super::sendto(fd, (buf as *const u8).add(done) as *const c_void, n - done, flags | DW, a, l) as isize }) as ssize_t
+            }
+            // SAFETY: forwarded contract.
+            _ => unsafe { super::sendto(fd, buf, n, flags, a, l) },
+        }
+    }
+
+    /// # Safety
+    /// As `sendmsg`.
+    pub unsafe fn sendmsg(fd: c_int, m: *const libc::msghdr, flags: c_int) -> ssize_t {
+        match needs_loop(fd) {
+            Some(st) if flags & DW == 0 && st.has(SOCKET) && !m.is_null() => {
+                // SAFETY: the program's msghdr.
+                let hdr = unsafe { *m };
+                let all: &[libc::iovec] = if hdr.msg_iov.is_null() { &[] } else {
+                    // SAFETY: the program's iovec array.
+                    unsafe { core::slice::from_raw_parts(hdr.msg_iov, hdr.msg_iovlen as usize) }
+                };
+                let total: usize = all.iter().map(|v| v.iov_len).sum();
+                send_all(fd, st, total, |done| {
+                    let mut tail = iov_tail(all, done);
+                    let mut h = hdr;
+                    h.msg_iov = tail.as_mut_ptr();
+                    h.msg_iovlen = tail.len() as _;
+                    if done > 0 {
+                        // Ancillary data went with the first part.
+                        h.msg_control = core::ptr::null_mut();
+                        h.msg_controllen = 0;
+                    }
+                    // SAFETY: `h` describes live buffers.
+                    unsafe { super::sendmsg(fd, &h, flags | DW) as isize }
+                }) as ssize_t
+            }
+            // SAFETY: forwarded contract.
+            _ => unsafe { super::sendmsg(fd, m, flags) },
+        }
+    }
+
+    /// `accept` / `accept4`: waits for a pending connection by readiness, then accepts.
     ///
     /// # Safety
     /// As `accept4`.
     pub unsafe fn accept4(fd: c_int, a: *mut sockaddr, l: *mut socklen_t, flags: c_int) -> c_int {
         // SAFETY (both calls): forwarded contract.
-        let attempt = || unsafe { super::accept4(fd, a, l, flags | libc::SOCK_NONBLOCK) as isize };
+        let call = || unsafe { super::accept4(fd, a, l, flags) as isize };
         let r = match needs_loop(fd) {
-            Some(st) => blocking(fd, st, Dir::Read, attempt),
-            None => attempt(),
+            Some(st) => blocking(fd, st, Dir::Read, || probe_then(fd, Dir::Read, call)),
+            None => call(),
         } as c_int;
         if r >= 0 {
-            adopt_kind(r, flags & libc::SOCK_NONBLOCK != 0, is_stream_socket(r));
+            adopt_kind(r, flags & libc::SOCK_NONBLOCK != 0, is_stream_socket(r), true);
         }
         r
     }
 
+    /// `connect` on a blocking socket: made non-blocking for the duration of this
+    /// call only, then completion is awaited by readiness.
+    ///
     /// # Safety
     /// As `connect`.
     pub unsafe fn connect(fd: c_int, a: *const sockaddr, l: socklen_t) -> c_int {
-        let Some(st) = needs_loop(fd) else {
+        let Some(st) = needs_loop(fd).filter(|s| s.has(SOCKET)) else {
             // SAFETY: forwarded contract.
             return unsafe { super::connect(fd, a, l) };
         };
+        // SAFETY: plain fcntl calls on the program's socket.
+        let fl = unsafe { fcntl(fd, libc::F_GETFL, 0) };
+        if fl < 0 || fiber::current().is_none() {
+            // SAFETY: forwarded contract.
+            return unsafe { super::connect(fd, a, l) };
+        }
+        // SAFETY: as above.
+        unsafe { fcntl(fd, libc::F_SETFL, (fl | libc::O_NONBLOCK) as libc::c_long) };
         let mut seq = st.write_seq.load(Ordering::Acquire);
         // SAFETY: forwarded contract.
         let r = unsafe { super::connect(fd, a, l) };
-        if r == 0 || errno() != libc::EINPROGRESS {
+        let e = errno();
+        // SAFETY: restores the program's flags.
+        unsafe { fcntl(fd, libc::F_SETFL, fl as libc::c_long) };
+        if r == 0 || e != libc::EINPROGRESS {
+            set_errno(e);
             return r;
         }
         let t = st.sndtimeo_ns.load(Ordering::Relaxed);
         let deadline = if t > 0 { Some(sys::now_ns().saturating_add(t)) } else { None };
         loop {
-            let mut p = pollfd { fd, events: libc::POLLOUT, revents: 0 };
-            // SAFETY: one valid pollfd, no waiting.
-            if unsafe { poll(&mut p, 1, 0) } > 0 {
+            if ready_now(fd, Dir::Write) {
                 break;
             }
             match wait(fd, st, Dir::Write, seq, deadline) {
@@ -472,15 +684,14 @@ pub mod wait_api {
 
 // ---- descriptor lifecycle ---------------------------------------------------------
 
-/// Marks a freshly created fd as ours (`O_NONBLOCK` is already set underneath).
-fn adopt(fd: c_int, user_nonblock: bool) {
-    adopt_kind(fd, user_nonblock, false);
-}
-
-fn adopt_kind(fd: c_int, user_nonblock: bool, stream: bool) {
+/// Starts tracking a freshly created fd.
+fn adopt_kind(fd: c_int, user_nonblock: bool, stream: bool, socket: bool) {
     if let Some(st) = fdtable::slot(fd) {
         fdtable::reset(fd);
-        let f = OWNED | if user_nonblock { USER_NONBLOCK } else { 0 } | if stream { STREAM } else { 0 };
+        let f = OWNED
+            | if user_nonblock { USER_NONBLOCK } else { 0 }
+            | if stream { STREAM } else { 0 }
+            | if socket { SOCKET } else { 0 };
         st.flags.store(f, Ordering::Release);
     }
 }
@@ -511,7 +722,7 @@ fn copy_state(from: c_int, to: c_int) {
         return;
     }
     if let Some(src) = fdtable::owned(from) {
-        let f = src.flags.load(Ordering::Acquire) & (OWNED | USER_NONBLOCK | EPOLL_FD | STREAM);
+        let f = src.flags.load(Ordering::Acquire) & (OWNED | USER_NONBLOCK | EPOLL_FD | STREAM | SOCKET);
         if let Some(dst) = fdtable::slot(to) {
             fdtable::reset(to);
             dst.rcvtimeo_ns.store(src.rcvtimeo_ns.load(Ordering::Relaxed), Ordering::Relaxed);
@@ -528,10 +739,10 @@ pub mod fd_api {
     /// As `socket`.
     pub unsafe fn socket(d: c_int, t: c_int, p: c_int) -> c_int {
         // SAFETY: forwarded contract.
-        let fd = unsafe { super::socket(d, t | libc::SOCK_NONBLOCK, p) };
+        let fd = unsafe { super::socket(d, t, p) };
         if fd >= 0 {
             let ty = t & !(libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC);
-            adopt_kind(fd, t & libc::SOCK_NONBLOCK != 0, ty == libc::SOCK_STREAM);
+            adopt_kind(fd, t & libc::SOCK_NONBLOCK != 0, ty == libc::SOCK_STREAM, true);
         }
         fd
     }
@@ -540,13 +751,13 @@ pub mod fd_api {
     /// As `socketpair`.
     pub unsafe fn socketpair(d: c_int, t: c_int, p: c_int, sv: *mut c_int) -> c_int {
         // SAFETY: forwarded contract.
-        let r = unsafe { super::socketpair(d, t | libc::SOCK_NONBLOCK, p, sv) };
+        let r = unsafe { super::socketpair(d, t, p, sv) };
         if r == 0 {
             // SAFETY: on success the kernel wrote two fds.
             unsafe {
                 let stream = t & !(libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC) == libc::SOCK_STREAM;
-                adopt_kind(*sv, t & libc::SOCK_NONBLOCK != 0, stream);
-                adopt_kind(*sv.add(1), t & libc::SOCK_NONBLOCK != 0, stream);
+                adopt_kind(*sv, t & libc::SOCK_NONBLOCK != 0, stream, true);
+                adopt_kind(*sv.add(1), t & libc::SOCK_NONBLOCK != 0, stream, true);
             }
         }
         r
@@ -558,14 +769,14 @@ pub mod fd_api {
     /// As `pipe2`.
     pub unsafe fn pipe2(fds: *mut c_int, flags: c_int) -> c_int {
         // SAFETY: forwarded contract.
-        let r = unsafe { super::pipe2(fds, flags | libc::O_NONBLOCK) };
+        let r = unsafe { super::pipe2(fds, flags) };
         if r == 0 {
             // SAFETY: on success the kernel wrote two fds.
             unsafe {
                 // O_DIRECT makes a pipe packet-oriented: then a short read proves nothing.
                 let stream = flags & libc::O_DIRECT == 0;
-                adopt_kind(*fds, flags & libc::O_NONBLOCK != 0, stream);
-                adopt_kind(*fds.add(1), flags & libc::O_NONBLOCK != 0, stream);
+                adopt_kind(*fds, flags & libc::O_NONBLOCK != 0, stream, false);
+                adopt_kind(*fds.add(1), flags & libc::O_NONBLOCK != 0, stream, false);
             }
         }
         r
@@ -575,9 +786,9 @@ pub mod fd_api {
     /// As `eventfd`.
     pub unsafe fn eventfd(init: libc::c_uint, flags: c_int) -> c_int {
         // SAFETY: forwarded contract.
-        let fd = unsafe { super::eventfd(init, flags | libc::EFD_NONBLOCK) };
+        let fd = unsafe { super::eventfd(init, flags) };
         if fd >= 0 {
-            adopt(fd, flags & libc::EFD_NONBLOCK != 0);
+            adopt_kind(fd, flags & libc::EFD_NONBLOCK != 0, false, false);
         }
         fd
     }
@@ -631,59 +842,39 @@ pub mod fd_api {
         r
     }
 
-    /// `fcntl`, hiding our `O_NONBLOCK` from `F_GETFL` and keeping it on `F_SETFL`.
+    /// `fcntl`: passes through, noting the program's `O_NONBLOCK` and duplicates.
     ///
     /// # Safety
     /// As `fcntl` (the variadic argument passed as a long).
     pub unsafe fn fcntl(fd: c_int, cmd: c_int, arg: libc::c_long) -> c_int {
-        let st = fdtable::owned(fd).filter(|s| !s.has(EPOLL_FD));
-        match (cmd, st) {
-            (libc::F_GETFL, Some(st)) => {
-                // SAFETY: forwarded contract.
-                let r = unsafe { super::fcntl(fd, cmd, arg) };
-                if r < 0 {
-                    return r;
-                }
-                let user = if st.has(USER_NONBLOCK) { libc::O_NONBLOCK } else { 0 };
-                (r & !libc::O_NONBLOCK) | user
-            }
-            (libc::F_SETFL, Some(st)) => {
-                // SAFETY: forwarded contract.
-                let r = unsafe { super::fcntl(fd, cmd, arg | libc::O_NONBLOCK as libc::c_long) };
-                if r == 0 {
+        // SAFETY: forwarded contract.
+        let r = unsafe { super::fcntl(fd, cmd, arg) };
+        match cmd {
+            libc::F_SETFL if r == 0 => {
+                if let Some(st) = fdtable::owned(fd) {
                     st.set_user_nonblock(arg & libc::O_NONBLOCK as libc::c_long != 0);
                 }
-                r
             }
-            (libc::F_DUPFD | libc::F_DUPFD_CLOEXEC, _) => {
-                // SAFETY: forwarded contract.
-                let r = unsafe { super::fcntl(fd, cmd, arg) };
-                copy_state(fd, r);
-                r
-            }
-            // SAFETY: forwarded contract.
-            _ => unsafe { super::fcntl(fd, cmd, arg) },
+            libc::F_DUPFD | libc::F_DUPFD_CLOEXEC => copy_state(fd, r),
+            _ => {}
         }
+        r
     }
 
-    /// `ioctl`: `FIONBIO` on an owned fd only changes the program's view.
+    /// `ioctl`: passes through, noting `FIONBIO`.
     ///
     /// # Safety
     /// As `ioctl` (the variadic argument passed as a long).
     pub unsafe fn ioctl(fd: c_int, req: libc::c_ulong, arg: libc::c_long) -> c_int {
-        if req == libc::FIONBIO {
-            if let Some(st) = fdtable::owned(fd).filter(|s| !s.has(EPOLL_FD)) {
-                // SAFETY: FIONBIO takes a pointer to int (caller's contract).
-                let Some(v) = (unsafe { (arg as *const c_int).as_ref() }) else {
-                    set_errno(libc::EFAULT);
-                    return -1;
-                };
-                st.set_user_nonblock(*v != 0);
-                return 0;
+        // SAFETY: forwarded contract.
+        let r = unsafe { super::ioctl(fd, req, arg) };
+        if r == 0 && req == libc::FIONBIO {
+            if let Some(st) = fdtable::owned(fd) {
+                // SAFETY: FIONBIO took a valid int pointer (the kernel accepted it).
+                st.set_user_nonblock(unsafe { *(arg as *const c_int) } != 0);
             }
         }
-        // SAFETY: forwarded contract.
-        unsafe { super::ioctl(fd, req, arg) }
+        r
     }
 
     /// `setsockopt`: remembers SO_RCVTIMEO / SO_SNDTIMEO for our own waits.
@@ -720,27 +911,3 @@ pub mod fd_api {
     }
 }
 
-/// In a forked child: descriptors we made non-blocking and that survive `exec` go back
-/// to the program's view, so an exec'd program (which shares them) does not see an
-/// `O_NONBLOCK` it never asked for. Raw system calls only (we are in an atfork handler).
-pub fn restore_blocking_after_fork() {
-    fdtable::for_each_slot(|fd, st| {
-        let f = st.flags.load(Ordering::Relaxed);
-        if f & OWNED == 0 || f & (USER_NONBLOCK | EPOLL_FD) != 0 {
-            return;
-        }
-        // SAFETY: fcntl on a descriptor number; failures are ignored.
-        unsafe {
-            let fdflags = sys::syscall6(libc::SYS_fcntl as usize, fd as usize, libc::F_GETFD as usize, 0, 0, 0, 0);
-            if fdflags < 0 || fdflags & libc::FD_CLOEXEC as isize != 0 {
-                return;
-            }
-            let fl = sys::syscall6(libc::SYS_fcntl as usize, fd as usize, libc::F_GETFL as usize, 0, 0, 0, 0);
-            if fl >= 0 {
-                sys::syscall6(libc::SYS_fcntl as usize, fd as usize, libc::F_SETFL as usize,
-                    (fl as usize) & !(libc::O_NONBLOCK as usize), 0, 0, 0);
-            }
-        }
-        st.flags.store(0, Ordering::Relaxed);
-    });
-}

@@ -18,20 +18,32 @@ pub fn lib_path() -> PathBuf {
 }
 
 /// Compiles `test-apps/c/<name>.c` (or `test-apps/cpp/<name>.cpp`) into
-/// `target/test-apps/`, once per process.
+/// `target/test-apps/`, once per test process: tests of one binary run in parallel and
+/// must not rewrite a program another test is executing (ETXTBSY). The compiler writes
+/// a temporary file that is renamed into place.
 pub fn build_c(name: &str) -> PathBuf {
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock};
+    static BUILT: OnceLock<Mutex<HashMap<String, PathBuf>>> = OnceLock::new();
+    let mut built = BUILT.get_or_init(|| Mutex::new(HashMap::new())).lock().unwrap();
+    if let Some(p) = built.get(name) {
+        return p.clone();
+    }
     let c = workspace().join("test-apps/c").join(format!("{name}.c"));
     let cpp = workspace().join("test-apps/cpp").join(format!("{name}.cpp"));
     let dir = workspace().join("target/test-apps");
     std::fs::create_dir_all(&dir).unwrap();
     let out = dir.join(name);
+    let tmp = dir.join(format!(".{name}.{}", std::process::id()));
     let st = if c.exists() {
-        Command::new("cc").args(["-O2", "-g", "-pthread", "-Wall", "-o"]).arg(&out).arg(&c).args(["-ldl", "-lm"]).status()
+        Command::new("cc").args(["-O2", "-g", "-pthread", "-Wall", "-o"]).arg(&tmp).arg(&c).args(["-ldl", "-lm"]).status()
     } else {
-        Command::new("c++").args(["-O2", "-g", "-pthread", "-std=c++20", "-Wall", "-o"]).arg(&out).arg(&cpp).args(["-ldl"]).status()
+        Command::new("c++").args(["-O2", "-g", "-pthread", "-std=c++20", "-Wall", "-o"]).arg(&tmp).arg(&cpp).args(["-ldl"]).status()
     }
     .expect("compiler");
     assert!(st.success(), "compiling {name}");
+    std::fs::rename(&tmp, &out).unwrap();
+    built.insert(name.to_string(), out.clone());
     out
 }
 
