@@ -122,14 +122,13 @@ pub fn config() -> &'static Config {
 
 /// CPUs in our affinity mask, capped by the cgroup (v2 `cpu.max`, v1 `cpu.cfs_*`) quota.
 pub fn default_workers() -> usize {
+    // A raw system call: `sched_getaffinity` is one of our exports (DESIGN §3.2).
     // SAFETY: `set` is a valid out-parameter of the size we pass.
     let cpus = unsafe {
         let mut set: libc::cpu_set_t = core::mem::zeroed();
-        if libc::sched_getaffinity(0, core::mem::size_of::<libc::cpu_set_t>(), &mut set) == 0 {
-            libc::CPU_COUNT(&set) as usize
-        } else {
-            1
-        }
+        let r = crate::sys::syscall6(libc::SYS_sched_getaffinity as usize, 0,
+            core::mem::size_of::<libc::cpu_set_t>(), &mut set as *mut libc::cpu_set_t as usize, 0, 0, 0);
+        if r > 0 { libc::CPU_COUNT(&set) as usize } else { 1 }
     };
     let quota = cgroup_cpu_limit();
     let n = match quota {

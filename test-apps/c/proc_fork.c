@@ -97,6 +97,17 @@ int main(void) {
     pthread_join(a1, 0); pthread_join(a2, 0);
     printf("sigmask masker=%d plain=%d\n", blocked_in_masker, blocked_in_plain);
 
+    /* sched_setaffinity(0) in a thread is that thread's own affinity, read back as set. */
+    void *affine(void *a) {
+        (void)a; cpu_set_t s; CPU_ZERO(&s); CPU_SET(0, &s);
+        CHECK(sched_setaffinity(0, sizeof s, &s) == 0);
+        for (int i = 0; i < 5; i++) { usleep(100); sched_yield(); }
+        cpu_set_t g; CPU_ZERO(&g); CHECK(sched_getaffinity(0, sizeof g, &g) == 0);
+        return (void *)(long)(CPU_COUNT(&g) == 1 && CPU_ISSET(0, &g));
+    }
+    pthread_t af; void *afr; pthread_create(&af, 0, affine, 0); pthread_join(af, &afr);
+    cpu_set_t mine; CHECK(sched_getaffinity(0, sizeof mine, &mine) == 0);
+    printf("affinity thread_view_ok=%ld main_unchanged=%d\n", (long)afr, CPU_COUNT(&mine) == sysconf(_SC_NPROCESSORS_ONLN));
     int cpu = sched_getcpu();
     printf("sched_getcpu valid=%d\n", cpu >= 0 && cpu < CPU_SETSIZE);
     int (*active)(void) = (int (*)(void))dlsym(RTLD_DEFAULT, "fiberize_active");

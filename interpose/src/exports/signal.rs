@@ -1,4 +1,5 @@
-//! Signal-related exports: per-fiber masks and `sched_getcpu`.
+//! Signal-related and per-thread-identity exports: per-fiber masks, thread-directed
+//! signals, `sched_getcpu`, the calling thread's CPU affinity.
 
 use libc::{c_int, sigset_t};
 
@@ -11,6 +12,10 @@ mod real {
         fn sigprocmask(how: c_int, set: *const sigset_t, old: *mut sigset_t) -> c_int;
         fn sched_getcpu() -> c_int;
         fn pthread_kill(t: libc::pthread_t, sig: c_int) -> c_int;
+        fn sched_setaffinity(pid: libc::pid_t, n: libc::size_t, set: *const libc::cpu_set_t) -> c_int;
+        fn sched_getaffinity(pid: libc::pid_t, n: libc::size_t, set: *mut libc::cpu_set_t) -> c_int;
+        fn pthread_setaffinity_np(t: libc::pthread_t, n: libc::size_t, set: *const libc::cpu_set_t) -> c_int;
+        fn pthread_getaffinity_np(t: libc::pthread_t, n: libc::size_t, set: *mut libc::cpu_set_t) -> c_int;
         fn raise(sig: c_int) -> c_int;
     }
 }
@@ -91,4 +96,46 @@ pub unsafe extern "C" fn raise(sig: c_int) -> c_int {
     }
     // SAFETY: forwarded contract.
     unsafe { real::raise(sig) }
+}
+
+/// `sched_setaffinity(0, …)` from a fiber means "this thread": that is the fiber's
+/// donor (whose `pthread_t` the fiber carries), not the worker it happens to run on,
+/// which other fibers share. The program reads the same mask back; workers stay free.
+///
+/// # Safety
+/// As glibc's `sched_setaffinity`.
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn sched_setaffinity(pid: libc::pid_t, n: libc::size_t, set: *const libc::cpu_set_t) -> c_int {
+    if pid == 0 && fiber().is_some() {
+        // SAFETY: pthread_self() is the fiber's donor; forwarded contract.
+        return match unsafe { real::pthread_setaffinity_np(libc::pthread_self(), n, set) } {
+            0 => 0,
+            e => {
+                set_errno(e);
+                -1
+            }
+        };
+    }
+    // SAFETY: forwarded contract.
+    unsafe { real::sched_setaffinity(pid, n, set) }
+}
+
+/// See [`sched_setaffinity`].
+///
+/// # Safety
+/// As glibc's `sched_getaffinity`.
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn sched_getaffinity(pid: libc::pid_t, n: libc::size_t, set: *mut libc::cpu_set_t) -> c_int {
+    if pid == 0 && fiber().is_some() {
+        // SAFETY: as above.
+        return match unsafe { real::pthread_getaffinity_np(libc::pthread_self(), n, set) } {
+            0 => 0,
+            e => {
+                set_errno(e);
+                -1
+            }
+        };
+    }
+    // SAFETY: forwarded contract.
+    unsafe { real::sched_getaffinity(pid, n, set) }
 }
