@@ -133,6 +133,9 @@ pub unsafe fn wait(c: *mut pthread_cond_t, m: *mut pthread_mutex_t, abstime: *co
     // level its unlock removed).
     // SAFETY: forwarded contract.
     unsafe { mutex::api::lock(m) };
+    // A cancelled waiter leaves with the mutex held, as POSIX requires for cleanup
+    // handlers.
+    crate::cancel::testcancel();
     if r == ParkResult::TimedOut { libc::ETIMEDOUT } else { 0 }
 }
 

@@ -151,6 +151,10 @@ pub struct Fiber {
     /// How often the monitor caught this fiber blocking its worker in a call we do not
     /// intercept; at `DEMOTE_AFTER_BLOCKS` it is handed to its donor for good.
     pub foreign_blocks: AtomicU32,
+    /// `pthread_cancel` was called on this fiber (see `crate::cancel`).
+    pub cancel_requested: core::sync::atomic::AtomicBool,
+    /// The fiber's cancelability state is PTHREAD_CANCEL_DISABLE.
+    pub cancel_disabled: core::sync::atomic::AtomicBool,
 }
 
 /// Foreign blocking episodes after which a fiber runs as a plain thread on its donor
@@ -168,6 +172,12 @@ unsafe impl Sync for Fiber {}
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
 impl Fiber {
+    /// A cancellation request that the fiber's state lets through.
+    #[inline]
+    pub fn cancel_pending(&self) -> bool {
+        self.cancel_requested.load(Ordering::Acquire) && !self.cancel_disabled.load(Ordering::Acquire)
+    }
+
     pub fn new(start_routine: usize) -> Fiber {
         Fiber {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
@@ -190,6 +200,8 @@ impl Fiber {
             pending_signals: AtomicU64::new(0),
             interrupted: core::sync::atomic::AtomicBool::new(false),
             foreign_blocks: AtomicU32::new(0),
+            cancel_requested: core::sync::atomic::AtomicBool::new(false),
+            cancel_disabled: core::sync::atomic::AtomicBool::new(false),
         }
     }
 

@@ -48,6 +48,7 @@ pub mod dump;
 pub mod lifecycle;
 pub mod io;
 pub mod signal;
+pub mod cancel;
 pub mod tz;
 pub mod rwlock;
 pub mod sem;

@@ -183,6 +183,9 @@ pub fn park(
     // Futex and semaphore waits return EINTR when a signal is delivered to the fiber,
     // as the kernel's and glibc's do; lock and condition waits never do (POSIX).
     let interruptible = matches!(kind, WaitKind::Futex | WaitKind::Semaphore);
+    // Waits that are POSIX cancellation points end early on a pending cancellation
+    // (the caller then acts on it, see `crate::cancel`).
+    let cancellation_point = matches!(kind, WaitKind::Cond | WaitKind::Semaphore | WaitKind::Io | WaitKind::Sleep | WaitKind::Barrier);
     if let Some(f) = me {
         f.wait_kind.store(kind as u32, Ordering::Relaxed);
         f.wait_addr.store(key, Ordering::Relaxed);
@@ -194,7 +197,8 @@ pub fn park(
         if waiter.woken.load(Ordering::Acquire) != 0 {
             break ParkResult::Unparked(waiter.token.get());
         }
-        let interrupted = interruptible && me.is_some_and(|f| f.interrupted.load(Ordering::Acquire));
+        let interrupted = (interruptible && me.is_some_and(|f| f.interrupted.load(Ordering::Acquire)))
+            || (cancellation_point && me.is_some_and(|f| f.cancel_pending()));
         let expired = deadline.is_some_and(|d| sys::now_ns() >= d);
         if interrupted || expired {
             {

@@ -178,6 +178,8 @@ fn wait_slow(s: &SemOverlay, timeout: Timeout<'_>) -> Result<(), c_int> {
             }
         };
         s.data.fetch_sub(ONE_WAITER, Ordering::Relaxed);
+        // sem_wait is a cancellation point.
+        crate::cancel::testcancel();
         return Err(err);
     }
 }

@@ -19,6 +19,10 @@ pub fn sleep_until(f: &Fiber, deadline: u64) -> Result<(), u64> {
         if now >= deadline {
             break;
         }
+        if f.cancel_pending() {
+            f.wait_kind.store(WaitKind::None as u32, Ordering::Relaxed);
+            crate::cancel::act_on_cancel(f);
+        }
         if f.interrupted.load(Ordering::Acquire) {
             r = Err(deadline - now);
             break;

@@ -91,3 +91,8 @@ fn main_thread_pthread_exit_waits_for_the_others() {
     let (_n, pre) = same_both_ways("main_exit", &[]);
     assert!(pre.stdout.contains("thread 3 done"), "{}", pre.stdout);
 }
+
+#[test]
+fn cancellation_of_fibers() {
+    same_both_ways("cancel", &[]);
+}

@@ -69,3 +69,52 @@ pub unsafe extern "C" fn pthread_exit(v: *mut c_void) -> ! {
     // SAFETY: forwarded contract (passes through for plain threads inside).
     unsafe { thread::exit(v) }
 }
+
+mod real_cancel {
+    use super::*;
+    fiberize_rt::real_fns! {
+        fn pthread_cancel(t: pthread_t) -> c_int;
+        fn pthread_testcancel() -> ();
+        fn pthread_setcancelstate(state: c_int, old: *mut c_int) -> c_int;
+    }
+}
+
+/// `pthread_cancel`: for a fiber, a deferred request it acts on at the library's
+/// cancellation points (glibc's own mechanism would unwind it on the wrong kernel
+/// thread; see `fiberize_rt::cancel`).
+///
+/// # Safety
+/// As glibc's `pthread_cancel`.
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn pthread_cancel(t: pthread_t) -> c_int {
+    if crate::gate::enabled() {
+        if let Some(f) = fiberize_rt::dump::find_by_pthread(t as usize) {
+            return fiberize_rt::cancel::cancel_fiber(&f);
+        }
+    }
+    // SAFETY: forwarded contract.
+    unsafe { real_cancel::pthread_cancel(t) }
+}
+
+/// # Safety
+/// As glibc's `pthread_testcancel`.
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn pthread_testcancel() {
+    if crate::gate::fiber().is_some() {
+        fiberize_rt::cancel::testcancel();
+        return;
+    }
+    // SAFETY: no arguments.
+    unsafe { real_cancel::pthread_testcancel() }
+}
+
+/// # Safety
+/// As glibc's `pthread_setcancelstate`.
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn pthread_setcancelstate(state: c_int, old: *mut c_int) -> c_int {
+    if let Some(f) = crate::gate::fiber() {
+        return fiberize_rt::cancel::set_state(f, state, old);
+    }
+    // SAFETY: forwarded contract.
+    unsafe { real_cancel::pthread_setcancelstate(state, old) }
+}

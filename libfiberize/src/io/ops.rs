@@ -119,6 +119,8 @@ fn wait(fd: c_int, st: &FdState, dir: Dir, seq: u32, deadline: Option<u64>) -> W
         let word = dir.seq(st);
         let r = parking::park(word as *const AtomicU32 as usize, u32::MAX, WaitKind::Io,
             || word.load(Ordering::Acquire) == seq, || {}, |_| {}, deadline);
+        // Blocking reads, writes, accept, connect and poll are cancellation points.
+        crate::cancel::testcancel();
         return if r == ParkResult::TimedOut { Waited::TimedOut } else { Waited::Ready };
     }
     // A plain thread (or an fd epoll refuses): block in the real poll — on the donor

@@ -1,0 +1,65 @@
+//! Deferred cancellation of fibers.
+//!
+//! glibc's `pthread_cancel` must never reach a fiber: it marks the target's TCB and
+//! sends SIGCANCEL to the target's kernel thread id, which is the donor's; the fiber
+//! would then act on the TCB flag at some glibc-internal cancellation point *while
+//! running on a worker*, and glibc's cancellation unwinding ends with a longjmp into
+//! the donor's `start_thread` frame — on the wrong kernel thread. So for a fiber,
+//! `pthread_cancel` only records the request (`Fiber::cancel_requested`) and wakes the
+//! fiber; the fiber acts on it at the cancellation points the library implements
+//! (`pthread_testcancel`, sleeps, condition and semaphore waits, blocking socket and
+//! pipe calls, `poll`): it moves to its donor and calls glibc's real
+//! `pthread_exit(PTHREAD_CANCELED)` there, which runs the cleanup handlers and
+//! destructors on the right thread; `pthread_join` then returns `PTHREAD_CANCELED`.
+//! `pthread_setcancelstate` is honoured; asynchronous cancellation type is treated as
+//! deferred.
+
+use core::sync::atomic::Ordering;
+
+use crate::fiber::{self, Fiber, FiberRef};
+
+/// glibc's values (pthread.h), missing from the `libc` crate for Linux.
+pub const PTHREAD_CANCEL_ENABLE: libc::c_int = 0;
+pub const PTHREAD_CANCEL_DISABLE: libc::c_int = 1;
+pub const PTHREAD_CANCELED: *mut libc::c_void = -1isize as *mut libc::c_void;
+
+/// `pthread_cancel` of a fiber. Returns the error number (always 0: the target is live).
+pub fn cancel_fiber(target: &FiberRef) -> libc::c_int {
+    target.cancel_requested.store(true, Ordering::Release);
+    crate::scheduler::unpark(target);
+    0
+}
+
+/// A cancellation point: if a cancellation is pending for the calling fiber, it ends
+/// the fiber here (never returns then).
+#[inline]
+pub fn testcancel() {
+    if let Some(f) = fiber::current() {
+        if f.cancel_pending() {
+            act_on_cancel(f);
+        }
+    }
+}
+
+/// Ends the calling fiber as cancelled.
+#[cold]
+pub fn act_on_cancel(f: &Fiber) -> ! {
+    // Only once: the cleanup handlers may themselves reach cancellation points.
+    f.cancel_disabled.store(true, Ordering::Release);
+    // SAFETY: PTHREAD_CANCELED is the value glibc's own cancellation exits with; the
+    // fiber moves to its donor inside `thread::exit`.
+    unsafe { crate::thread::exit(PTHREAD_CANCELED) }
+}
+
+/// `pthread_setcancelstate` for a fiber. Returns the error number.
+pub fn set_state(f: &Fiber, state: libc::c_int, old: *mut libc::c_int) -> libc::c_int {
+    if state != PTHREAD_CANCEL_ENABLE && state != PTHREAD_CANCEL_DISABLE {
+        return libc::EINVAL;
+    }
+    let was_disabled = f.cancel_disabled.swap(state == PTHREAD_CANCEL_DISABLE, Ordering::AcqRel);
+    // SAFETY: `old` is null or the program's int.
+    if let Some(o) = unsafe { old.as_mut() } {
+        *o = if was_disabled { PTHREAD_CANCEL_DISABLE } else { PTHREAD_CANCEL_ENABLE };
+    }
+    0
+}
