@@ -701,7 +701,14 @@ mod zone {
         entries: Box<[Entry]>,
         /// glibc disagreed with us once: never use this zone.
         bad: AtomicBool,
+        /// The interval of the last cached conversion (most conversions are near
+        /// "now"): checked before the binary search. Own cache line: written only when
+        /// conversions move to another interval.
+        hint: Hint,
     }
+
+    #[repr(align(64))]
+    struct Hint(AtomicUsize);
 
     static ACTIVE: AtomicPtr<Zone> = AtomicPtr::new(core::ptr::null_mut());
     static ZONES: [AtomicPtr<Zone>; MAX_ZONES] = [const { AtomicPtr::new(core::ptr::null_mut()) }; MAX_ZONES];
@@ -954,6 +961,7 @@ mod zone {
             timezone: -stdoff,
             entries,
             bad: AtomicBool::new(false),
+            hint: Hint(AtomicUsize::new(0)),
         })
     }
 
@@ -966,7 +974,14 @@ mod zone {
         /// Interval of `t`: the number of transitions at or before it.
         #[inline]
         fn interval(&self, t: i64) -> usize {
-            self.trans.partition_point(|&x| x <= t)
+            let h = self.hint.0.load(Relaxed);
+            let n = self.trans.len();
+            if h <= n && (h == 0 || self.trans[h - 1] <= t) && (h == n || t < self.trans[h]) {
+                return h;
+            }
+            let k = self.trans.partition_point(|&x| x <= t);
+            self.hint.0.store(k, Relaxed);
+            k
         }
 
         /// Whether glibc computes interval `k` from the file's table (not the footer).
@@ -1180,9 +1195,9 @@ mod zone {
         Some(true)
     }
 
-    /// glibc's `__offtime`: `t + offset` broken down into `out` (year, yday, mon,
-    /// mday, wday, hour, min, sec). False with errno = EOVERFLOW when the year does not
-    /// fit in an int.
+    /// What glibc's `__offtime` computes: `t + offset` broken down into `out` (year,
+    /// yday, mon, mday, wday, hour, min, sec). False with errno = EOVERFLOW when the
+    /// year does not fit in an int.
     pub fn offtime(t: i64, offset: i64, out: &mut tm) -> bool {
         const DAY: i64 = 86_400;
         let mut days = t / DAY;
@@ -1201,29 +1216,29 @@ mod zone {
         out.tm_sec = (rem % 60) as c_int;
         let wday = (4 + days) % 7;
         out.tm_wday = (if wday < 0 { wday + 7 } else { wday }) as c_int;
-        let is_leap = |y: i64| y % 4 == 0 && (y % 100 != 0 || y % 400 == 0);
-        let div = |a: i64, b: i64| a / b - ((a % b) < 0) as i64;
-        let leaps_thru = |y: i64| div(y, 4) - div(y, 100) + div(y, 400);
-        let mut y: i64 = 1970;
-        while days < 0 || days >= if is_leap(y) { 366 } else { 365 } {
-            let yg = y + days / 365 - ((days % 365) < 0) as i64;
-            days -= (yg - y) * 365 + leaps_thru(yg - 1) - leaps_thru(y - 1);
-            y = yg;
-        }
+        // The proleptic Gregorian date of day `days` (0 = 1970-01-01), computed by
+        // 400-year eras (H. Hinnant's days-to-civil) rather than glibc's year-guessing
+        // loop: the same calendar, so the same result for every day (the unit test
+        // checks it against glibc's gmtime_r over the whole range).
+        let z = days + 719_468; // days since 0000-03-01
+        let era = (if z >= 0 { z } else { z - 146_096 }) / 146_097;
+        let doe = z - era * 146_097; // [0, 146096]
+        let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365; // [0, 399]
+        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100); // [0, 365], from March 1st
+        let mp = (5 * doy + 2) / 153; // [0, 11], March = 0
+        let mday = doy - (153 * mp + 2) / 5 + 1;
+        let mon = if mp < 10 { mp + 2 } else { mp - 10 }; // 0 = January
+        let y = yoe + era * 400 + (mon < 2) as i64;
         let year = y - 1900;
         out.tm_year = year as c_int;
         if out.tm_year as i64 != year {
             set_errno(libc::EOVERFLOW);
             return false;
         }
-        out.tm_yday = days as c_int;
-        let ip = &MON_YDAY[is_leap(y) as usize];
-        let mut m = 11;
-        while days < ip[m] as i64 {
-            m -= 1;
-        }
-        out.tm_mon = m as c_int;
-        out.tm_mday = (days - ip[m] as i64 + 1) as c_int;
+        let leap = y % 4 == 0 && (y % 100 != 0 || y % 400 == 0);
+        out.tm_yday = (MON_YDAY[leap as usize][mon as usize] as i64 + mday - 1) as c_int;
+        out.tm_mon = mon as c_int;
+        out.tm_mday = mday as c_int;
         true
     }
 }
@@ -1264,11 +1279,14 @@ mod tests {
         };
         for i in 0..200_000u32 {
             let r = next();
-            let t: i64 = match i % 4 {
+            let t: i64 = match i % 6 {
                 0 => (r % 20_000_000_000) as i64 - 10_000_000_000,
                 1 => (r >> 8) as i64 * if r & 1 == 0 { 1 } else { -1 },
                 2 => r as i64,
-                _ => 67_768_036_191_676_799 + (r % 100) as i64 - 50,
+                3 => (r >> (r % 50)) as i64 * if r & 1 == 0 { 1 } else { -1 },
+                // Around the last and first times whose year fits in an int.
+                4 => 67_768_036_191_676_799 + (r % 200_000) as i64 - 100_000,
+                _ => -67_768_040_609_740_800 + (r % 200_000) as i64 - 100_000,
             };
             // SAFETY: all-zero is a valid struct tm.
             let (mut a, mut b): (tm, tm) = unsafe { (core::mem::zeroed(), core::mem::zeroed()) };
@@ -1282,6 +1300,23 @@ mod tests {
             } else {
                 assert_eq!(errno(), libc::EOVERFLOW);
             }
+        }
+    }
+
+    #[test]
+    fn offtime_every_day_and_offset() {
+        // Every day from about 400 BC to AD 4300, at a time of day and offset that vary.
+        for d in -870_000i64..870_000 {
+            let t = d * 86_400 + (d * 7919).rem_euclid(86_400);
+            let off = (d * 104_729).rem_euclid(2 * 93_600) - 93_600; // within ±26 h
+            // SAFETY: all-zero is a valid struct tm.
+            let (mut a, mut b): (tm, tm) = unsafe { (core::mem::zeroed(), core::mem::zeroed()) };
+            let shifted = t + off;
+            assert!(!unsafe { libc::gmtime_r(&shifted, &mut b) }.is_null());
+            assert!(zone::offtime(t, off, &mut a));
+            assert_eq!((a.tm_year, a.tm_mon, a.tm_mday, a.tm_hour, a.tm_min, a.tm_sec, a.tm_wday, a.tm_yday),
+                       (b.tm_year, b.tm_mon, b.tm_mday, b.tm_hour, b.tm_min, b.tm_sec, b.tm_wday, b.tm_yday),
+                       "t={t} off={off}");
         }
     }
 

@@ -253,6 +253,8 @@ static localtime_fn glibc_localtime;
 static ctime_fn glibc_ctime;
 static size_t diffs, compared, side_compared;
 static long long (*tz_real_calls)(void);
+static int (*tz_cache_active)(void);
+static unsigned (*tz_cache_intervals)(void);
 
 static void report(const char *what, size_t i, const char *ours, const char *theirs) {
     diffs++;
@@ -361,6 +363,8 @@ static int run_inproc(void) {
     void *ours = dlsym(RTLD_DEFAULT, "mktime");
     tz_real_calls = (long long (*)(void))dlsym(RTLD_DEFAULT, "fiberize_tz_real_tzset_calls");
     int (*tz_active)(void) = (int (*)(void))dlsym(RTLD_DEFAULT, "fiberize_tz_active");
+    tz_cache_active = (int (*)(void))dlsym(RTLD_DEFAULT, "fiberize_tz_cache_active");
+    tz_cache_intervals = (unsigned (*)(void))dlsym(RTLD_DEFAULT, "fiberize_tz_cache_intervals");
     printf("preloaded=%d distinct_impl=%d tz_active=%d\n", tz_real_calls != NULL, ours != (void *)glibc_mktime,
            tz_active ? tz_active() : 0);
 
@@ -377,9 +381,10 @@ static int run_inproc(void) {
     for (int k = 0; k < 4; k++) pthread_join(rt[k], NULL);
 
     printf("zone=%s inputs=%zu compared=%zu localtime_ctime_compared=%zu differences=%zu roundtrip_failures=%d "
-           "real_tzset_calls=%lld seconds=%.2f\n",
+           "real_tzset_calls=%lld cache_active=%d cache_intervals=%u seconds=%.2f\n",
            zs(getenv("TZ")), n_inputs, compared, side_compared, diffs, rt_failures,
-           tz_real_calls ? tz_real_calls() : -1LL,
+           tz_real_calls ? tz_real_calls() : -1LL, tz_cache_active ? tz_cache_active() : -1,
+           tz_cache_intervals ? tz_cache_intervals() : 0u,
            (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9);
     return 0;
 }

@@ -12,8 +12,9 @@
 //!   function (dlopen of libc.so.6) on every input and compares everything (result,
 //!   errno, struct tm, tm_zone pointer, tzname/timezone/daylight); run as a fiber and, with
 //!   `FIBERIZE=off`, as a plain thread. Also checks that glibc's real tzset ran far less
-//!   often than mktime.
+//!   often than mktime, and that zone files were served by the interval cache.
 //! * `tz_changes_are_picked_up`: setenv/putenv/unsetenv of TZ between calls.
+//! * `odd_zone_from_tzdir`: a zone compiled with zic (slim and fat), found via TZDIR.
 //! * `fiberize_tz_off_passes_through`: `FIBERIZE_TZ=off`.
 //!
 //! Needs `target/release/libfiberize.so` (`cargo build --release -p interpose`) or
@@ -67,16 +68,18 @@ fn program() -> &'static Path {
     BIN.get_or_init(|| {
         let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("mktime");
         std::fs::create_dir_all(&dir).expect("tmp dir");
-        let out = dir.join(format!("mktime_compare.{}", std::process::id()));
+        let out = dir.join("mktime_compare");
+        let tmp = dir.join(format!("mktime_compare.{}.tmp", std::process::id()));
         let src = workspace_root().join("test-apps/c/mktime_compare.c");
         let st = Command::new("cc")
             .args(["-O2", "-g", "-Wall", "-pthread", "-o"])
-            .arg(&out)
+            .arg(&tmp)
             .arg(&src)
             .arg("-ldl")
             .status()
             .unwrap_or_else(|e| panic!("cannot run cc: {e}"));
         assert!(st.success(), "cc failed for {}", src.display());
+        std::fs::rename(&tmp, &out).expect("rename test program");
         out
     })
 }
@@ -216,6 +219,13 @@ fn check_in_process(tz: Option<&str>, env: &[(&str, &str)], expect_fiber: bool) 
     let real = num(last, "real_tzset_calls");
     let secs = field(last, "seconds").and_then(|s| s.parse::<f64>().ok()).unwrap_or(0.0);
     assert!(real >= 1, "TZ={tz:?}: the real tzset never ran:\n{out}");
+    // Zone files are converted from the interval cache (so the comparison above
+    // covered it); POSIX TZ strings and leap-second files go through glibc.
+    let cached = !matches!(tz, Some(z) if z.contains(',') || z.starts_with("right/"));
+    assert_eq!(num(last, "cache_active"), cached as i64, "TZ={tz:?}: interval cache state:\n{out}");
+    if cached {
+        assert!(num(last, "cache_intervals") >= 1, "TZ={tz:?}: no interval was cached:\n{out}");
+    }
     assert!(
         (real as f64) <= secs + 3.0 && real * 1000 < compared,
         "TZ={tz:?}: the real tzset ran {real} times for {compared} mktime calls in {secs} s"
@@ -244,6 +254,47 @@ fn tz_changes_are_picked_up() {
         }
     }
     assert!(native.contains("Asia/Kolkata") && native.contains("off=19800"), "{native}");
+}
+
+/// A zone made for the test with `zic` (skipped if zic is missing): LMT with seconds,
+/// 30-minute DST, a +5:45 offset, a change one second after midnight, a jump across
+/// the date line; compiled "slim" (rules in the footer from 2011 on) and "fat", found
+/// through TZDIR.
+const ODD_ZONE: &str = "\
+Rule\tTst\t1970\tmax\t-\tMar\tlastSun\t2:00\t1:00\tD
+Rule\tTst\t1970\tmax\t-\tOct\tlastSun\t3:00\t0\tS
+Rule\tOdd\t2000\t2010\t-\tApr\t1\t0:30\t0:30\tH
+Rule\tOdd\t2000\t2010\t-\tApr\t2\t0:30\t0\t-
+Zone\tTest/Odd\t0:12:34\t-\tLMT\t1900
+\t\t\t1:00\tTst\tC%sT\t1990 Jun 1
+\t\t\t-3:30\tOdd\tX%sX\t2011
+\t\t\t5:45\t-\t+0545\t2020 Jan 1 0:00:01
+\t\t\t-11:00\tTst\tY%sY
+";
+
+#[test]
+fn odd_zone_from_tzdir() {
+    let lib = preload_lib();
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("mktime-zic.{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("tmp dir");
+    let src = dir.join("odd.zi");
+    std::fs::write(&src, ODD_ZONE).expect("write zone source");
+    for flavour in ["slim", "fat"] {
+        let out = dir.join(flavour);
+        match Command::new("zic").args(["-b", flavour, "-d"]).arg(&out).arg(&src).status() {
+            Ok(st) if st.success() => {}
+            other => {
+                eprintln!("zic unavailable ({other:?}): skipping the odd zone");
+                return;
+            }
+        }
+        let tzdir = out.to_str().expect("utf-8 path");
+        let native = run(&["summary", RANDOM_INPUTS], Some("Test/Odd"), &[("TZDIR", tzdir)]).stdout;
+        let pre = run(&["summary", RANDOM_INPUTS], Some("Test/Odd"), &[("TZDIR", tzdir), ("LD_PRELOAD", &lib)]).stdout;
+        assert_eq!(pre, native, "{flavour} Test/Odd: preloaded differs from native");
+        check_in_process(Some("Test/Odd"), &[("TZDIR", tzdir), ("LD_PRELOAD", &lib)], true);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
