@@ -52,7 +52,10 @@ pub fn act_on_cancel(f: &Fiber) -> ! {
 }
 
 /// `pthread_setcancelstate` for a fiber. Returns the error number.
-pub fn set_state(f: &Fiber, state: libc::c_int, old: *mut libc::c_int) -> libc::c_int {
+///
+/// # Safety
+/// `old` is null or a valid `int`.
+pub unsafe fn set_state(f: &Fiber, state: libc::c_int, old: *mut libc::c_int) -> libc::c_int {
     if state != PTHREAD_CANCEL_ENABLE && state != PTHREAD_CANCEL_DISABLE {
         return libc::EINVAL;
     }

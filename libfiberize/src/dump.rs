@@ -44,8 +44,10 @@ pub fn find_by_pthread(t: usize) -> Option<FiberRef> {
     BY_PTHREAD.lock().get(&t).cloned()
 }
 
-pub fn unregister_ptr(f: *const Fiber) {
-    // SAFETY: callers pass a live fiber.
+/// # Safety
+/// `f` points to a live fiber.
+pub unsafe fn unregister_ptr(f: *const Fiber) {
+    // SAFETY: caller's contract.
     unregister(unsafe { &*f });
 }
 

@@ -47,7 +47,7 @@ pub unsafe fn futex(uaddr: *const u32, op: c_int, val: u32, timeout: *const time
     if uaddr.is_null() {
         return Err(libc::EFAULT);
     }
-    if uaddr as usize % 4 != 0 {
+    if !(uaddr as usize).is_multiple_of(4) {
         return Err(libc::EINVAL);
     }
     // SAFETY: aligned, non-null futex word (caller).

@@ -525,7 +525,7 @@ fn rejoin_or_retire(rt: &Runtime, w: &WorkerShared) {
 fn find_work(rt: &Runtime, w: &WorkerShared, tick: u32) -> Option<FiberRef> {
     // SAFETY: we are w's OS thread.
     let local = unsafe { &*w.local.get() };
-    if tick % GLOBAL_CHECK_INTERVAL == 0 {
+    if tick.is_multiple_of(GLOBAL_CHECK_INTERVAL) {
         reactor::poll_if_stale(reactor::STALE_NS);
         if let Some(f) = steal_global(rt, local) {
             return Some(f);
@@ -772,7 +772,7 @@ fn mark_blocked(rt: &Runtime, w: &WorkerShared) {
             f.foreign_blocks.fetch_add(1, Ordering::Relaxed);
         }
     }
-    if rt.active.fetch_sub(1, Ordering::AcqRel) - 1 >= rt.target {
+    if rt.active.fetch_sub(1, Ordering::AcqRel) > rt.target {
         return;
     }
     // Prefer waking a retired spare.

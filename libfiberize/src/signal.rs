@@ -40,7 +40,10 @@ fn from_kernel(mask: u64, out: &mut sigset_t) {
 }
 
 /// `pthread_sigmask` for a fiber. Returns the error number (0 on success).
-pub fn fiber_sigmask(f: &Fiber, how: c_int, set: *const sigset_t, old: *mut sigset_t) -> c_int {
+///
+/// # Safety
+/// `set` and `old` are null or valid sigsets, as for `pthread_sigmask`.
+pub unsafe fn fiber_sigmask(f: &Fiber, how: c_int, set: *const sigset_t, old: *mut sigset_t) -> c_int {
     let cur = if f.has_sigmask.load(Ordering::Acquire) { f.sigmask.load(Ordering::Relaxed) } else { sys::sigmask_get() };
     // SAFETY: `old` is null or a valid out-parameter (caller's contract).
     if let Some(o) = unsafe { old.as_mut() } {

@@ -35,7 +35,10 @@ pub fn sleep_until(f: &Fiber, deadline: u64) -> Result<(), u64> {
 
 /// `nanosleep` for a fiber: Ok, or the error number (EINVAL, EFAULT, EINTR with the
 /// unslept time stored in `rem` when given).
-pub fn nanosleep(f: &Fiber, req: *const timespec, rem: *mut timespec) -> Result<(), c_int> {
+///
+/// # Safety
+/// `req` and `rem` are null or valid, as for the system call.
+pub unsafe fn nanosleep(f: &Fiber, req: *const timespec, rem: *mut timespec) -> Result<(), c_int> {
     // SAFETY: the program's pointer; null is EFAULT as in the kernel.
     let Some(req) = (unsafe { req.as_ref() }) else { return Err(libc::EFAULT) };
     let d = time::relative_deadline(req)?;
@@ -50,7 +53,10 @@ pub fn nanosleep(f: &Fiber, req: *const timespec, rem: *mut timespec) -> Result<
 
 /// `clock_nanosleep` for a fiber; returns the error number (0 on success). None: a clock
 /// we do not emulate (CPU-time clocks): the caller uses the real call.
-pub fn clock_nanosleep(f: &Fiber, clock: clockid_t, flags: c_int, req: *const timespec, rem: *mut timespec) -> Option<c_int> {
+///
+/// # Safety
+/// `req` and `rem` are null or valid, as for the system call.
+pub unsafe fn clock_nanosleep(f: &Fiber, clock: clockid_t, flags: c_int, req: *const timespec, rem: *mut timespec) -> Option<c_int> {
     let base = match clock {
         libc::CLOCK_REALTIME | libc::CLOCK_MONOTONIC | libc::CLOCK_BOOTTIME | libc::CLOCK_TAI => clock,
         _ => return None,

@@ -270,7 +270,8 @@ pub unsafe fn exit(v: *mut c_void) -> ! {
             // SAFETY: `fp` is alive: donor_main's Arc still exists (we release it below).
             let f = unsafe { &*fp };
             f.set_life(Life::Finished);
-            crate::dump::unregister_ptr(fp);
+            // SAFETY: `fp` is alive (see above).
+            unsafe { crate::dump::unregister_ptr(fp) };
             // SAFETY: we run on the coroutine's stack and will never resume it: forget
             // the coroutine object without unwinding it.
             unsafe { f.discard_coroutine() };

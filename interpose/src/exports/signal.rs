@@ -25,7 +25,8 @@ mod real {
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn pthread_sigmask(how: c_int, set: *const sigset_t, old: *mut sigset_t) -> c_int {
     match fiber() {
-        Some(f) => fiberize_rt::signal::fiber_sigmask(f, how, set, old),
+        // SAFETY: forwarded contract (valid or null sigsets).
+        Some(f) => unsafe { fiberize_rt::signal::fiber_sigmask(f, how, set, old) },
         // SAFETY: forwarded contract.
         None => unsafe { real::pthread_sigmask(how, set, old) },
     }
@@ -36,7 +37,8 @@ pub unsafe extern "C" fn pthread_sigmask(how: c_int, set: *const sigset_t, old: 
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn sigprocmask(how: c_int, set: *const sigset_t, old: *mut sigset_t) -> c_int {
     match fiber() {
-        Some(f) => match fiberize_rt::signal::fiber_sigmask(f, how, set, old) {
+        // SAFETY: forwarded contract (valid or null sigsets).
+        Some(f) => match unsafe { fiberize_rt::signal::fiber_sigmask(f, how, set, old) } {
             0 => 0,
             e => {
                 set_errno(e);

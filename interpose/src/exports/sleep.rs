@@ -46,7 +46,8 @@ pub unsafe extern "C" fn nanosleep(req: *const timespec, rem: *mut timespec) -> 
         // SAFETY: forwarded contract.
         return unsafe { real::nanosleep(req, rem) };
     };
-    match sleep::nanosleep(f, req, rem) {
+    // SAFETY: forwarded contract.
+    match unsafe { sleep::nanosleep(f, req, rem) } {
         Ok(()) => 0,
         Err(e) => {
             set_errno(e);
@@ -60,7 +61,8 @@ pub unsafe extern "C" fn nanosleep(req: *const timespec, rem: *mut timespec) -> 
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn clock_nanosleep(c: clockid_t, flags: c_int, req: *const timespec, rem: *mut timespec) -> c_int {
     if let Some(f) = fiber() {
-        if let Some(r) = sleep::clock_nanosleep(f, c, flags, req, rem) {
+        // SAFETY: forwarded contract.
+        if let Some(r) = unsafe { sleep::clock_nanosleep(f, c, flags, req, rem) } {
             return r;
         }
     }
@@ -77,7 +79,8 @@ pub unsafe extern "C" fn usleep(us: useconds_t) -> c_int {
         return unsafe { real::usleep(us) };
     };
     let ts = timespec { tv_sec: (us / 1_000_000) as libc::time_t, tv_nsec: ((us % 1_000_000) * 1000) as libc::c_long };
-    match sleep::nanosleep(f, &ts, core::ptr::null_mut()) {
+    // SAFETY: a valid local timespec, no remainder wanted.
+    match unsafe { sleep::nanosleep(f, &ts, core::ptr::null_mut()) } {
         Ok(()) => 0,
         Err(e) => {
             set_errno(e);
@@ -96,7 +99,8 @@ pub unsafe extern "C" fn sleep(s: c_uint) -> c_uint {
     };
     let ts = timespec { tv_sec: s as libc::time_t, tv_nsec: 0 };
     let mut rem = timespec { tv_sec: 0, tv_nsec: 0 };
-    match sleep::nanosleep(f, &ts, &mut rem) {
+    // SAFETY: valid local timespecs.
+    match unsafe { sleep::nanosleep(f, &ts, &mut rem) } {
         Ok(()) => 0,
         // Unslept seconds, rounded up as glibc does.
         Err(_) => (rem.tv_sec + (rem.tv_nsec > 0) as libc::time_t) as c_uint,

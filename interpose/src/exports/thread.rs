@@ -113,7 +113,8 @@ pub unsafe extern "C" fn pthread_testcancel() {
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn pthread_setcancelstate(state: c_int, old: *mut c_int) -> c_int {
     if let Some(f) = crate::gate::fiber() {
-        return fiberize_rt::cancel::set_state(f, state, old);
+        // SAFETY: forwarded contract (`old` null or valid).
+        return unsafe { fiberize_rt::cancel::set_state(f, state, old) };
     }
     // SAFETY: forwarded contract.
     unsafe { real_cancel::pthread_setcancelstate(state, old) }

@@ -428,7 +428,7 @@ pub mod api {
                 let hdr = unsafe { *m };
                 let all: &[libc::iovec] = if hdr.msg_iov.is_null() { &[] } else {
                     // SAFETY: the program's iovec array.
-                    unsafe { core::slice::from_raw_parts(hdr.msg_iov, hdr.msg_iovlen as usize) }
+                    unsafe { core::slice::from_raw_parts(hdr.msg_iov, hdr.msg_iovlen) }
                 };
                 let total: usize = all.iter().map(|v| v.iov_len).sum();
                 send_all(fd, st, total, |done| {
