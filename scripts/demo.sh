@@ -2,8 +2,9 @@
 # The main job: build libfiberize.so and run real programs under it, native and
 # preloaded side by side, printing preloaded/native ratios.
 #   1. sysbench's own pthread benchmarks (threads: mutex + yield; mutex)
-#   2. the core benchmarks of test-apps (scripts/bench-core.sh), if present
-#   3. the MariaDB + sysbench comparison (bench-mysql/run.sh), if present
+#   2. the core benchmarks (scripts/bench-core.sh), the echo server (bench-io.sh),
+#      mktime with TZ unset (bench-mktime.sh)
+#   3. the MariaDB + sysbench comparison (bench-mysql/run.sh --quick)
 # Installs what it needs with apt-get. Everything binds to loopback only.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -46,11 +47,11 @@ run_sysbench_time() { # name, sysbench args... (fixed work: compare wall time)
 }
 run_sysbench_time "sysbench mutex, 64 threads (time)" mutex --threads=64 --mutex-num=16 --mutex-locks=50000 --mutex-loops=50
 
-if [ -x scripts/bench-core.sh ]; then
-    echo "== core benchmarks"
-    bash scripts/bench-core.sh
-fi
-if [ -x bench-mysql/run.sh ]; then
-    echo "== MariaDB + sysbench"
-    bash bench-mysql/run.sh
-fi
+echo "== core benchmarks (median of 3)"
+bash scripts/bench-core.sh
+echo "== echo server"
+bash scripts/bench-io.sh
+echo "== mktime with TZ unset"
+bash scripts/bench-mktime.sh
+echo "== MariaDB + sysbench (server native vs preloaded, client native and preloaded)"
+CLIENT_PRELOAD=1 bash bench-mysql/run.sh --quick
