@@ -677,8 +677,15 @@ fn idle(rt: &Runtime, w: &WorkerShared) {
                 return;
             }
         }
-        for _ in 0..(32 << (round / 16).min(3)) {
-            sys::cpu_relax();
+        if round < SPIN_ROUNDS / 4 {
+            for _ in 0..64 {
+                sys::cpu_relax();
+            }
+        } else {
+            // Later rounds give the CPU to any other runnable thread (another process
+            // on this machine, e.g. the client of a server we run): a spinning worker
+            // must not starve the work it is waiting for.
+            sys::sched_yield_raw();
         }
     }
     rt.num_spinning.fetch_sub(1, Ordering::SeqCst);

@@ -208,3 +208,10 @@ pub fn getcpu() -> i32 {
     let r = unsafe { syscall6(libc::SYS_getcpu as usize, &mut cpu as *mut u32 as usize, 0, 0, 0, 0, 0) };
     if r < 0 { -1 } else { cpu as i32 }
 }
+
+/// `sched_yield` as a raw system call (our `sched_yield` export is for fibers).
+#[inline]
+pub fn sched_yield_raw() {
+    // SAFETY: sched_yield has no arguments and cannot fail.
+    unsafe { syscall6(libc::SYS_sched_yield as usize, 0, 0, 0, 0, 0, 0) };
+}
