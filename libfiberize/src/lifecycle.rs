@@ -37,6 +37,7 @@ pub fn after_pool_started() {
     unsafe {
         libc::pthread_atfork(None, None, Some(child_after_fork));
         libc::atexit(at_exit);
+        crate::signal::install_kick_handler();
         if cfg.dump_signal > 0 {
             let mut sa: libc::sigaction = core::mem::zeroed();
             sa.sa_sigaction = on_dump_signal as *const () as usize;

@@ -474,7 +474,9 @@ extern "C" fn worker_main(arg: *mut libc::c_void) -> *mut libc::c_void {
     // mask the program's threads would have inherited.
     // SAFETY: a valid sigset pointer into the leaked runtime.
     unsafe { pthread_sigmask(libc::SIG_SETMASK, &rt.initial_sigmask, ptr::null_mut()) };
-    w.base_sigmask.store(sys::sigmask_get(), Ordering::Relaxed);
+    let base = sys::sigmask_get() & !crate::signal::KICK_BIT;
+    sys::sigmask_set(base);
+    w.base_sigmask.store(base, Ordering::Relaxed);
     let mut tick: u32 = 0;
     loop {
         tick = tick.wrapping_add(1);
@@ -604,7 +606,7 @@ fn run_fiber(w: &WorkerShared, f: FiberRef) {
     // switch, and put the worker's own back afterwards if the fiber has (or, during
     // this run, acquired) a mask of its own.
     if f.has_sigmask.load(Ordering::Acquire) {
-        sys::sigmask_set(f.sigmask.load(Ordering::Relaxed));
+        sys::sigmask_set(f.sigmask.load(Ordering::Relaxed) & !crate::signal::KICK_BIT);
     }
     let result = unsafe {
         let co = f.coroutine_mut();

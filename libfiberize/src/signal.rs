@@ -62,7 +62,7 @@ pub unsafe fn fiber_sigmask(f: &Fiber, how: c_int, set: *const sigset_t, old: *m
     let new = new & !((1u64 << (libc::SIGKILL - 1)) | (1u64 << (libc::SIGSTOP - 1)));
     f.sigmask.store(new, Ordering::Relaxed);
     f.has_sigmask.store(true, Ordering::Release);
-    sys::sigmask_set(new);
+    sys::sigmask_set(new & !KICK_BIT);
     // Unblocking may release signals that were sent to this fiber meanwhile.
     if f.pending_signals.load(Ordering::Relaxed) != 0 {
         deliver_pending(f);
@@ -113,8 +113,51 @@ pub fn kill_fiber(target: &crate::fiber::FiberRef, sig: c_int) -> c_int {
     }
     target.pending_signals.fetch_or(1u64 << (sig - 1), Ordering::AcqRel);
     crate::scheduler::unpark(target);
+    // A running fiber may not switch for a long time (a spin, a loop of uncontended
+    // locks): kick the worker that runs it; the kick handler delivers the signal in
+    // the fiber's own context (or finds another context and leaves it pending).
+    if target.life.load(Ordering::Acquire) == crate::fiber::Life::Running as u32 {
+        let w = target.worker.load(Ordering::Acquire) as *const crate::scheduler::WorkerShared;
+        if !w.is_null() {
+            // SAFETY: `worker` points into the leaked runtime.
+            let tid = unsafe { (*w).tid.load(Ordering::Relaxed) };
+            // SAFETY: tgkill to one of our own workers.
+            unsafe { sys::syscall6(libc::SYS_tgkill as usize, libc::getpid() as usize, tid as usize, KICK_SIGNAL as usize, 0, 0, 0) };
+        }
+    }
     0
 }
+
+/// The signal the library uses to make a worker deliver a fiber's pending signals
+/// now: the highest real-time signal (glibc reserves the lowest ones for itself).
+pub const KICK_SIGNAL: c_int = 64;
+
+/// Handler of [`KICK_SIGNAL`]: runs on a worker, in whatever context it interrupted.
+/// `fiber::current()` reads the running fiber through its own TLS, so a pending
+/// signal is only ever delivered to the fiber it was sent to. Async-signal-safe: TLS
+/// reads, atomics and raw system calls.
+extern "C" fn on_kick(_: c_int) {
+    if let Some(f) = crate::fiber::current() {
+        if f.pending_signals.load(Ordering::Acquire) != 0 {
+            deliver_pending(f);
+        }
+    }
+}
+
+/// Installs the kick handler (once, when the pool starts).
+pub fn install_kick_handler() {
+    // SAFETY: installing a plain handler with a valid sigaction.
+    unsafe {
+        let mut sa: libc::sigaction = core::mem::zeroed();
+        sa.sa_sigaction = on_kick as *const () as usize;
+        sa.sa_flags = libc::SA_RESTART;
+        libc::sigemptyset(&mut sa.sa_mask);
+        libc::sigaction(KICK_SIGNAL, &sa, core::ptr::null_mut());
+    }
+}
+
+/// The kernel mask bit of the kick signal, which workers never block.
+pub const KICK_BIT: u64 = 1u64 << (KICK_SIGNAL - 1);
 
 /// `raise` in a fiber: delivered now on this kernel thread (or kept pending if the
 /// fiber's mask blocks it).
