@@ -70,7 +70,9 @@ START=$(date +%s)
 cd "$OPTS/conformance/interfaces" || exit 2
 DIRS=$(ls -d pthread_* sem_* nanosleep clock_nanosleep sched_yield 2>/dev/null)
 find $DIRS -type f -name '*.c' | grep -E '(^|/)[0-9]+-[0-9]+(-buildonly)?\.c$' | sort -V \
-	| { if [ -n "$FILTER" ]; then grep -E -- "$FILTER" || true; else cat; fi; } > "$WORK/sources"
+	| while read -r src; do   # POSIX_FILTER matches the test name: the path without .c
+		[ -z "$FILTER" ] || echo "${src%.c}" | grep -qE -- "$FILTER" && echo "$src"
+	done > "$WORK/sources"
 [ -s "$WORK/sources" ] || die "no test selected"
 
 # ---------------------------------------------------------------- build
