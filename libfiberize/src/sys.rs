@@ -134,11 +134,6 @@ pub fn detect_fsbase_method() {
     FSBASE_METHOD.store(m, Ordering::Relaxed);
 }
 
-/// Whether switches use WRFSBASE (true) or `arch_prctl` (false).
-pub fn fsbase_uses_instruction() -> bool {
-    FSBASE_METHOD.load(Ordering::Relaxed) == FSBASE_INSTRUCTION
-}
-
 /// Points FS at another TCB: from now on every TLS access (errno, `pthread_self`,
 /// malloc's tcache, every `thread_local`) of this OS thread reaches `tp`'s block.
 ///

@@ -6,29 +6,14 @@ use libc::{c_int, c_void, pid_t, siginfo_t, sigset_t, timespec};
 
 use fiberize_rt::fiber::run_on_donor;
 
-mod real {
-    use super::*;
-    fiberize_rt::real_fns! {
-        fn waitpid(p: pid_t, st: *mut c_int, o: c_int) -> pid_t;
-        fn wait(st: *mut c_int) -> pid_t;
-        fn wait4(p: pid_t, st: *mut c_int, o: c_int, ru: *mut libc::rusage) -> pid_t;
-        fn waitid(t: libc::idtype_t, id: libc::id_t, info: *mut siginfo_t, o: c_int) -> c_int;
-        fn sigwait(set: *const sigset_t, sig: *mut c_int) -> c_int;
-        fn sigwaitinfo(set: *const sigset_t, info: *mut siginfo_t) -> c_int;
-        fn sigtimedwait(set: *const sigset_t, info: *mut siginfo_t, t: *const timespec) -> c_int;
-        fn flock(fd: c_int, op: c_int) -> c_int;
-        fn lockf(fd: c_int, cmd: c_int, len: libc::off_t) -> c_int;
-        fn getaddrinfo(n: *const libc::c_char, s: *const libc::c_char, h: *const libc::addrinfo, r: *mut *mut libc::addrinfo) -> c_int;
-        fn sync_file_range(fd: c_int, off: libc::off64_t, n: libc::off64_t, flags: libc::c_uint) -> c_int;
-        fn msync(a: *mut c_void, n: libc::size_t, flags: c_int) -> c_int;
-        fn syncfs(fd: c_int) -> c_int;
-    }
-}
-
-/// Defines an export that runs the real call on the donor when the caller is a fiber
-/// and the runtime is enabled.
+/// Declares the real functions (module `real`) and, for each, an export that runs the
+/// real call on the donor when the caller is a fiber and the runtime is enabled.
 macro_rules! on_donor {
     ($(fn $name:ident($($arg:ident: $ty:ty),*) -> $ret:ty;)*) => {
+        mod real {
+            use super::*;
+            fiberize_rt::real_fns! { $(fn $name($($arg: $ty),*) -> $ret;)* }
+        }
         $(
             /// # Safety
             /// As the libc function of the same name.

@@ -140,19 +140,3 @@ pub fn reset(fd: i32) -> Option<u32> {
     s.drained_at.store(0, Ordering::Relaxed);
     Some(old)
 }
-
-/// Every fd that has a table slot, with its state (chunks that were never allocated
-/// are skipped).
-pub fn for_each_slot(mut f: impl FnMut(i32, &'static FdState)) {
-    for (ci, cell) in TABLE.iter().enumerate() {
-        let c = cell.load(Ordering::Acquire);
-        if c.is_null() {
-            continue;
-        }
-        // SAFETY: chunks are allocated once and never freed.
-        let chunk = unsafe { &*c };
-        for (i, st) in chunk.iter().enumerate() {
-            f(((ci << CHUNK_BITS) + i) as i32, st);
-        }
-    }
-}

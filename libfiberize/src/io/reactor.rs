@@ -209,8 +209,3 @@ pub fn poll_if_stale(max_age_ns: u64) {
         release_poller();
     }
 }
-
-/// Whether the reactor has registered anything at all (cheap hint for the scheduler).
-pub fn active() -> bool {
-    epfd() >= 0
-}
