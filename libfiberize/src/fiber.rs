@@ -262,9 +262,14 @@ impl Fiber {
     #[inline]
     pub unsafe fn suspend(&self, why: Switch) {
         let y = self.yielder.get();
+        // The switch out and back in is shielded from program signal handlers: until
+        // the worker has its own FS back, and from the moment it installs ours, a
+        // handler would run on the worker's stack with our TLS (crate::handlers).
+        crate::handlers::enter();
         // SAFETY: the yielder lives at the base of this fiber's stack for the whole
         // life of the coroutine, and we are running on that coroutine (caller).
         unsafe { (*y).suspend(why) };
+        crate::handlers::exit();
         if self.pending_signals.load(Ordering::Relaxed) != 0 {
             crate::signal::deliver_pending(self);
         }

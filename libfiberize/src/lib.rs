@@ -20,6 +20,7 @@
 //! | [`config`], [`stats`], [`dump`], [`lifecycle`] | environment, counters, fiber dump, fork/exit hooks |
 //! | [`io`]        | readiness I/O: fd table, epoll reactor, blocking wrappers      |
 //! | [`tz`]        | the mktime/tzset throttle                                      |
+//! | [`signal`], [`handlers`] | per-fiber masks and kills; program handlers vs. the runtime's critical sections |
 //!
 //! Two invariants run through everything:
 //! 1. The runtime never calls its own exports (DESIGN §3.2): real functions come from
@@ -48,6 +49,7 @@ pub mod dump;
 pub mod lifecycle;
 pub mod io;
 pub mod signal;
+pub mod handlers;
 pub mod cancel;
 pub mod tz;
 pub mod rwlock;

@@ -43,7 +43,7 @@ pub fn after_pool_started() {
             sa.sa_sigaction = on_dump_signal as *const () as usize;
             sa.sa_flags = libc::SA_RESTART;
             libc::sigemptyset(&mut sa.sa_mask);
-            libc::sigaction(cfg.dump_signal, &sa, core::ptr::null_mut());
+            crate::handlers::sigaction(cfg.dump_signal, &sa, core::ptr::null_mut());
         }
     }
 }

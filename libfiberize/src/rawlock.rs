@@ -4,6 +4,8 @@
 //! in this library resolves to our own export, i.e. back into the runtime (DESIGN §3.2).
 //! `RawMutex` is used only for short critical sections that never park a fiber: a fiber
 //! that finds it contended blocks its worker OS thread for a moment, like any spin lock.
+//! A hold is shielded from program signal handlers ([`crate::handlers`]): a handler
+//! that interrupted the holder and needed the same lock would deadlock its own thread.
 //!
 //! State word (`u32`):
 //!
@@ -30,6 +32,7 @@ impl RawMutex {
 
     #[inline]
     pub fn lock(&self) {
+        crate::handlers::enter();
         if self.state.compare_exchange(0, 1, Ordering::Acquire, Ordering::Relaxed).is_err() {
             self.lock_contended();
         }
@@ -37,7 +40,12 @@ impl RawMutex {
 
     #[inline]
     pub fn try_lock(&self) -> bool {
-        self.state.compare_exchange(0, 1, Ordering::Acquire, Ordering::Relaxed).is_ok()
+        crate::handlers::enter();
+        let locked = self.state.compare_exchange(0, 1, Ordering::Acquire, Ordering::Relaxed).is_ok();
+        if !locked {
+            crate::handlers::exit();
+        }
+        locked
     }
 
     #[cold]
@@ -62,6 +70,7 @@ impl RawMutex {
         if self.state.swap(0, Ordering::Release) == 2 {
             sys::futex_wake(&self.state, 1);
         }
+        crate::handlers::exit();
     }
 }
 

@@ -20,10 +20,12 @@
 //!   occupant moves to the local deque, where it is stealable). A lock hand-off or a
 //!   ping-pong then runs the wakee next on the same worker with no system call and no
 //!   cache-line migration. Idle workers do not steal an active worker's lifo slot;
-//!   instead the monitor releases a slot to the injector when its owner made no
-//!   progress for a whole tick, so a busy waker delays its wakee by at most ~1 ms and
-//!   never strands it (the remote-ready defect of Boost.Fiber, DESIGN §2, cannot
-//!   happen). Slots of BLOCKED workers are stolen at once.
+//!   instead the monitor moves the slot *and the local deque* to the injector when
+//!   their owner made no progress (no switch) for a whole tick, so a busy waker delays
+//!   its wakee by at most ~1 ms and never strands it (the remote-ready defect of
+//!   Boost.Fiber, DESIGN §2, cannot happen), and fibers queued behind a fiber that
+//!   spins without switching reach other workers even when those never run dry.
+//!   Slots of BLOCKED workers are stolen at once.
 //! * `sched_yield` re-queues at the back of the local FIFO deque: round robin.
 //! * Fibers woken by plain OS threads or timers go to the global injector; donors use
 //!   the allocation-free hand-off list (see [`push_from_donor`]).
@@ -121,6 +123,9 @@ pub struct WorkerShared {
     polling: AtomicBool,
     /// The worker's own signal mask (kernel set), restored after fibers with their own.
     base_sigmask: AtomicU64,
+    /// Program signals deferred on this kernel thread (blocked here until the worker's
+    /// next safe point; see `crate::handlers`).
+    deferred: AtomicU64,
 }
 
 // SAFETY: `local` is only used from the owning OS thread (see the field's comment);
@@ -202,6 +207,7 @@ fn start_pool() {
             spare_word: AtomicU32::new(0),
             polling: AtomicBool::new(false),
             base_sigmask: AtomicU64::new(0),
+            deferred: AtomicU64::new(0),
         });
     }
     let rt = Box::leak(Box::new(Runtime {
@@ -369,6 +375,9 @@ pub fn unpark(f: &FiberRef) {
 /// Queues a runnable fiber: into the current worker's lifo slot when called by a fiber,
 /// else into the injector.
 fn schedule(f: FiberRef) {
+    // The lifo slot and the local deque are not reentrant: a program signal handler
+    // that interrupted this and called sem_post would lose a fiber (crate::handlers).
+    let _shield = crate::handlers::Shield::new();
     let rt = runtime_unchecked();
     if let Some(cur) = fiber::current() {
         let w = cur.worker.load(Ordering::Relaxed) as *const WorkerShared;
@@ -477,8 +486,12 @@ extern "C" fn worker_main(arg: *mut libc::c_void) -> *mut libc::c_void {
     let base = sys::sigmask_get() & !crate::signal::KICK_BIT;
     sys::sigmask_set(base);
     w.base_sigmask.store(base, Ordering::Relaxed);
+    // Scheduler context is shielded from program signal handlers except at the safe
+    // point at the top of the loop (crate::handlers).
+    crate::handlers::set_depth(1);
     let mut tick: u32 = 0;
     loop {
+        crate::handlers::worker_safe_point(&w.deferred, base);
         tick = tick.wrapping_add(1);
         timer::fire_due();
         match find_work(rt, w, tick) {
@@ -521,6 +534,7 @@ fn rejoin_or_retire(rt: &Runtime, w: &WorkerShared) {
     bump(&STATS.workers_retired);
     while w.state.load(Ordering::Acquire) == W_SPARE {
         sys::futex_wait(&w.spare_word, 0, None);
+        crate::handlers::worker_safe_point(&w.deferred, w.base_sigmask.load(Ordering::Relaxed));
     }
 }
 
@@ -605,19 +619,25 @@ fn run_fiber(w: &WorkerShared, f: FiberRef) {
     // Per-fiber signal masks (see `crate::signal`): install the fiber's before the
     // switch, and put the worker's own back afterwards if the fiber has (or, during
     // this run, acquired) a mask of its own.
-    if f.has_sigmask.load(Ordering::Acquire) {
-        sys::sigmask_set(f.sigmask.load(Ordering::Relaxed) & !crate::signal::KICK_BIT);
-    }
+    //
+    // The masks change while FS is the fiber's: a program signal that the new mask
+    // lets through at once then finds the fiber's shield (it is suspended inside
+    // one) and is deferred to the fiber, which takes it when it leaves the shield
+    // right after the switch — not to the worker's scheduler context, where it
+    // would be deferred again at every such switch (crate::handlers).
     let result = unsafe {
         let co = f.coroutine_mut();
         sys::set_thread_pointer(fiber_tp);
+        if f.has_sigmask.load(Ordering::Acquire) {
+            sys::sigmask_set(f.sigmask.load(Ordering::Relaxed) & !crate::signal::KICK_BIT);
+        }
         let r = co.resume(());
+        if f.has_sigmask.load(Ordering::Acquire) {
+            sys::sigmask_set(w.base_sigmask.load(Ordering::Relaxed));
+        }
         sys::set_thread_pointer(own_tp);
         r
     };
-    if f.has_sigmask.load(Ordering::Acquire) {
-        sys::sigmask_set(w.base_sigmask.load(Ordering::Relaxed));
-    }
     w.running.store(0, Ordering::Relaxed);
     w.progress.fetch_add(1, Ordering::Relaxed);
     bump(&STATS.switches);
@@ -745,15 +765,8 @@ extern "C" fn monitor_main(_: *mut libc::c_void) -> *mut libc::c_void {
         for w in rt.workers() {
             let i = w.index;
             let p = w.progress.load(Ordering::Relaxed);
-            if p == last_progress[i] && !w.lifo.load(Ordering::Relaxed).is_null() {
-                // The owner has been running one fiber for a whole tick: release the
-                // fiber it woke to the other workers.
-                let f = w.lifo.swap(ptr::null_mut(), Ordering::AcqRel);
-                if !f.is_null() {
-                    // SAFETY: slot entries come from Arc::into_raw.
-                    rt.injector.push(unsafe { Arc::from_raw(f) });
-                    rt.notify();
-                }
+            if p == last_progress[i] {
+                release_queued(rt, w);
             }
             if w.state.load(Ordering::Acquire) != W_ACTIVE || w.running.load(Ordering::Relaxed) == 0 || p != last_progress[i] {
                 last_progress[i] = p;
@@ -766,6 +779,33 @@ extern "C" fn monitor_main(_: *mut libc::c_void) -> *mut libc::c_void {
                 mark_blocked(rt, w);
             }
         }
+    }
+}
+
+/// The owner of `w` has been running one fiber for a whole tick: hand what waits in
+/// its lifo slot and local deque to the injector. Other workers steal from a deque only
+/// when they run dry, so without this a fiber queued behind a fiber that never
+/// switches (a spin-wait on a flag) would starve while the rest of the pool is busy.
+fn release_queued(rt: &Runtime, w: &WorkerShared) {
+    let mut moved = false;
+    let f = w.lifo.swap(ptr::null_mut(), Ordering::AcqRel);
+    if !f.is_null() {
+        // SAFETY: slot entries come from Arc::into_raw.
+        rt.injector.push(unsafe { Arc::from_raw(f) });
+        moved = true;
+    }
+    loop {
+        match w.stealer.steal() {
+            Steal::Success(f) => {
+                rt.injector.push(f);
+                moved = true;
+            }
+            Steal::Empty => break,
+            Steal::Retry => continue,
+        }
+    }
+    if moved {
+        rt.notify();
     }
 }
 
@@ -846,6 +886,22 @@ fn thread_sleeps_in_kernel(tid: u32) -> bool {
     match b.iter().rposition(|&c| c == b')') {
         Some(i) if i + 2 < b.len() => matches!(b[i + 2], b'S' | b'D'),
         _ => false,
+    }
+}
+
+/// The signal mask of the worker that runs fiber `f` (None if it runs on none).
+pub fn worker_base_sigmask(f: &Fiber) -> Option<u64> {
+    let w = f.worker.load(Ordering::Relaxed) as *const WorkerShared;
+    // SAFETY: `worker` points into the leaked runtime's worker array.
+    (!w.is_null()).then(|| unsafe { (*w).base_sigmask.load(Ordering::Relaxed) })
+}
+
+/// Notes that a program signal was deferred (and is blocked) on kernel thread `tid`;
+/// if that is a worker, its next safe point unblocks it. Async-signal-safe.
+pub fn note_deferred_signal(tid: u32, bit: u64) {
+    let Some(rt) = try_runtime() else { return };
+    if let Some(w) = rt.workers().iter().find(|w| w.tid.load(Ordering::Relaxed) == tid) {
+        w.deferred.fetch_or(bit, Ordering::Relaxed);
     }
 }
 

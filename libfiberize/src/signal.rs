@@ -152,7 +152,7 @@ pub fn install_kick_handler() {
         sa.sa_sigaction = on_kick as *const () as usize;
         sa.sa_flags = libc::SA_RESTART;
         libc::sigemptyset(&mut sa.sa_mask);
-        libc::sigaction(KICK_SIGNAL, &sa, core::ptr::null_mut());
+        crate::handlers::sigaction(KICK_SIGNAL, &sa, core::ptr::null_mut());
     }
 }
 

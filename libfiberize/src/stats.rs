@@ -38,6 +38,7 @@ counters! {
     workers_spawned,
     workers_retired,
     fibers_demoted,
+    signals_deferred,
 }
 
 /// One counter per cache line: workers bump different counters on hot paths, and

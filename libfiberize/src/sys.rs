@@ -195,6 +195,18 @@ pub fn sigmask_set(mask: u64) {
     unsafe { syscall6(libc::SYS_rt_sigprocmask as usize, libc::SIG_SETMASK as usize, &mask as *const u64 as usize, 0, 8, 0, 0) };
 }
 
+/// Adds `bits` to the calling OS thread's signal mask.
+pub fn sigmask_block(bits: u64) {
+    // SAFETY: rt_sigprocmask reads 8 bytes from `bits`.
+    unsafe { syscall6(libc::SYS_rt_sigprocmask as usize, libc::SIG_BLOCK as usize, &bits as *const u64 as usize, 0, 8, 0, 0) };
+}
+
+/// Removes `bits` from the calling OS thread's signal mask.
+pub fn sigmask_unblock(bits: u64) {
+    // SAFETY: rt_sigprocmask reads 8 bytes from `bits`.
+    unsafe { syscall6(libc::SYS_rt_sigprocmask as usize, libc::SIG_UNBLOCK as usize, &bits as *const u64 as usize, 0, 8, 0, 0) };
+}
+
 /// The CPU the calling OS thread runs on (the getcpu system call: glibc's
 /// `sched_getcpu` reads the rseq area of the TCB, which for a fiber is its donor's).
 pub fn getcpu() -> i32 {

@@ -151,18 +151,25 @@ fn donor_main_inner(fiber: FiberRef, start: StartRoutine, arg: *mut c_void) -> *
         if let Some(me) = fiber::current() {
             me.set_yielder(yielder as *const _);
         }
-        start(arg) as usize
+        crate::handlers::exit(); // entered by the donor before the hand-off
+        let r = start(arg) as usize;
+        // Shielded until the worker has switched away for good (crate::handlers).
+        crate::handlers::enter();
+        r
     });
     // SAFETY: the fiber is not visible to any worker yet.
     unsafe { fiber.install_coroutine(co) };
     fiber.set_life(Life::Runnable);
 
+    // The fiber's switch in is shielded; its first resume leaves the shield.
+    crate::handlers::set_depth(1);
     // ---- TLS-free from here until donor_serve returns (see module docs) ----
     scheduler::push_from_donor(fiber.clone());
     let retval = donor_serve(&fiber);
     // ---- zombie phase: the fiber is gone, our TLS is ours again ----
 
     fiber::set_current(ptr::null());
+    crate::handlers::set_depth(0);
     crate::dump::unregister(&fiber);
     // SAFETY: the coroutine completed; nobody else will touch it.
     unsafe { fiber.discard_coroutine() };

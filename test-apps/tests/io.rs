@@ -42,3 +42,17 @@ fn glibc_internal_io_on_program_descriptors() {
     // see the descriptors exactly as the program made them.
     same_both_ways("io_stdio", &[]);
 }
+
+#[test]
+fn program_signal_handlers_against_the_runtime() {
+    // Handlers calling sem_post interrupt fibers inside the run-queue and parking-lot
+    // code; the shield defers them (signals_deferred > 0 proves the path ran) and
+    // every signal runs its handler exactly once.
+    for mode in ["blocked", "open"] {
+        let (_native, pre) = same_both_ways("sig_handlers", &["5000", mode]);
+        assert!(stat(&pre, "fibers_created") >= 7, "{}", pre.stderr);
+        if mode == "blocked" {
+            assert!(stat(&pre, "signals_deferred") > 0, "{}", pre.stderr);
+        }
+    }
+}

@@ -1,5 +1,5 @@
 //! Signal-related and per-thread-identity exports: per-fiber masks, thread-directed
-//! signals, `sched_getcpu`, the calling thread's CPU affinity.
+//! signals, handler installation, `sched_getcpu`, the calling thread's CPU affinity.
 
 use libc::{c_int, sigset_t};
 
@@ -17,6 +17,8 @@ mod real {
         fn pthread_setaffinity_np(t: libc::pthread_t, n: libc::size_t, set: *const libc::cpu_set_t) -> c_int;
         fn pthread_getaffinity_np(t: libc::pthread_t, n: libc::size_t, set: *mut libc::cpu_set_t) -> c_int;
         fn raise(sig: c_int) -> c_int;
+        fn bsd_signal(sig: c_int, handler: libc::sighandler_t) -> libc::sighandler_t;
+        fn sysv_signal(sig: c_int, handler: libc::sighandler_t) -> libc::sighandler_t;
     }
 }
 
@@ -140,4 +142,63 @@ pub unsafe extern "C" fn sched_getaffinity(pid: libc::pid_t, n: libc::size_t, se
     }
     // SAFETY: forwarded contract.
     unsafe { real::sched_getaffinity(pid, n, set) }
+}
+
+// ---- Handler installation: the kernel gets fiberize's trampoline, the program keeps
+// ---- seeing its own handler (see `fiberize_rt::handlers`).
+
+/// # Safety
+/// As glibc's `sigaction`.
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn sigaction(sig: c_int, act: *const libc::sigaction, old: *mut libc::sigaction) -> c_int {
+    if crate::gate::enabled() {
+        // SAFETY: forwarded contract.
+        return unsafe { fiberize_rt::handlers::program_sigaction(sig, act, old) };
+    }
+    // SAFETY: forwarded contract.
+    unsafe { fiberize_rt::handlers::sigaction(sig, act, old) }
+}
+
+/// `signal` with glibc's (BSD) semantics: `SA_RESTART`, the signal blocked in its handler.
+///
+/// # Safety
+/// As glibc's `signal`.
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn signal(sig: c_int, handler: libc::sighandler_t) -> libc::sighandler_t {
+    // SAFETY: forwarded contract.
+    unsafe { bsd_signal(sig, handler) }
+}
+
+/// # Safety
+/// As glibc's `bsd_signal`.
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn bsd_signal(sig: c_int, handler: libc::sighandler_t) -> libc::sighandler_t {
+    if crate::gate::enabled() {
+        // SAFETY: forwarded contract.
+        return unsafe { fiberize_rt::handlers::program_signal(sig, handler, libc::SA_RESTART, true) };
+    }
+    // SAFETY: forwarded contract.
+    unsafe { real::bsd_signal(sig, handler) }
+}
+
+/// `sysv_signal`: one-shot, not blocked in its handler, no restart.
+///
+/// # Safety
+/// As glibc's `sysv_signal`.
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn sysv_signal(sig: c_int, handler: libc::sighandler_t) -> libc::sighandler_t {
+    if crate::gate::enabled() {
+        // SAFETY: forwarded contract.
+        return unsafe { fiberize_rt::handlers::program_signal(sig, handler, libc::SA_RESETHAND | libc::SA_NODEFER, false) };
+    }
+    // SAFETY: forwarded contract.
+    unsafe { real::sysv_signal(sig, handler) }
+}
+
+/// # Safety
+/// As glibc's `__sysv_signal`.
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn __sysv_signal(sig: c_int, handler: libc::sighandler_t) -> libc::sighandler_t {
+    // SAFETY: forwarded contract.
+    unsafe { sysv_signal(sig, handler) }
 }
