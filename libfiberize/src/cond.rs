@@ -83,6 +83,10 @@ pub unsafe fn wait(c: *mut pthread_cond_t, m: *mut pthread_mutex_t, abstime: *co
     // SAFETY: forwarded contract.
     let o = unsafe { overlay(c) };
     if is_shared(o) {
+        if let Some(me) = crate::fiber::current() {
+            // SAFETY: forwarded contract.
+            return unsafe { shared_wait_for_fiber(me, o, c, m, abstime, clock) };
+        }
         // SAFETY: forwarded contract.
         return unsafe {
             match (abstime.is_null(), clock) {
@@ -137,6 +141,52 @@ pub unsafe fn wait(c: *mut pthread_cond_t, m: *mut pthread_mutex_t, abstime: *co
     // handlers.
     crate::cancel::testcancel();
     if r == ParkResult::TimedOut { libc::ETIMEDOUT } else { 0 }
+}
+
+/// How long a fiber's wait on a process-shared condvar sleeps in glibc before it
+/// returns (a spurious wake-up, which POSIX allows and callers loop on) so that a
+/// cancellation request is seen. Origin: as `thread::JOIN_SLICE_NS`.
+const SHARED_WAIT_SLICE_NS: u64 = 10_000_000;
+
+/// A fiber waiting on a process-shared condvar (glibc's object): the wait runs on the
+/// fiber's donor, so it never blocks a worker, in slices so that `pthread_cancel`
+/// reaches it. A slice that ends without a wake-up returns 0 (spurious); the caller's
+/// own deadline, if earlier, is waited for exactly.
+///
+/// # Safety
+/// As `pthread_cond_timedwait`.
+unsafe fn shared_wait_for_fiber(me: &crate::fiber::Fiber, o: &CondOverlay, c: *mut pthread_cond_t, m: *mut pthread_mutex_t,
+    abstime: *const timespec, clock: Option<clockid_t>) -> c_int {
+    let mut user_deadline = None;
+    if !abstime.is_null() {
+        let clk = match clock {
+            Some(k) if !time::supported_clock(k) => return libc::EINVAL,
+            Some(k) => k,
+            None if o.flags.load(Ordering::Relaxed) & FLAG_MONOTONIC != 0 => libc::CLOCK_MONOTONIC,
+            None => libc::CLOCK_REALTIME,
+        };
+        // SAFETY: non-null timespec from the program.
+        match time::absolute_deadline(clk, unsafe { &*abstime }) {
+            Ok(d) => user_deadline = Some(d),
+            Err(e) => return e,
+        }
+    }
+    let cancellable = !me.cancel_disabled.load(Ordering::Acquire);
+    let r = crate::fiber::run_on_donor(|| {
+        let now = crate::sys::now_ns();
+        let (end, last) = match user_deadline {
+            Some(d) if !cancellable || d <= now + SHARED_WAIT_SLICE_NS => (d, true),
+            _ if !cancellable => return unsafe { pthread_cond_wait(c, m) },
+            _ => (now + SHARED_WAIT_SLICE_NS, false),
+        };
+        let ts = crate::sys::ns_to_timespec(end);
+        // SAFETY: forwarded contract; a valid CLOCK_MONOTONIC deadline.
+        let r = unsafe { pthread_cond_clockwait(c, m, libc::CLOCK_MONOTONIC, &ts) };
+        if r == libc::ETIMEDOUT && !last { 0 } else { r }
+    });
+    // Cancelled meanwhile: leave with the mutex held, as glibc's cancellation does.
+    crate::cancel::testcancel();
+    r
 }
 
 /// # Safety

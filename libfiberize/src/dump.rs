@@ -18,7 +18,20 @@ static BY_PTHREAD: RawLock<BTreeMap<usize, FiberRef>> = RawLock::new(BTreeMap::n
 
 pub fn register(f: &FiberRef) {
     REGISTRY.lock().insert(f.id, f.clone());
-    BY_PTHREAD.lock().insert(f.pthread.load(Ordering::Relaxed), f.clone());
+    register_pthread_early(f, f.pthread.load(Ordering::Relaxed));
+}
+
+/// Makes a new fiber findable by its `pthread_t` as soon as `pthread_create` returns to
+/// its creator, before its donor has run: a `pthread_cancel` or `pthread_kill` right
+/// after creation must reach the fiber, not glibc's view of the donor. The donor
+/// registers it too; whichever comes second is a no-op, and nothing is added once
+/// the donor unregistered it.
+pub fn register_pthread_early(f: &FiberRef, pthread: usize) {
+    let mut m = BY_PTHREAD.lock();
+    if !f.unregistered.load(Ordering::Relaxed) {
+        f.pthread.store(pthread, Ordering::Relaxed);
+        m.insert(pthread, f.clone());
+    }
 }
 
 pub fn unregister(f: &Fiber) {
@@ -26,6 +39,7 @@ pub fn unregister(f: &Fiber) {
     let pt = f.pthread.load(Ordering::Relaxed);
     let removed2 = {
         let mut m = BY_PTHREAD.lock();
+        f.unregistered.store(true, Ordering::Release);
         match m.get(&pt) {
             Some(g) if g.id == f.id => m.remove(&pt),
             _ => None,
@@ -72,7 +86,7 @@ fn symbol(addr: usize) -> String {
 }
 
 const LIFE: [&str; 6] = ["starting", "runnable", "running", "parked", "on-donor", "finished"];
-const WAIT: [&str; 11] = ["-", "mutex", "cond", "futex", "sleep", "rwlock", "other", "semaphore", "barrier", "once", "io"];
+const WAIT: [&str; 12] = ["-", "mutex", "cond", "futex", "sleep", "rwlock", "other", "semaphore", "barrier", "once", "io", "join"];
 
 /// Renders the dump.
 pub fn render() -> String {

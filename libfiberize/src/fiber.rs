@@ -116,12 +116,16 @@ pub enum WaitKind {
     Barrier = 8,
     Once = 9,
     Io = 10,
+    Join = 11,
 }
 
 pub struct Fiber {
     pub id: u64,
     /// `pthread_t` of the donor, i.e. `pthread_self()` inside the fiber.
     pub pthread: AtomicUsize,
+    /// Removed from the by-`pthread_t` map for good (finished, or ran natively): a
+    /// late registration by the creator must not bring it back (`crate::dump`).
+    pub unregistered: core::sync::atomic::AtomicBool,
     /// The donor's thread pointer (FS base).
     pub tp: AtomicUsize,
     pub start_routine: usize,
@@ -182,6 +186,7 @@ impl Fiber {
         Fiber {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             pthread: AtomicUsize::new(0),
+            unregistered: core::sync::atomic::AtomicBool::new(false),
             tp: AtomicUsize::new(0),
             start_routine,
             coroutine: UnsafeCell::new(None),

@@ -185,7 +185,7 @@ pub fn park(
     let interruptible = matches!(kind, WaitKind::Futex | WaitKind::Semaphore);
     // Waits that are POSIX cancellation points end early on a pending cancellation
     // (the caller then acts on it, see `crate::cancel`).
-    let cancellation_point = matches!(kind, WaitKind::Cond | WaitKind::Semaphore | WaitKind::Io | WaitKind::Sleep | WaitKind::Barrier);
+    let cancellation_point = matches!(kind, WaitKind::Cond | WaitKind::Semaphore | WaitKind::Io | WaitKind::Sleep | WaitKind::Barrier | WaitKind::Join);
     if let Some(f) = me {
         f.wait_kind.store(kind as u32, Ordering::Relaxed);
         f.wait_addr.store(key, Ordering::Relaxed);
@@ -193,11 +193,14 @@ pub fn park(
     } else {
         bump(&STATS.thread_waits);
     }
+    // A plain thread's futex wait returned EINTR: a handler ran (one installed without
+    // SA_RESTART, as the kernel restarts the wait otherwise).
+    let mut thread_interrupted = false;
     let result = loop {
         if waiter.woken.load(Ordering::Acquire) != 0 {
             break ParkResult::Unparked(waiter.token.get());
         }
-        let interrupted = (interruptible && me.is_some_and(|f| f.interrupted.load(Ordering::Acquire)))
+        let interrupted = (interruptible && (thread_interrupted || me.is_some_and(|f| f.interrupted.load(Ordering::Acquire))))
             || (cancellation_point && me.is_some_and(|f| f.cancel_pending()));
         let expired = deadline.is_some_and(|d| sys::now_ns() >= d);
         if interrupted || expired {
@@ -229,7 +232,9 @@ pub fn park(
         match me {
             Some(f) => scheduler::park_current(f, deadline),
             None => {
-                sys::futex_wait(&waiter.woken, 0, deadline);
+                if sys::futex_wait(&waiter.woken, 0, deadline) == -(libc::EINTR as isize) {
+                    thread_interrupted = true;
+                }
             }
         }
     };

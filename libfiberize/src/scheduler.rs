@@ -668,6 +668,7 @@ fn run_fiber(w: &WorkerShared, f: FiberRef) {
         }
         corosensei::CoroutineResult::Return(v) => {
             f.set_life(Life::Finished);
+            crate::thread::fiber_ended(&f);
             f.worker.store(0, Ordering::Relaxed);
             f.retval.store(v, Ordering::Relaxed);
             f.donor_word.store(DONOR_FINISH, Ordering::Release);

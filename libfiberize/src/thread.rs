@@ -51,6 +51,7 @@ crate::real_fns! {
     fn pthread_getattr_np(t: pthread_t, a: *mut pthread_attr_t) -> c_int;
     fn pthread_attr_getstack(a: *const pthread_attr_t, addr: *mut *mut c_void, size: *mut libc::size_t) -> c_int;
     fn pthread_attr_destroy(a: *mut pthread_attr_t) -> c_int;
+    fn pthread_attr_getdetachstate(a: *const pthread_attr_t, state: *mut c_int) -> c_int;
     fn pthread_sigmask(how: c_int, set: *const libc::sigset_t, old: *mut libc::sigset_t) -> c_int;
 }
 
@@ -95,7 +96,7 @@ struct DonorBoot {
 pub unsafe fn create(thread: *mut pthread_t, attr: *const pthread_attr_t, start: StartRoutine, arg: *mut c_void) -> c_int {
     scheduler::runtime(); // start the pool before the first fiber needs it
     let fiber = Arc::new(Fiber::new(start as usize));
-    let boot = Box::into_raw(Box::new(DonorBoot { fiber, start, arg }));
+    let boot = Box::into_raw(Box::new(DonorBoot { fiber: fiber.clone(), start, arg }));
     // SAFETY: the program's arguments are passed through; `boot` is reclaimed by the
     // donor, or here if no donor was created.
     let r = unsafe { pthread_create(thread, attr, donor_main, boot.cast()) };
@@ -104,6 +105,8 @@ pub unsafe fn create(thread: *mut pthread_t, attr: *const pthread_attr_t, start:
         drop(unsafe { Box::from_raw(boot) });
         return r;
     }
+    // SAFETY: pthread_create succeeded, so it wrote the new thread's id.
+    crate::dump::register_pthread_early(&fiber, unsafe { *thread } as usize);
     bump(&STATS.fibers_created);
     0
 }
@@ -131,6 +134,8 @@ fn donor_main_inner(fiber: FiberRef, start: StartRoutine, arg: *mut c_void) -> *
     let Some((limit, base)) = fiber_stack_bounds() else {
         // Too little stack to share: run the thread natively, as glibc would.
         bump(&STATS.fibers_native_fallback);
+        crate::dump::unregister(&fiber); // it never becomes a fiber
+        fiber_ended(&fiber);
         // SAFETY: restoring an empty block set is always valid.
         unsafe {
             let mut none: libc::sigset_t = core::mem::zeroed();
@@ -239,8 +244,89 @@ fn fiber_stack_bounds() -> Option<(usize, usize)> {
 /// # Safety
 /// Same contract as `pthread_join`.
 pub unsafe fn join(t: pthread_t, retval: *mut *mut c_void) -> c_int {
+    if !wait_for_fiber_end(t) {
+        if let Some(me) = fiber::current().filter(|f| !f.cancel_disabled.load(Ordering::Acquire)) {
+            // A plain-thread target: glibc's join on the donor, in slices, so that a
+            // cancellation of the joining fiber is seen within one slice.
+            // SAFETY: forwarded contract.
+            let r = fiber::run_on_donor(|| unsafe { join_in_slices(me, t, retval) });
+            if r == JOIN_CANCELLED {
+                crate::cancel::act_on_cancel(me);
+            }
+            return r;
+        }
+    }
     // SAFETY: forwarded contract. On a fiber this runs on its donor OS thread.
     fiber::run_on_donor(|| unsafe { pthread_join(t, retval) })
+}
+
+/// How long a fiber's join of a plain thread waits in glibc before it looks for a
+/// cancellation request. Origin: cancellation latency of 10 ms is invisible to the
+/// programs that cancel joiners (shutdown paths); a donor waking 100 times a second
+/// while it joins costs nothing measurable.
+const JOIN_SLICE_NS: u64 = 10_000_000;
+const JOIN_CANCELLED: c_int = -1;
+
+/// # Safety
+/// As `pthread_join`.
+unsafe fn join_in_slices(me: &Fiber, t: pthread_t, retval: *mut *mut c_void) -> c_int {
+    loop {
+        let deadline = sys::ns_to_timespec(sys::now_ns() + JOIN_SLICE_NS);
+        // SAFETY: forwarded contract; a valid CLOCK_MONOTONIC deadline.
+        let r = unsafe { pthread_clockjoin_np(t, retval, libc::CLOCK_MONOTONIC, &deadline) };
+        if r != libc::ETIMEDOUT {
+            return r;
+        }
+        if me.cancel_pending() {
+            return JOIN_CANCELLED;
+        }
+    }
+}
+
+/// `pthread_join` is a cancellation point. A fiber joining another fiber first waits
+/// here, parked and cancellable, until the target's start routine has returned or
+/// it called `pthread_exit`; glibc's join on the donor then only waits out the
+/// target donor's zombie phase (TLS destructors), which is short. Without this the
+/// wait would happen inside glibc on the donor, where our cancellation cannot reach.
+/// Joins that glibc refuses at once (self, detached threads) skip the wait.
+/// Returns whether the target is a fiber (then it has ended, or the join is refused).
+fn wait_for_fiber_end(t: pthread_t) -> bool {
+    let Some(me) = fiber::current() else { return false };
+    let Some(target) = crate::dump::find_by_pthread(t as usize) else { return false };
+    if me.cancel_disabled.load(Ordering::Acquire) || core::ptr::eq(me, &*target) || is_detached(t) {
+        return true;
+    }
+    let key = Arc::as_ptr(&target) as usize;
+    // Ended: finished, or unregistered (also: it ran as a plain thread after all).
+    let ended = || target.life.load(Ordering::Acquire) == Life::Finished as u32 || target.unregistered.load(Ordering::Acquire);
+    loop {
+        if ended() {
+            return true;
+        }
+        let r = crate::parking::park(key, u32::MAX, crate::fiber::WaitKind::Join, || !ended(), || {}, |_| {}, None);
+        if r == crate::parking::ParkResult::Interrupted {
+            crate::cancel::testcancel();
+        }
+    }
+}
+
+/// Wakes the fibers waiting in [`wait_for_fiber_end`] for `f`, which just finished.
+pub fn fiber_ended(f: &Fiber) {
+    crate::parking::unpark_some(f as *const Fiber as usize, u32::MAX, usize::MAX, |_| {});
+}
+
+fn is_detached(t: pthread_t) -> bool {
+    // SAFETY: attr is initialized by pthread_getattr_np before use and destroyed after.
+    unsafe {
+        let mut attr: pthread_attr_t = core::mem::zeroed();
+        if pthread_getattr_np(t, &mut attr) != 0 {
+            return false;
+        }
+        let mut state = 0;
+        pthread_attr_getdetachstate(&attr, &mut state);
+        pthread_attr_destroy(&mut attr);
+        state == libc::PTHREAD_CREATE_DETACHED
+    }
 }
 
 /// # Safety
@@ -277,6 +363,7 @@ pub unsafe fn exit(v: *mut c_void) -> ! {
             // SAFETY: `fp` is alive: donor_main's Arc still exists (we release it below).
             let f = unsafe { &*fp };
             f.set_life(Life::Finished);
+            fiber_ended(f);
             // SAFETY: `fp` is alive (see above).
             unsafe { crate::dump::unregister_ptr(fp) };
             // SAFETY: we run on the coroutine's stack and will never resume it: forget

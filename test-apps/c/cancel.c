@@ -6,6 +6,11 @@
 #include <stdio.h>
 #include <unistd.h>
 #include <errno.h>
+#include <semaphore.h>
+#include <signal.h>
+#include <string.h>
+#include <stdint.h>
+#include <sys/mman.h>
 static int cleaned[4];
 static pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER; static pthread_cond_t c = PTHREAD_COND_INITIALIZER;
 static void cleanup(void *a) { cleaned[(long)a] = 1; }
@@ -14,6 +19,45 @@ void *sleeper(void *a) { pthread_cleanup_push(cleanup, a); for (;;) sleep(10); p
 void *condw(void *a) { pthread_mutex_lock(&m); pthread_cleanup_push(cleanup_unlock, a); for (;;) pthread_cond_wait(&c, &m); pthread_cleanup_pop(0); return 0; }
 void *spinner(void *a) { pthread_cleanup_push(cleanup, a); for (;;) { pthread_testcancel(); usleep(100); } pthread_cleanup_pop(0); return 0; }
 void *disabled(void *a) { int old; pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &old); usleep(30000); pthread_setcancelstate(PTHREAD_CANCEL_ENABLE, &old); pthread_cleanup_push(cleanup, a); pthread_testcancel(); pthread_cleanup_pop(0); return (void*)7; }
+/* Joiners: a thread blocked in pthread_join (of a fiber, of a small-stack thread that
+ * stays a plain thread) is cancelled; so is a waiter on a process-shared condvar. */
+static pthread_mutex_t hold = PTHREAD_MUTEX_INITIALIZER;
+static void *held(void *a) { (void)a; pthread_mutex_lock(&hold); pthread_mutex_unlock(&hold); return 0; }
+static void *joiner(void *a) { pthread_join(*(pthread_t *)a, 0); return (void *)1; }
+static pthread_mutex_t *shm_m; static pthread_cond_t *shm_c;
+static void unlock_shm(void *a) { (void)a; pthread_mutex_unlock(shm_m); }
+static void *shared_waiter(void *a) { (void)a; pthread_mutex_lock(shm_m); pthread_cleanup_push(unlock_shm, 0); for (;;) pthread_cond_wait(shm_c, shm_m); pthread_cleanup_pop(0); return 0; }
+static void *looper(void *a) { (void)a; for (;;) sleep(1); return 0; }
+static void on_alarm(int s) { (void)s; }
+
+static void more_cases(void) {
+  /* cancelled before it ever ran */
+  for (int i = 0; i < 20; i++) {
+    pthread_t t; void *r; pthread_create(&t, 0, looper, 0); pthread_cancel(t); pthread_join(t, &r);
+    if (r != PTHREAD_CANCELED) { printf("early cancel lost\n"); return; }
+  }
+  printf("cancel before first run: ok\n");
+  for (int small = 0; small < 2; small++) {
+    pthread_attr_t at; pthread_attr_init(&at); if (small) pthread_attr_setstacksize(&at, PTHREAD_STACK_MIN);
+    pthread_mutex_lock(&hold);
+    pthread_t child, j; void *r; pthread_create(&child, &at, held, 0); pthread_create(&j, 0, joiner, &child);
+    usleep(20000); pthread_cancel(j); pthread_join(j, &r);
+    pthread_mutex_unlock(&hold);
+    int rc = pthread_join(child, 0);
+    printf("joiner of %s thread canceled=%d child still joinable=%d\n", small ? "a small-stack" : "a", r == PTHREAD_CANCELED, rc == 0);
+    pthread_attr_destroy(&at);
+  }
+  shm_m = mmap(0, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0); shm_c = (pthread_cond_t *)(shm_m + 1);
+  pthread_mutexattr_t ma; pthread_mutexattr_init(&ma); pthread_mutexattr_setpshared(&ma, PTHREAD_PROCESS_SHARED); pthread_mutex_init(shm_m, &ma);
+  pthread_condattr_t ca; pthread_condattr_init(&ca); pthread_condattr_setpshared(&ca, PTHREAD_PROCESS_SHARED); pthread_cond_init(shm_c, &ca);
+  pthread_t w; void *r; pthread_create(&w, 0, shared_waiter, 0); usleep(20000); pthread_cancel(w); pthread_join(w, &r);
+  printf("process-shared cond waiter canceled=%d mutex free=%d\n", r == PTHREAD_CANCELED, pthread_mutex_trylock(shm_m) == 0);
+  /* sem_wait in the main (plain) thread returns EINTR when a handler without SA_RESTART runs */
+  struct sigaction sa; memset(&sa, 0, sizeof sa); sa.sa_handler = on_alarm; sigaction(SIGALRM, &sa, 0);
+  sem_t s; sem_init(&s, 0, 0); alarm(1);
+  int rs = sem_wait(&s); printf("sem_wait interrupted: %d %s\n", rs, rs ? strerror(errno) : "-");
+}
+
 int main() {
   void *(*f[4])(void*) = {sleeper, condw, spinner, disabled}; pthread_t t[4];
   for (long i = 0; i < 4; i++) pthread_create(&t[i], 0, f[i], (void*)i);
@@ -21,5 +65,6 @@ int main() {
   for (int i = 0; i < 4; i++) pthread_cancel(t[i]);
   for (int i = 0; i < 4; i++) { void *r; pthread_join(t[i], &r); printf("t%d canceled=%d cleaned=%d\n", i, r == PTHREAD_CANCELED, cleaned[i]); }
   pthread_mutex_lock(&m); pthread_mutex_unlock(&m); printf("mutex free\n");
+  more_cases();
   int (*active)(void) = (int (*)(void))dlsym(RTLD_DEFAULT, "fiberize_active"); fprintf(stderr, "preloaded=%d\n", active ? active() : 0);
 }
