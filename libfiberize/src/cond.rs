@@ -75,6 +75,25 @@ pub unsafe fn init(c: *mut pthread_cond_t, attr: *const pthread_condattr_t) -> c
     0
 }
 
+/// The CLOCK_MONOTONIC deadline of a wait (None: untimed), or the error number.
+/// `clock` None: the condvar's own clock.
+///
+/// # Safety
+/// `abstime` is null or a valid timespec.
+unsafe fn wait_deadline(o: &CondOverlay, abstime: *const timespec, clock: Option<clockid_t>) -> Result<Option<u64>, c_int> {
+    if abstime.is_null() {
+        return Ok(None);
+    }
+    let clk = match clock {
+        Some(k) if !time::supported_clock(k) => return Err(libc::EINVAL),
+        Some(k) => k,
+        None if o.flags.load(Ordering::Relaxed) & FLAG_MONOTONIC != 0 => libc::CLOCK_MONOTONIC,
+        None => libc::CLOCK_REALTIME,
+    };
+    // SAFETY: non-null timespec from the program (caller's contract).
+    time::absolute_deadline(clk, unsafe { &*abstime }).map(Some)
+}
+
 /// `pthread_cond_wait`/`timedwait`/`clockwait`. `clock` None: the condvar's own clock.
 ///
 /// # Safety
@@ -96,20 +115,11 @@ pub unsafe fn wait(c: *mut pthread_cond_t, m: *mut pthread_mutex_t, abstime: *co
             }
         };
     }
-    let mut deadline = None;
-    if !abstime.is_null() {
-        let clk = match clock {
-            Some(k) if !time::supported_clock(k) => return libc::EINVAL,
-            Some(k) => k,
-            None if o.flags.load(Ordering::Relaxed) & FLAG_MONOTONIC != 0 => libc::CLOCK_MONOTONIC,
-            None => libc::CLOCK_REALTIME,
-        };
-        // SAFETY: non-null timespec from the program.
-        match time::absolute_deadline(clk, unsafe { &*abstime }) {
-            Ok(d) => deadline = Some(d),
-            Err(e) => return e,
-        }
-    }
+    // SAFETY: forwarded contract.
+    let deadline = match unsafe { wait_deadline(o, abstime, clock) } {
+        Ok(d) => d,
+        Err(e) => return e,
+    };
     // SAFETY: forwarded contract.
     let e = unsafe { mutex::api::check_owner_for_wait(m) };
     if e != 0 {
@@ -157,20 +167,11 @@ const SHARED_WAIT_SLICE_NS: u64 = 10_000_000;
 /// As `pthread_cond_timedwait`.
 unsafe fn shared_wait_for_fiber(me: &crate::fiber::Fiber, o: &CondOverlay, c: *mut pthread_cond_t, m: *mut pthread_mutex_t,
     abstime: *const timespec, clock: Option<clockid_t>) -> c_int {
-    let mut user_deadline = None;
-    if !abstime.is_null() {
-        let clk = match clock {
-            Some(k) if !time::supported_clock(k) => return libc::EINVAL,
-            Some(k) => k,
-            None if o.flags.load(Ordering::Relaxed) & FLAG_MONOTONIC != 0 => libc::CLOCK_MONOTONIC,
-            None => libc::CLOCK_REALTIME,
-        };
-        // SAFETY: non-null timespec from the program.
-        match time::absolute_deadline(clk, unsafe { &*abstime }) {
-            Ok(d) => user_deadline = Some(d),
-            Err(e) => return e,
-        }
-    }
+    // SAFETY: forwarded contract.
+    let user_deadline = match unsafe { wait_deadline(o, abstime, clock) } {
+        Ok(d) => d,
+        Err(e) => return e,
+    };
     let cancellable = !me.cancel_disabled.load(Ordering::Acquire);
     let r = crate::fiber::run_on_donor(|| {
         let now = crate::sys::now_ns();
