@@ -11,8 +11,11 @@
 //! pipe calls, `poll`): it moves to its donor and calls glibc's real
 //! `pthread_exit(PTHREAD_CANCELED)` there, which runs the cleanup handlers and
 //! destructors on the right thread; `pthread_join` then returns `PTHREAD_CANCELED`.
-//! `pthread_setcancelstate` is honoured; asynchronous cancellation type is treated as
-//! deferred.
+//! `pthread_setcancelstate` is honoured. With the asynchronous type
+//! (`pthread_setcanceltype`) a running target is kicked (`signal::kick`) and the kick
+//! handler ends it right where it runs, unless it is inside the runtime (shielded, or
+//! waiting in a park: such code is not async-cancel-safe, and POSIX allows only
+//! async-cancel-safe calls there); a fiber that yields acts when it is resumed.
 
 use core::sync::atomic::Ordering;
 
@@ -27,7 +30,54 @@ pub const PTHREAD_CANCELED: *mut libc::c_void = -1isize as *mut libc::c_void;
 pub fn cancel_fiber(target: &FiberRef) -> libc::c_int {
     target.cancel_requested.store(true, Ordering::Release);
     crate::scheduler::unpark(target);
+    if target.cancel_async.load(Ordering::Acquire) {
+        crate::signal::kick(target);
+    }
     0
+}
+
+pub const PTHREAD_CANCEL_DEFERRED: libc::c_int = 0;
+pub const PTHREAD_CANCEL_ASYNCHRONOUS: libc::c_int = 1;
+
+/// `pthread_setcanceltype` for a fiber. Returns the error number.
+///
+/// # Safety
+/// `old` is null or a valid `int`.
+pub unsafe fn set_type(f: &Fiber, kind: libc::c_int, old: *mut libc::c_int) -> libc::c_int {
+    if kind != PTHREAD_CANCEL_DEFERRED && kind != PTHREAD_CANCEL_ASYNCHRONOUS {
+        return libc::EINVAL;
+    }
+    let was_async = f.cancel_async.swap(kind == PTHREAD_CANCEL_ASYNCHRONOUS, Ordering::AcqRel);
+    // SAFETY: `old` is null or the program's int.
+    if let Some(o) = unsafe { old.as_mut() } {
+        *o = if was_async { PTHREAD_CANCEL_ASYNCHRONOUS } else { PTHREAD_CANCEL_DEFERRED };
+    }
+    // Becoming asynchronous with a request pending acts at once, as glibc does.
+    if kind == PTHREAD_CANCEL_ASYNCHRONOUS && f.cancel_pending() {
+        act_on_cancel(f);
+    }
+    0
+}
+
+/// Asynchronous cancellation from the kick handler or a resumed fiber: ends `f` now if
+/// it asked for the asynchronous type, a request is pending, and it is in program
+/// code (not shielded runtime code, not inside a park).
+pub fn act_on_async_cancel(f: &Fiber) {
+    if !f.cancel_async.load(Ordering::Acquire) || !f.cancel_pending() {
+        return;
+    }
+    if crate::handlers::depth() != 0 || f.wait_kind.load(Ordering::Relaxed) != crate::fiber::WaitKind::None as u32 {
+        return;
+    }
+    // In a handler the kernel blocked the kick signal; the fiber leaves without a
+    // sigreturn, so put the mask it runs under back first.
+    let mask = if f.has_sigmask.load(Ordering::Acquire) {
+        f.sigmask.load(Ordering::Relaxed)
+    } else {
+        crate::scheduler::worker_base_sigmask(f).unwrap_or(0)
+    };
+    crate::sys::sigmask_set(mask & !crate::signal::KICK_BIT);
+    act_on_cancel(f);
 }
 
 /// A cancellation point: if a cancellation is pending for the calling fiber, it ends
@@ -63,6 +113,9 @@ pub unsafe fn set_state(f: &Fiber, state: libc::c_int, old: *mut libc::c_int) ->
     // SAFETY: `old` is null or the program's int.
     if let Some(o) = unsafe { old.as_mut() } {
         *o = if was_disabled { PTHREAD_CANCEL_DISABLE } else { PTHREAD_CANCEL_ENABLE };
+    }
+    if state == PTHREAD_CANCEL_ENABLE && f.cancel_async.load(Ordering::Acquire) && f.cancel_pending() {
+        act_on_cancel(f);
     }
     0
 }

@@ -159,6 +159,8 @@ pub struct Fiber {
     pub cancel_requested: core::sync::atomic::AtomicBool,
     /// The fiber's cancelability state is PTHREAD_CANCEL_DISABLE.
     pub cancel_disabled: core::sync::atomic::AtomicBool,
+    /// The fiber's cancelability type is PTHREAD_CANCEL_ASYNCHRONOUS.
+    pub cancel_async: core::sync::atomic::AtomicBool,
 }
 
 /// Foreign blocking episodes after which a fiber runs as a plain thread on its donor
@@ -207,6 +209,7 @@ impl Fiber {
             foreign_blocks: AtomicU32::new(0),
             cancel_requested: core::sync::atomic::AtomicBool::new(false),
             cancel_disabled: core::sync::atomic::AtomicBool::new(false),
+            cancel_async: core::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -277,6 +280,9 @@ impl Fiber {
         crate::handlers::exit();
         if self.pending_signals.load(Ordering::Relaxed) != 0 {
             crate::signal::deliver_pending(self);
+        }
+        if why == Switch::Yield {
+            crate::cancel::act_on_async_cancel(self);
         }
     }
 }

@@ -89,6 +89,12 @@ pub fn exit() {
     }
 }
 
+/// The current shield depth of this context.
+#[inline]
+pub fn depth() -> u32 {
+    SHIELD.with(|s| s.get())
+}
+
 /// Sets the depth outright: a worker's scheduler context lives at depth 1, a donor
 /// hands its fiber over at depth 1 (the fiber's first resume leaves it) and resets it
 /// to 0 in its zombie phase.

@@ -186,6 +186,9 @@ pub fn park(
     // Waits that are POSIX cancellation points end early on a pending cancellation
     // (the caller then acts on it, see `crate::cancel`).
     let cancellation_point = matches!(kind, WaitKind::Cond | WaitKind::Semaphore | WaitKind::Io | WaitKind::Sleep | WaitKind::Barrier | WaitKind::Join);
+    // A mutex wait is no cancellation point, but with the asynchronous cancelability
+    // type a request ends it as glibc's SIGCANCEL would (the waiter is unlinked first).
+    let async_cancellable = kind == WaitKind::Mutex;
     if let Some(f) = me {
         f.wait_kind.store(kind as u32, Ordering::Relaxed);
         f.wait_addr.store(key, Ordering::Relaxed);
@@ -201,7 +204,8 @@ pub fn park(
             break ParkResult::Unparked(waiter.token.get());
         }
         let interrupted = (interruptible && (thread_interrupted || me.is_some_and(|f| f.interrupted.load(Ordering::Acquire))))
-            || (cancellation_point && me.is_some_and(|f| f.cancel_pending()));
+            || (cancellation_point && me.is_some_and(|f| f.cancel_pending()))
+            || (async_cancellable && me.is_some_and(|f| f.cancel_async.load(Ordering::Acquire) && f.cancel_pending()));
         let expired = deadline.is_some_and(|d| sys::now_ns() >= d);
         if interrupted || expired {
             {
@@ -241,6 +245,9 @@ pub fn park(
     if let Some(f) = me {
         f.wait_kind.store(WaitKind::None as u32, Ordering::Relaxed);
         f.wait_addr.store(0, Ordering::Relaxed);
+        if result == ParkResult::Interrupted && async_cancellable {
+            crate::cancel::act_on_async_cancel(f);
+        }
     }
     result
 }

@@ -70,6 +70,16 @@ pub unsafe fn fiber_sigmask(f: &Fiber, how: c_int, set: *const sigset_t, old: *m
     0
 }
 
+/// Adds the signals held for fiber `f` (sent to it while its mask blocked them) to a
+/// `sigpending` result.
+pub fn add_held_signals(f: &Fiber, set: &mut sigset_t) {
+    let held = f.pending_signals.load(Ordering::Acquire);
+    if held != 0 {
+        let k = to_kernel(set) | held;
+        from_kernel(k, set);
+    }
+}
+
 fn effective_mask(f: &Fiber) -> u64 {
     if f.has_sigmask.load(Ordering::Acquire) { f.sigmask.load(Ordering::Relaxed) } else { sys::sigmask_get() }
 }
@@ -113,9 +123,14 @@ pub fn kill_fiber(target: &crate::fiber::FiberRef, sig: c_int) -> c_int {
     }
     target.pending_signals.fetch_or(1u64 << (sig - 1), Ordering::AcqRel);
     crate::scheduler::unpark(target);
-    // A running fiber may not switch for a long time (a spin, a loop of uncontended
-    // locks): kick the worker that runs it; the kick handler delivers the signal in
-    // the fiber's own context (or finds another context and leaves it pending).
+    kick(target);
+    0
+}
+
+/// A running fiber may not switch for a long time (a spin, a loop of uncontended
+/// locks): kick the worker that runs it; the kick handler acts in the fiber's own
+/// context (or finds another context and leaves the request pending).
+pub fn kick(target: &Fiber) {
     if target.life.load(Ordering::Acquire) == crate::fiber::Life::Running as u32 {
         let w = target.worker.load(Ordering::Acquire) as *const crate::scheduler::WorkerShared;
         if !w.is_null() {
@@ -125,7 +140,6 @@ pub fn kill_fiber(target: &crate::fiber::FiberRef, sig: c_int) -> c_int {
             unsafe { sys::syscall6(libc::SYS_tgkill as usize, libc::getpid() as usize, tid as usize, KICK_SIGNAL as usize, 0, 0, 0) };
         }
     }
-    0
 }
 
 /// The signal the library uses to make a worker deliver a fiber's pending signals
@@ -141,6 +155,7 @@ extern "C" fn on_kick(_: c_int) {
         if f.pending_signals.load(Ordering::Acquire) != 0 {
             deliver_pending(f);
         }
+        crate::cancel::act_on_async_cancel(f);
     }
 }
 

@@ -301,7 +301,8 @@ fn wait_for_fiber_end(t: pthread_t) -> bool {
     let ended = || target.life.load(Ordering::Acquire) == Life::Finished as u32 || target.unregistered.load(Ordering::Acquire);
     loop {
         if ended() {
-            return true;
+            // Unregistered without finishing: it ran as a plain thread after all.
+            return target.life.load(Ordering::Acquire) == Life::Finished as u32;
         }
         let r = crate::parking::park(key, u32::MAX, crate::fiber::WaitKind::Join, || !ended(), || {}, |_| {}, None);
         if r == crate::parking::ParkResult::Interrupted {

@@ -29,6 +29,18 @@ static void unlock_shm(void *a) { (void)a; pthread_mutex_unlock(shm_m); }
 static void *shared_waiter(void *a) { (void)a; pthread_mutex_lock(shm_m); pthread_cleanup_push(unlock_shm, 0); for (;;) pthread_cond_wait(shm_c, shm_m); pthread_cleanup_pop(0); return 0; }
 static void *looper(void *a) { (void)a; for (;;) sleep(1); return 0; }
 static void on_alarm(int s) { (void)s; }
+static volatile unsigned long spins; static volatile int async_ready;
+static pthread_mutex_t async_m = PTHREAD_MUTEX_INITIALIZER;
+static void *async_spinner(void *a) {
+  pthread_setcanceltype(PTHREAD_CANCEL_ASYNCHRONOUS, 0); pthread_cleanup_push(cleanup, a); async_ready = 1;
+  for (;;) spins++;
+  pthread_cleanup_pop(0); return 0;
+}
+static void *async_locker(void *a) {
+  pthread_setcanceltype(PTHREAD_CANCEL_ASYNCHRONOUS, 0); pthread_cleanup_push(cleanup, a); async_ready = 1;
+  pthread_mutex_lock(&async_m); /* held by main: blocks until cancelled */
+  pthread_cleanup_pop(0); return 0;
+}
 
 static void more_cases(void) {
   /* cancelled before it ever ran */
@@ -52,6 +64,17 @@ static void more_cases(void) {
   pthread_condattr_t ca; pthread_condattr_init(&ca); pthread_condattr_setpshared(&ca, PTHREAD_PROCESS_SHARED); pthread_cond_init(shm_c, &ca);
   pthread_t w; void *r; pthread_create(&w, 0, shared_waiter, 0); usleep(20000); pthread_cancel(w); pthread_join(w, &r);
   printf("process-shared cond waiter canceled=%d mutex free=%d\n", r == PTHREAD_CANCELED, pthread_mutex_trylock(shm_m) == 0);
+  /* asynchronous cancellation of a busy loop and of a mutex wait */
+  void *(*af[2])(void *) = {async_spinner, async_locker};
+  pthread_mutex_lock(&async_m);
+  for (int i = 0; i < 2; i++) {
+    pthread_t t; void *r; cleaned[i] = 0; async_ready = 0;
+    pthread_create(&t, 0, af[i], (void *)(long)i);
+    while (!async_ready) usleep(1000);
+    usleep(10000); pthread_cancel(t); pthread_join(t, &r);
+    printf("async %s canceled=%d cleaned=%d\n", i ? "mutex waiter" : "spinner", r == PTHREAD_CANCELED, cleaned[i]);
+  }
+  pthread_mutex_unlock(&async_m);
   /* sem_wait in the main (plain) thread returns EINTR when a handler without SA_RESTART runs */
   struct sigaction sa; memset(&sa, 0, sizeof sa); sa.sa_handler = on_alarm; sigaction(SIGALRM, &sa, 0);
   sem_t s; sem_init(&s, 0, 0); alarm(1);

@@ -17,6 +17,7 @@ mod real {
         fn pthread_setaffinity_np(t: libc::pthread_t, n: libc::size_t, set: *const libc::cpu_set_t) -> c_int;
         fn pthread_getaffinity_np(t: libc::pthread_t, n: libc::size_t, set: *mut libc::cpu_set_t) -> c_int;
         fn raise(sig: c_int) -> c_int;
+        fn sigpending(set: *mut sigset_t) -> c_int;
         fn bsd_signal(sig: c_int, handler: libc::sighandler_t) -> libc::sighandler_t;
         fn sysv_signal(sig: c_int, handler: libc::sighandler_t) -> libc::sighandler_t;
     }
@@ -201,4 +202,22 @@ pub unsafe extern "C" fn sysv_signal(sig: c_int, handler: libc::sighandler_t) ->
 pub unsafe extern "C" fn __sysv_signal(sig: c_int, handler: libc::sighandler_t) -> libc::sighandler_t {
     // SAFETY: forwarded contract.
     unsafe { sysv_signal(sig, handler) }
+}
+
+/// `sigpending`: for a fiber, the signals held for it (sent to it while blocked) as
+/// well as what the kernel holds for the process and the worker it runs on.
+///
+/// # Safety
+/// As glibc's `sigpending`.
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn sigpending(set: *mut sigset_t) -> c_int {
+    // SAFETY: forwarded contract.
+    let r = unsafe { real::sigpending(set) };
+    if r == 0 {
+        if let Some(f) = fiber() {
+            // SAFETY: `set` is valid (the real call just filled it).
+            unsafe { fiberize_rt::signal::add_held_signals(f, &mut *set) };
+        }
+    }
+    r
 }

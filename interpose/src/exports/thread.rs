@@ -76,6 +76,7 @@ mod real_cancel {
         fn pthread_cancel(t: pthread_t) -> c_int;
         fn pthread_testcancel() -> ();
         fn pthread_setcancelstate(state: c_int, old: *mut c_int) -> c_int;
+        fn pthread_setcanceltype(kind: c_int, old: *mut c_int) -> c_int;
     }
 }
 
@@ -106,6 +107,18 @@ pub unsafe extern "C" fn pthread_testcancel() {
     }
     // SAFETY: no arguments.
     unsafe { real_cancel::pthread_testcancel() }
+}
+
+/// # Safety
+/// As glibc's `pthread_setcanceltype`.
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn pthread_setcanceltype(kind: c_int, old: *mut c_int) -> c_int {
+    if let Some(f) = crate::gate::fiber() {
+        // SAFETY: forwarded contract (`old` null or valid).
+        return unsafe { fiberize_rt::cancel::set_type(f, kind, old) };
+    }
+    // SAFETY: forwarded contract.
+    unsafe { real_cancel::pthread_setcanceltype(kind, old) }
 }
 
 /// # Safety
