@@ -95,7 +95,8 @@ pub fn render() -> String {
     let _ = writeln!(s, "fiberize: ---- fiber dump: {} fibers, {} armed timers ----", fibers.len(), timer::pending());
     if let Some(rt) = scheduler::try_runtime() {
         for w in rt.workers() {
-            let _ = writeln!(s, "fiberize: worker {} tid {} running fiber {}", w.index, w.tid.load(Ordering::Relaxed), w.running.load(Ordering::Relaxed));
+            let _ = writeln!(s, "fiberize: worker {} tid {} running fiber {} deferred-signals {:#x}", w.index, w.tid.load(Ordering::Relaxed),
+                w.running.load(Ordering::Relaxed), w.deferred_signals());
         }
     }
     for f in &fibers {
@@ -107,6 +108,13 @@ pub fn render() -> String {
         let _ = write!(s, "fiberize: fiber {} pthread {:#x} {}", f.id, f.pthread.load(Ordering::Relaxed), life);
         if wait != "-" {
             let _ = write!(s, " waits on {} {:#x}", wait, f.wait_addr.load(Ordering::Relaxed));
+        }
+        let held = f.pending_signals.load(Ordering::Relaxed);
+        if held != 0 {
+            let _ = write!(s, " held-signals {:#x}", held);
+        }
+        if f.cancel_requested.load(Ordering::Relaxed) {
+            let _ = write!(s, " cancel-requested");
         }
         let _ = writeln!(s, " worker {} created for {}", worker, symbol(f.start_routine));
     }

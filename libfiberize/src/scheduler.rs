@@ -440,7 +440,13 @@ pub fn yield_now() {
 /// their condition in a loop.
 pub fn park_current(f: &Fiber, deadline: Option<u64>) {
     if f.park_state.compare_exchange(PARK_NOTIFIED, PARK_RUNNING, Ordering::AcqRel, Ordering::Acquire).is_ok() {
-        return; // a wake-up already arrived
+        // A wake-up already arrived. It may have come from pthread_kill, whose signal
+        // is delivered on the way out of a switch; there is none here, so deliver it
+        // now (the caller may park again at once, e.g. in a mutex wait).
+        if f.pending_signals.load(Ordering::Acquire) != 0 {
+            crate::signal::deliver_pending(f);
+        }
+        return;
     }
     if let Some(d) = deadline {
         let gen = f.park_gen.fetch_add(1, Ordering::Relaxed) + 1;
@@ -887,6 +893,13 @@ fn thread_sleeps_in_kernel(tid: u32) -> bool {
     match b.iter().rposition(|&c| c == b')') {
         Some(i) if i + 2 < b.len() => matches!(b[i + 2], b'S' | b'D'),
         _ => false,
+    }
+}
+
+impl WorkerShared {
+    /// Program signals deferred on this worker's kernel thread, not yet unblocked.
+    pub fn deferred_signals(&self) -> u64 {
+        self.deferred.load(Ordering::Relaxed)
     }
 }
 

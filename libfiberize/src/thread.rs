@@ -52,6 +52,8 @@ crate::real_fns! {
     fn pthread_attr_getstack(a: *const pthread_attr_t, addr: *mut *mut c_void, size: *mut libc::size_t) -> c_int;
     fn pthread_attr_destroy(a: *mut pthread_attr_t) -> c_int;
     fn pthread_attr_getdetachstate(a: *const pthread_attr_t, state: *mut c_int) -> c_int;
+    fn pthread_attr_getinheritsched(a: *const pthread_attr_t, inherit: *mut c_int) -> c_int;
+    fn pthread_attr_getschedpolicy(a: *const pthread_attr_t, policy: *mut c_int) -> c_int;
     fn pthread_sigmask(how: c_int, set: *const libc::sigset_t, old: *mut libc::sigset_t) -> c_int;
 }
 
@@ -89,11 +91,36 @@ struct DonorBoot {
     arg: *mut c_void,
 }
 
+/// The attribute asks for an explicit real-time scheduling policy.
+///
+/// # Safety
+/// `attr` is null or an initialized attribute object.
+unsafe fn wants_realtime_policy(attr: *const pthread_attr_t) -> bool {
+    if attr.is_null() {
+        return false;
+    }
+    let (mut inherit, mut policy) = (libc::PTHREAD_INHERIT_SCHED, libc::SCHED_OTHER);
+    // SAFETY: caller's contract; out-parameters are valid ints.
+    unsafe {
+        pthread_attr_getinheritsched(attr, &mut inherit);
+        pthread_attr_getschedpolicy(attr, &mut policy);
+    }
+    inherit == libc::PTHREAD_EXPLICIT_SCHED && (policy == libc::SCHED_FIFO || policy == libc::SCHED_RR)
+}
+
 /// `pthread_create` under the preload.
 ///
 /// # Safety
 /// Same contract as `pthread_create`.
 pub unsafe fn create(thread: *mut pthread_t, attr: *const pthread_attr_t, start: StartRoutine, arg: *mut c_void) -> c_int {
+    // SAFETY: `attr` is null or the program's initialized attribute object.
+    if unsafe { wants_realtime_policy(attr) } {
+        // SCHED_FIFO/SCHED_RR priorities only mean something to the kernel's
+        // scheduler: such a thread stays a plain thread (glibc's checks and errors).
+        bump(&STATS.fibers_native_fallback);
+        // SAFETY: forwarded contract.
+        return unsafe { pthread_create(thread, attr, start, arg) };
+    }
     scheduler::runtime(); // start the pool before the first fiber needs it
     let fiber = Arc::new(Fiber::new(start as usize));
     let boot = Box::into_raw(Box::new(DonorBoot { fiber: fiber.clone(), start, arg }));
