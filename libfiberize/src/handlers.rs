@@ -180,17 +180,23 @@ fn worker_safe_point_slow(deferred: &AtomicU64, base: u64) {
 /// siginfo survives for sigqueue-style codes; for kill()'s and the kernel's codes
 /// (which only the target thread may forge) the signal is re-sent with kill().
 fn hand_to_process(bits: u64) {
+    // One instance per signal: rt_sigtimedwait also takes process-pending signals, so
+    // looping until it finds none would take back what we just re-sent, forever.
     // SAFETY: rt_sigtimedwait with a valid 8-byte set, a zero timeout and a writable
     // siginfo; rt_sigqueueinfo/kill to our own process.
     unsafe {
         let pid = libc::getpid();
         let zero = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-        loop {
+        for bit in 0..64 {
+            let one = 1u64 << bit;
+            if bits & one == 0 {
+                continue;
+            }
             let mut info: siginfo_t = core::mem::zeroed();
-            let sig = sys::syscall6(libc::SYS_rt_sigtimedwait as usize, &bits as *const u64 as usize,
+            let sig = sys::syscall6(libc::SYS_rt_sigtimedwait as usize, &one as *const u64 as usize,
                 &mut info as *mut siginfo_t as usize, &zero as *const libc::timespec as usize, 8, 0, 0);
             if sig <= 0 {
-                break;
+                continue;
             }
             if info.si_code < 0 && info.si_code != libc::SI_TKILL {
                 sys::syscall6(libc::SYS_rt_sigqueueinfo as usize, pid as usize, sig as usize, &info as *const siginfo_t as usize, 0, 0, 0);
