@@ -40,7 +40,7 @@ use crate::rawlock::RawMutex;
 use crate::stats::{bump, STATS};
 use crate::{scheduler, sys};
 
-const BUCKET_BITS: u32 = 10;
+const BUCKET_BITS: u32 = 12;
 const BUCKETS: usize = 1 << BUCKET_BITS;
 
 /// Token passed from unparker to waiter.

@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sys/socket.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -169,8 +170,42 @@ static void repeat_offenders(void) {
     printf("repeat_offenders rounds=%ld\n", (long)r0 + (long)r1);
 }
 
+/* Bulk transfer over a socketpair and a pipe with a slow reader: the writer's blocking
+ * writes fill the buffer and must be woken by write readiness (EPOLLOUT). */
+#define BULK (8 << 20)
+static int bulk_fd[2];
+static void *bulk_writer(void *a) {
+    (void)a; static char buf[65536]; unsigned long sent = 0;
+    while (sent < BULK) {
+        for (int i = 0; i < (int)sizeof buf; i++) buf[i] = (char)((sent + i) * 7);
+        ssize_t n = write(bulk_fd[1], buf, sizeof buf);
+        if (n <= 0) { perror("bulk write"); exit(1); }
+        if (n != (ssize_t)sizeof buf) { fprintf(stderr, "short blocking write %zd\n", n); exit(1); }
+        sent += n;
+    }
+    close(bulk_fd[1]);
+    return 0;
+}
+static void bulk(int use_socket) {
+    if (use_socket) socketpair(AF_UNIX, SOCK_STREAM, 0, bulk_fd); else if (pipe(bulk_fd)) exit(1);
+    pthread_t w; pthread_create(&w, 0, bulk_writer, 0);
+    char buf[4096]; unsigned long got = 0, bad = 0; int reads = 0;
+    for (;;) {
+        ssize_t n = read(bulk_fd[0], buf, sizeof buf);
+        if (n < 0) { perror("bulk read"); exit(1); }
+        if (n == 0) break;
+        for (ssize_t i = 0; i < n; i++) if (buf[i] != (char)((got + i) * 7)) bad++;
+        got += n;
+        if (++reads % 256 == 0) usleep(1000); /* slow reader: the writer blocks */
+    }
+    pthread_join(w, 0); close(bulk_fd[0]);
+    printf("bulk over %s: %lu bytes, %lu bad\n", use_socket ? "socketpair" : "pipe", got, bad);
+}
+
 int main(void) {
     pipe_chain();
+    bulk(1);
+    bulk(0);
     pthread_t a, b;
     pthread_create(&a, 0, poll_thread, 0); pthread_join(a, 0);
     pthread_create(&b, 0, epoll_thread, 0); pthread_join(b, 0);

@@ -21,6 +21,7 @@
 //! | 3   | EPOLL_FD      | the program's own epoll instance (never made non-blocking)    |
 //! | 4   | STREAM        | byte stream: a short read proves the receive queue was empty  |
 //! | 5   | SOCKET        | a socket: `MSG_DONTWAIT` makes single calls non-blocking      |
+//! | 6   | WATCH_WRITE   | registered for EPOLLOUT too (a writer had to wait once)       |
 //!
 //! `read_seq`/`write_seq` count readiness edges reported by the reactor; a waiter reads
 //! the sequence *before* its attempt and parks only while it is unchanged, so an edge
@@ -38,6 +39,8 @@ pub const EPOLL_FD: u32 = 8;
 pub const STREAM: u32 = 16;
 /// A socket: per-call MSG_DONTWAIT makes its reads and writes non-blocking.
 pub const SOCKET: u32 = 32;
+/// Registered for write readiness as well (see `reactor::ensure_registered`).
+pub const WATCH_WRITE: u32 = 64;
 
 pub struct FdState {
     pub flags: AtomicU32,

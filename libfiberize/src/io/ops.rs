@@ -115,7 +115,7 @@ enum Waited {
 
 /// Waits until `fd`'s readiness in `dir` moves past `seq`, or `deadline`.
 fn wait(fd: c_int, st: &FdState, dir: Dir, seq: u32, deadline: Option<u64>) -> Waited {
-    if fiber::current().is_some() && reactor::ensure_registered(fd, st).is_ok() {
+    if fiber::current().is_some() && reactor::ensure_registered(fd, st, dir == Dir::Write).is_ok() {
         let word = dir.seq(st);
         let r = parking::park(word as *const AtomicU32 as usize, u32::MAX, WaitKind::Io,
             || word.load(Ordering::Acquire) == seq, || {}, |_| {}, deadline);
@@ -575,7 +575,7 @@ pub mod wait_api {
                 None
             };
             if let (Some(dir), Some(st)) = (dir, fdtable::owned(p.fd)) {
-                if reactor::ensure_registered(p.fd, st).is_ok() {
+                if reactor::ensure_registered(p.fd, st, dir == Dir::Write).is_ok() {
                     loop {
                         let seq = dir.seq(st).load(Ordering::Acquire);
                         // SAFETY: as above.
@@ -667,7 +667,7 @@ pub mod wait_api {
         }
         let deadline = ms_deadline(timeout_ms);
         if let Some(st) = fdtable::owned(ep) {
-            if reactor::ensure_registered(ep, st).is_ok() {
+            if reactor::ensure_registered(ep, st, false).is_ok() {
                 loop {
                     let seq = st.read_seq.load(Ordering::Acquire);
                     let r = call(0);
