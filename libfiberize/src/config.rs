@@ -94,10 +94,12 @@ pub struct Config {
     pub stats: bool,
     pub dump_signal: i32,
     pub dump_at_exit: bool,
+    /// Idle rounds a worker spins before it sleeps (`FIBERIZE_SPIN`).
+    pub spin_rounds: u32,
 }
 
 static CONFIG_ONCE: RawOnce = RawOnce::new();
-static mut CONFIG: Config = Config { sync_inline: false, workers: 1, stats: false, dump_signal: 0, dump_at_exit: false };
+static mut CONFIG: Config = Config { sync_inline: false, workers: 1, stats: false, dump_signal: 0, dump_at_exit: false, spin_rounds: 0 };
 
 /// The configuration, read on first use.
 pub fn config() -> &'static Config {
@@ -112,6 +114,7 @@ pub fn config() -> &'static Config {
             stats: env_flag(b"FIBERIZE_STATS\0"),
             dump_signal: env_u64(b"FIBERIZE_DUMP_SIGNAL\0").unwrap_or(0) as i32,
             dump_at_exit: env_flag(b"FIBERIZE_DUMP_AT_EXIT\0"),
+            spin_rounds: env_u64(b"FIBERIZE_SPIN\0").map_or(crate::scheduler::SPIN_ROUNDS, |n| n.min(100_000) as u32),
         };
         // SAFETY: written once, inside the RawOnce, before any reader passes is_done().
         unsafe { *core::ptr::addr_of_mut!(CONFIG) = c };
