@@ -81,6 +81,27 @@ pub struct Waiter {
     fiber: *const Fiber,
     woken: AtomicU32,
     token: Cell<usize>,
+    /// Real-time priority of a thread waiter (0: none), see [`REALTIME_IN_USE`].
+    rt_priority: i32,
+}
+
+/// Set once the program created a SCHED_FIFO/SCHED_RR thread. From then on thread
+/// waiters record their real-time priority and [`unpark_one`] wakes the highest first,
+/// as the kernel's futex does for real-time tasks (fibers count as priority 0).
+pub static REALTIME_IN_USE: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(false);
+
+/// The calling thread's real-time priority (0 under SCHED_OTHER and friends).
+fn own_rt_priority() -> i32 {
+    // SAFETY: sched_getscheduler/sched_getparam on ourselves with a valid out-parameter.
+    unsafe {
+        let policy = sys::syscall6(libc::SYS_sched_getscheduler as usize, 0, 0, 0, 0, 0, 0) as i32;
+        if policy != libc::SCHED_FIFO && policy != libc::SCHED_RR {
+            return 0;
+        }
+        let mut p = libc::sched_param { sched_priority: 0 };
+        sys::syscall6(libc::SYS_sched_getparam as usize, 0, &mut p as *mut libc::sched_param as usize, 0, 0, 0, 0);
+        p.sched_priority
+    }
 }
 
 impl Waiter {
@@ -93,6 +114,7 @@ impl Waiter {
             fiber,
             woken: AtomicU32::new(0),
             token: Cell::new(TOKEN_NORMAL),
+            rt_priority: if fiber.is_null() && REALTIME_IN_USE.load(Ordering::Relaxed) { own_rt_priority() } else { 0 },
         }
     }
 }
@@ -311,6 +333,28 @@ pub fn unpark_one(key: usize, callback: impl FnOnce(UnparkInfo) -> usize) -> boo
         callback(UnparkInfo { unparked: false, have_more: false });
         b.lock.unlock();
         return false;
+    }
+    if REALTIME_IN_USE.load(Ordering::Relaxed) {
+        // The highest real-time priority first; FIFO among equals.
+        // SAFETY: list members are live under the lock.
+        unsafe {
+            let mut q = (*p).next.get();
+            let first = p;
+            while !q.is_null() {
+                if (*q).key.load(Ordering::Relaxed) == key && (*q).rt_priority > (*p).rt_priority {
+                    p = q;
+                }
+                q = (*q).next.get();
+            }
+            if p != first {
+                // Another waiter on the key remains (`first`).
+                let token = callback(UnparkInfo { unparked: true, have_more: true });
+                let wake = take(b, p, token);
+                b.lock.unlock();
+                wake.run();
+                return true;
+            }
+        }
     }
     // SAFETY: `p` is live under the lock.
     let have_more = unsafe {

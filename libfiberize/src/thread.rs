@@ -118,6 +118,7 @@ pub unsafe fn create(thread: *mut pthread_t, attr: *const pthread_attr_t, start:
         // SCHED_FIFO/SCHED_RR priorities only mean something to the kernel's
         // scheduler: such a thread stays a plain thread (glibc's checks and errors).
         bump(&STATS.fibers_native_fallback);
+        crate::parking::REALTIME_IN_USE.store(true, Ordering::Relaxed);
         // SAFETY: forwarded contract.
         return unsafe { pthread_create(thread, attr, start, arg) };
     }
