@@ -74,6 +74,7 @@ pub type InitRoutine = unsafe extern "C" fn();
 
 crate::real_fns! {
     fn pthread_once(o: *mut pthread_once_t, f: InitRoutine) -> c_int;
+    fn call_once(o: *mut pthread_once_t, f: InitRoutine) -> ();
 }
 
 /// `pthread_once`.

@@ -44,6 +44,7 @@ crate::real_fns! {
     fn pthread_spin_lock(l: *mut pthread_spinlock_t) -> c_int;
     fn pthread_spin_trylock(l: *mut pthread_spinlock_t) -> c_int;
     fn pthread_spin_unlock(l: *mut pthread_spinlock_t) -> c_int;
+    fn pthread_spin_destroy(l: *mut pthread_spinlock_t) -> c_int;
 }
 
 /// The lock word, or None for an address we cannot overlay (NULL or misaligned:

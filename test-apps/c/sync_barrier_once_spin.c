@@ -21,43 +21,14 @@
 #include <time.h>
 #include <unistd.h>
 
-#define CHECK(cond, ...)                                                        \
-    do {                                                                        \
-        if (!(cond)) {                                                          \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);                         \
-            printf(__VA_ARGS__);                                                \
-            printf("\n");                                                       \
-            fflush(stdout);                                                     \
-            _exit(1);                                                           \
-        }                                                                       \
-    } while (0)
+#include "sync_common.h"
+
 #define EXPECT(expr, want)                                                      \
     do {                                                                        \
         int got_ = (expr);                                                      \
         CHECK(got_ == (want), "%s = %d, want %d", #expr, got_, (int)(want));    \
     } while (0)
 
-static int (*p_active)(void);
-static int (*p_is_fiber)(void);
-static atomic_int fiber_seen;
-
-static void note_fiber(void) {
-    if (p_is_fiber && p_is_fiber())
-        atomic_store(&fiber_seen, 1);
-}
-
-static void report_preload(void) {
-    p_active = (int (*)(void))dlsym(RTLD_DEFAULT, "fiberize_active");
-    p_is_fiber = (int (*)(void))dlsym(RTLD_DEFAULT, "fiberize_is_fiber");
-    fprintf(stderr, "fiberize_active=%d main_is_fiber=%d\n", p_active ? p_active() : -1,
-            p_is_fiber ? p_is_fiber() : -1);
-}
-
-static void sleep_ms(int ms) {
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) != 0) {
-    }
-}
 
 static pthread_t spawn(void *(*fn)(void *), void *arg) {
     pthread_t t;

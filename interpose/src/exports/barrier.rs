@@ -6,14 +6,8 @@ use libc::{c_int, c_uint, pthread_barrier_t, pthread_barrierattr_t};
 use crate::gate::enabled;
 use fiberize_rt::barrier::api;
 
-mod real {
-    use super::*;
-    fiberize_rt::real_fns! {
-        fn pthread_barrier_init(b: *mut pthread_barrier_t, a: *const pthread_barrierattr_t, count: c_uint) -> c_int;
-        fn pthread_barrier_wait(b: *mut pthread_barrier_t) -> c_int;
-        fn pthread_barrier_destroy(b: *mut pthread_barrier_t) -> c_int;
-    }
-}
+/// The real libc functions, declared once where the runtime needs them too.
+use fiberize_rt::barrier::api as real;
 
 /// # Safety
 /// As glibc's `pthread_barrier_init`.

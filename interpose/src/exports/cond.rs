@@ -6,18 +6,8 @@ use libc::{c_int, clockid_t, pthread_cond_t, pthread_condattr_t, pthread_mutex_t
 
 use fiberize_rt::cond;
 
-mod real {
-    use super::*;
-    fiberize_rt::real_fns! {
-        @"GLIBC_2.3.2" fn pthread_cond_init(c: *mut pthread_cond_t, a: *const pthread_condattr_t) -> c_int;
-        @"GLIBC_2.3.2" fn pthread_cond_wait(c: *mut pthread_cond_t, m: *mut pthread_mutex_t) -> c_int;
-        @"GLIBC_2.3.2" fn pthread_cond_timedwait(c: *mut pthread_cond_t, m: *mut pthread_mutex_t, t: *const timespec) -> c_int;
-        fn pthread_cond_clockwait(c: *mut pthread_cond_t, m: *mut pthread_mutex_t, k: clockid_t, t: *const timespec) -> c_int;
-        @"GLIBC_2.3.2" fn pthread_cond_signal(c: *mut pthread_cond_t) -> c_int;
-        @"GLIBC_2.3.2" fn pthread_cond_broadcast(c: *mut pthread_cond_t) -> c_int;
-        @"GLIBC_2.3.2" fn pthread_cond_destroy(c: *mut pthread_cond_t) -> c_int;
-    }
-}
+/// The real libc functions, declared once where the runtime needs them too.
+use fiberize_rt::cond as real;
 
 use crate::gate::enabled;
 

@@ -5,18 +5,8 @@ use libc::{c_int, clockid_t, pthread_mutex_t, pthread_mutexattr_t, timespec};
 
 use fiberize_rt::mutex::api;
 
-mod real {
-    use super::*;
-    fiberize_rt::real_fns! {
-        fn pthread_mutex_init(m: *mut pthread_mutex_t, a: *const pthread_mutexattr_t) -> c_int;
-        fn pthread_mutex_lock(m: *mut pthread_mutex_t) -> c_int;
-        fn pthread_mutex_trylock(m: *mut pthread_mutex_t) -> c_int;
-        fn pthread_mutex_timedlock(m: *mut pthread_mutex_t, t: *const timespec) -> c_int;
-        fn pthread_mutex_clocklock(m: *mut pthread_mutex_t, c: clockid_t, t: *const timespec) -> c_int;
-        fn pthread_mutex_unlock(m: *mut pthread_mutex_t) -> c_int;
-        fn pthread_mutex_destroy(m: *mut pthread_mutex_t) -> c_int;
-    }
-}
+/// The real libc functions, declared once where the runtime needs them too.
+use fiberize_rt::mutex::api as real;
 
 use crate::gate::enabled;
 

@@ -7,13 +7,8 @@ use libc::{c_int, pthread_once_t};
 use crate::gate::enabled;
 use fiberize_rt::once::{self, InitRoutine};
 
-mod real {
-    use super::*;
-    fiberize_rt::real_fns! {
-        fn pthread_once(o: *mut pthread_once_t, f: InitRoutine) -> c_int;
-        fn call_once(o: *mut pthread_once_t, f: InitRoutine) -> ();
-    }
-}
+/// The real libc functions, declared once where the runtime needs them too.
+use fiberize_rt::once as real;
 
 /// # Safety
 /// As glibc's `pthread_once`.

@@ -8,22 +8,8 @@ use libc::{c_int, clockid_t, pthread_rwlock_t, pthread_rwlockattr_t, timespec};
 
 use fiberize_rt::rwlock::api;
 
-mod real {
-    use super::*;
-    fiberize_rt::real_fns! {
-        fn pthread_rwlock_init(rw: *mut pthread_rwlock_t, a: *const pthread_rwlockattr_t) -> c_int;
-        fn pthread_rwlock_destroy(rw: *mut pthread_rwlock_t) -> c_int;
-        fn pthread_rwlock_rdlock(rw: *mut pthread_rwlock_t) -> c_int;
-        fn pthread_rwlock_tryrdlock(rw: *mut pthread_rwlock_t) -> c_int;
-        fn pthread_rwlock_timedrdlock(rw: *mut pthread_rwlock_t, t: *const timespec) -> c_int;
-        fn pthread_rwlock_clockrdlock(rw: *mut pthread_rwlock_t, c: clockid_t, t: *const timespec) -> c_int;
-        fn pthread_rwlock_wrlock(rw: *mut pthread_rwlock_t) -> c_int;
-        fn pthread_rwlock_trywrlock(rw: *mut pthread_rwlock_t) -> c_int;
-        fn pthread_rwlock_timedwrlock(rw: *mut pthread_rwlock_t, t: *const timespec) -> c_int;
-        fn pthread_rwlock_clockwrlock(rw: *mut pthread_rwlock_t, c: clockid_t, t: *const timespec) -> c_int;
-        fn pthread_rwlock_unlock(rw: *mut pthread_rwlock_t) -> c_int;
-    }
-}
+/// The real libc functions, declared once where the runtime needs them too.
+use fiberize_rt::rwlock::api as real;
 
 use crate::gate::enabled;
 

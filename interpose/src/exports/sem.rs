@@ -11,19 +11,8 @@ use libc::{c_int, c_uint, clockid_t, sem_t, timespec};
 use crate::gate::{enabled, set_errno};
 use fiberize_rt::sem::api::{self, Outcome};
 
-mod real {
-    use super::*;
-    fiberize_rt::real_fns! {
-        fn sem_init(s: *mut sem_t, pshared: c_int, v: c_uint) -> c_int;
-        fn sem_destroy(s: *mut sem_t) -> c_int;
-        fn sem_wait(s: *mut sem_t) -> c_int;
-        fn sem_trywait(s: *mut sem_t) -> c_int;
-        fn sem_timedwait(s: *mut sem_t, t: *const timespec) -> c_int;
-        fn sem_clockwait(s: *mut sem_t, c: clockid_t, t: *const timespec) -> c_int;
-        fn sem_post(s: *mut sem_t) -> c_int;
-        fn sem_getvalue(s: *mut sem_t, v: *mut c_int) -> c_int;
-    }
-}
+/// The real libc functions, declared once where the runtime needs them too.
+use fiberize_rt::sem::api as real;
 
 /// glibc's return convention.
 #[inline]

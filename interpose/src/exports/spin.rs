@@ -6,16 +6,8 @@ use libc::{c_int, pthread_spinlock_t};
 use crate::gate::enabled;
 use fiberize_rt::spin;
 
-mod real {
-    use super::*;
-    fiberize_rt::real_fns! {
-        fn pthread_spin_init(l: *mut pthread_spinlock_t, pshared: c_int) -> c_int;
-        fn pthread_spin_lock(l: *mut pthread_spinlock_t) -> c_int;
-        fn pthread_spin_trylock(l: *mut pthread_spinlock_t) -> c_int;
-        fn pthread_spin_unlock(l: *mut pthread_spinlock_t) -> c_int;
-        fn pthread_spin_destroy(l: *mut pthread_spinlock_t) -> c_int;
-    }
-}
+/// The real libc functions, declared once where the runtime needs them too.
+use fiberize_rt::spin as real;
 
 /// # Safety
 /// As glibc's `pthread_spin_init`.
