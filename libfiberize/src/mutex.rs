@@ -51,9 +51,10 @@ pub enum Timeout {
 
 #[inline]
 pub fn self_id() -> u64 {
-    // SAFETY: pthread_self has no preconditions; it reads FS, so for a fiber it is the
-    // donor's pthread_t.
-    unsafe { libc::pthread_self() as u64 }
+    // glibc's pthread_self() is the TCB address (x86_64: `pthread_t` is the `struct
+    // pthread *`, whose first word points to itself), read here from FS without the
+    // PLT call; for a fiber FS is its donor's TCB, so this is the donor's pthread_t.
+    sys::thread_pointer() as u64
 }
 
 /// Whether glibc owns this mutex (pshared, robust, PI/PP).
