@@ -71,12 +71,7 @@ pub fn act_on_async_cancel(f: &Fiber) {
     }
     // In a handler the kernel blocked the kick signal; the fiber leaves without a
     // sigreturn, so put the mask it runs under back first.
-    let mask = if f.has_sigmask.load(Ordering::Acquire) {
-        f.sigmask.load(Ordering::Relaxed)
-    } else {
-        crate::scheduler::worker_base_sigmask(f).unwrap_or(0)
-    };
-    crate::sys::sigmask_set(mask & !crate::signal::KICK_BIT);
+    crate::sys::sigmask_set(crate::signal::intended_mask(f) & !crate::signal::KICK_BIT);
     act_on_cancel(f);
 }
 

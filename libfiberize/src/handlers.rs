@@ -136,16 +136,7 @@ fn redeliver() {
     // Unblock only what the context means to accept: a fiber's own mask (or, for a
     // fiber without one, its worker's) may block a signal that was deferred on
     // another worker during a switch.
-    let intended = match crate::fiber::current() {
-        Some(f) => {
-            if f.has_sigmask.load(Ordering::Acquire) {
-                f.sigmask.load(Ordering::Relaxed)
-            } else {
-                crate::scheduler::worker_base_sigmask(f).unwrap_or(0)
-            }
-        }
-        None => 0,
-    };
+    let intended = crate::fiber::current().map_or(0, crate::signal::intended_mask);
     sys::sigmask_unblock(bits & !intended & !crate::signal::KICK_BIT);
 }
 

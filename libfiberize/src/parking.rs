@@ -334,30 +334,24 @@ pub fn unpark_one(key: usize, callback: impl FnOnce(UnparkInfo) -> usize) -> boo
         b.lock.unlock();
         return false;
     }
+    let first = p;
     if REALTIME_IN_USE.load(Ordering::Relaxed) {
         // The highest real-time priority first; FIFO among equals.
         // SAFETY: list members are live under the lock.
         unsafe {
             let mut q = (*p).next.get();
-            let first = p;
             while !q.is_null() {
                 if (*q).key.load(Ordering::Relaxed) == key && (*q).rt_priority > (*p).rt_priority {
                     p = q;
                 }
                 q = (*q).next.get();
             }
-            if p != first {
-                // Another waiter on the key remains (`first`).
-                let token = callback(UnparkInfo { unparked: true, have_more: true });
-                let wake = take(b, p, token);
-                b.lock.unlock();
-                wake.run();
-                return true;
-            }
         }
     }
+    // Another waiter on the key remains: `first`, if we chose a later one, else any
+    // after it.
     // SAFETY: `p` is live under the lock.
-    let have_more = unsafe {
+    let have_more = p != first || unsafe {
         let mut q = (*p).next.get();
         while !q.is_null() && (*q).key.load(Ordering::Relaxed) != key {
             q = (*q).next.get();

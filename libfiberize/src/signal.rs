@@ -80,6 +80,17 @@ pub fn add_held_signals(f: &Fiber, set: &mut sigset_t) {
     }
 }
 
+/// The kernel mask fiber `f` is meant to run under: its own, or (for a fiber that never
+/// set one) that of the worker running it. Unlike [`effective_mask`] this does not read
+/// the current kernel mask, which a deferral or a handler may have changed.
+pub fn intended_mask(f: &Fiber) -> u64 {
+    if f.has_sigmask.load(Ordering::Acquire) {
+        f.sigmask.load(Ordering::Relaxed)
+    } else {
+        crate::scheduler::worker_base_sigmask(f).unwrap_or(0)
+    }
+}
+
 fn effective_mask(f: &Fiber) -> u64 {
     if f.has_sigmask.load(Ordering::Acquire) { f.sigmask.load(Ordering::Relaxed) } else { sys::sigmask_get() }
 }

@@ -73,9 +73,6 @@ pub fn ensure_registered(fd: i32, st: &FdState, for_write: bool) -> Result<(), i
     if st.has(REGISTERED) && (!for_write || st.has(WATCH_WRITE)) {
         return Ok(());
     }
-    if st.has(REGISTERED) {
-        return watch_write(fd, st);
-    }
     let ep = epfd();
     if ep < 0 {
         return Err(libc::ENOSYS);
@@ -121,14 +118,7 @@ fn event_for(fd: i32, st: &FdState, write: bool) -> libc::epoll_event {
     }
 }
 
-/// Adds EPOLLOUT to a registered fd (once).
-fn watch_write(fd: i32, st: &FdState) -> Result<(), i32> {
-    if st.flags.fetch_or(WATCH_WRITE, Ordering::AcqRel) & WATCH_WRITE != 0 {
-        return Ok(());
-    }
-    watch_write_mod(fd, st)
-}
-
+/// Adds EPOLLOUT to a registered fd (the caller set WATCH_WRITE first).
 fn watch_write_mod(fd: i32, st: &FdState) -> Result<(), i32> {
     let mut e = event_for(fd, st, true);
     // SAFETY: valid epoll fd and event pointer.
