@@ -4,7 +4,7 @@
 #
 #   bench-mysql/run.sh [--quick]
 #
-# Environment: THREADS (default "2 64 256 1024"), SECONDS_PER_RUN (default 10),
+# Environment: THREADS (default "2 64 256 1024"), SECONDS_PER_RUN (default 10), ROUNDS (3),
 # TEST (default oltp_point_select), TABLES/TABLE_SIZE (4 x 10000), CLIENT_PRELOAD=1 to
 # also run the sysbench client preloaded.
 set -euo pipefail
@@ -13,11 +13,12 @@ ROOT=$PWD
 LIB=$ROOT/target/release/libfiberize.so
 
 if [ "${1:-}" = "--quick" ]; then
-    THREADS=${THREADS:-"2 64 1024"}; SECONDS_PER_RUN=${SECONDS_PER_RUN:-5}
+    THREADS=${THREADS:-"2 64 1024"}; SECONDS_PER_RUN=${SECONDS_PER_RUN:-5}; ROUNDS=${ROUNDS:-1}
 fi
 THREADS=${THREADS:-"2 64 256 1024"}
 SECONDS_PER_RUN=${SECONDS_PER_RUN:-10}
 TEST=${TEST:-oltp_point_select}
+ROUNDS=${ROUNDS:-3}
 TABLES=${TABLES:-4}
 TABLE_SIZE=${TABLE_SIZE:-10000}
 
@@ -33,81 +34,106 @@ fi
 [ -f "$LIB" ] || cargo build --release -p interpose
 
 WORK=$(mktemp -d /tmp/fiberize-mysql.XXXXXX)
-# A free port below the ephemeral range (32768+), so that client sockets never hold it.
-PORT=
-for _ in $(seq 1 50); do
-    cand=$((12000 + RANDOM % 18000))
-    ss -ltn 2>/dev/null | awk '{print $4}' | grep -q ":$cand\$" || { PORT=$cand; break; }
-done
-[ -n "$PORT" ] || { echo "no free port"; exit 1; }
-SOCK=$WORK/mysqld.sock
+# Free ports below the ephemeral range (32768+), so that client sockets never hold them.
+free_port() {
+    local cand
+    for _ in $(seq 1 50); do
+        cand=$((12000 + RANDOM % 18000))
+        ss -ltn 2>/dev/null | awk '{print $4}' | grep -q ":$cand\$" || { echo $cand; return 0; }
+    done
+    echo "no free port" >&2; exit 1
+}
+declare -A PORT=([native]=$(free_port) [preload]=$(free_port))
+[ "${PORT[native]}" != "${PORT[preload]}" ] || PORT[preload]=$((PORT[native] + 1))
 cleanup() {
-    mariadb-admin --no-defaults -h127.0.0.1 -P$PORT -uroot shutdown >/dev/null 2>&1 || true
+    for s in native preload; do
+        mariadb-admin --no-defaults -h127.0.0.1 -P${PORT[$s]} -uroot shutdown >/dev/null 2>&1 || true
+    done
     sleep 1
-    [ -f "$WORK/pid" ] && kill -9 "$(cat "$WORK/pid")" >/dev/null 2>&1 || true
+    for s in native preload; do
+        [ -f "$WORK/pid-$s" ] && kill -9 "$(cat "$WORK/pid-$s")" >/dev/null 2>&1 || true
+    done
     rm -rf "$WORK"
 }
 trap cleanup EXIT
 
-echo "== initializing datadir in $WORK (port $PORT, loopback only)"
-mariadb-install-db --no-defaults --datadir="$WORK/data" --user=root --auth-root-authentication-method=normal >"$WORK/install.log" 2>&1
-
 start_server() { # native|preload
     local pre=()
     [ "$1" = preload ] && pre=(env LD_PRELOAD="$LIB" GLIBC_TUNABLES=glibc.pthread.rseq=0)
-    "${pre[@]}" /usr/sbin/mariadbd --no-defaults --datadir="$WORK/data" --socket="$SOCK" --port=$PORT \
-        --bind-address=127.0.0.1 --user=root --pid-file="$WORK/pid" --log-error="$WORK/err-$1.log" \
+    "${pre[@]}" /usr/sbin/mariadbd --no-defaults --datadir="$WORK/data-$1" --socket="$WORK/sock-$1" --port=${PORT[$1]} \
+        --bind-address=127.0.0.1 --user=root --pid-file="$WORK/pid-$1" --log-error="$WORK/err-$1.log" \
         --max-connections=4000 --innodb-buffer-pool-size=256M --skip-log-bin >"$WORK/out-$1.log" 2>&1 &
     for _ in $(seq 1 60); do
-        mariadb --no-defaults -h127.0.0.1 -P$PORT -uroot -e "select 1" >/dev/null 2>&1 && return 0
+        mariadb --no-defaults -h127.0.0.1 -P${PORT[$1]} -uroot -e "select 1" >/dev/null 2>&1 && return 0
         sleep 0.5
     done
     echo "server ($1) did not start:"; tail -20 "$WORK/err-$1.log"; exit 1
 }
-stop_server() {
-    mariadb-admin --no-defaults -h127.0.0.1 -P$PORT -uroot shutdown
-    for _ in $(seq 1 60); do [ -f "$WORK/pid" ] || return 0; sleep 0.5; done
+stop_server() { # native|preload
+    mariadb-admin --no-defaults -h127.0.0.1 -P${PORT[$1]} -uroot shutdown
+    for _ in $(seq 1 60); do [ -f "$WORK/pid-$1" ] || return 0; sleep 0.5; done
 }
 
-SB=(sysbench --db-driver=mysql --mysql-host=127.0.0.1 --mysql-port=$PORT --mysql-user=root
-    --mysql-db=sbtest --tables=$TABLES --table-size=$TABLE_SIZE)
-
-run_sb() { # client-mode threads -> "tps errors"
+sb_args() { # server -> the sysbench options that reach it
+    echo --db-driver=mysql --mysql-host=127.0.0.1 --mysql-port=${PORT[$1]} --mysql-user=root \
+        --mysql-db=sbtest --tables=$TABLES --table-size=$TABLE_SIZE
+}
+run_sb() { # server client-mode threads -> "tps errors"
     local pre=()
-    [ "$1" = preload ] && pre=(env LD_PRELOAD="$LIB" GLIBC_TUNABLES=glibc.pthread.rseq=0)
-    "${pre[@]}" "${SB[@]}" --threads="$2" --time="$SECONDS_PER_RUN" --rand-type=uniform "$TEST" run 2>&1 |
+    [ "$2" = preload ] && pre=(env LD_PRELOAD="$LIB" GLIBC_TUNABLES=glibc.pthread.rseq=0)
+    # shellcheck disable=SC2046 # sb_args prints words without spaces inside
+    "${pre[@]}" sysbench $(sb_args "$1") --threads="$3" --time="$SECONDS_PER_RUN" --rand-type=uniform "$TEST" run 2>&1 |
         awk '/transactions:/ { gsub("[(]", "", $3); tps=$3 } /ignored errors:/ { err=$3 } /FATAL/ { fatal=1 }
              END { printf "%s %s\n", (fatal ? "FATAL" : tps), err + 0 }'
 }
+median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 
+echo "== initializing one datadir in $WORK, copied for the second server (ports ${PORT[native]}, ${PORT[preload]}, loopback only)"
+mariadb-install-db --no-defaults --datadir="$WORK/data-native" --user=root --auth-root-authentication-method=normal >"$WORK/install.log" 2>&1
 start_server native
-mariadb --no-defaults -h127.0.0.1 -P$PORT -uroot -e "create database sbtest"
+mariadb --no-defaults -h127.0.0.1 -P${PORT[native]} -uroot -e "create database sbtest"
 echo "== preparing $TABLES tables x $TABLE_SIZE rows"
-"${SB[@]}" --threads=4 oltp_read_write prepare >/dev/null
+sysbench $(sb_args native) --threads=4 oltp_read_write prepare >/dev/null
+stop_server native
+cp -a "$WORK/data-native" "$WORK/data-preload"
 
+# Both servers run at once; each point alternates between them ROUNDS times (the
+# order flips every round) and keeps the median, so that a noisy stretch of the
+# machine hits both sides alike.
+start_server native
+start_server preload
+for s in native preload; do SECONDS_PER_RUN=3 run_sb $s native 2 >/dev/null; done # warm both
+CLIENTS=(native); [ "${CLIENT_PRELOAD:-0}" = 1 ] && CLIENTS+=(preload)
 declare -A R
-for server in native preload; do
-    [ $server = preload ] && { stop_server; start_server preload; }
-    # Warm the buffer pool and caches of the freshly started server (discarded), so
-    # that the first point is not measured against a cold server.
-    SECONDS_PER_RUN=3 run_sb native 2 >/dev/null
+for client in "${CLIENTS[@]}"; do
     for t in $THREADS; do
-        R[$server,native,$t]=$(run_sb native "$t")
-        [ "${CLIENT_PRELOAD:-0}" = 1 ] && R[$server,preload,$t]=$(run_sb preload "$t")
+        declare -A tps=() errs=()
+        for r in $(seq "$ROUNDS"); do
+            order=(native preload); [ $((r % 2)) = 0 ] && order=(preload native)
+            for s in "${order[@]}"; do
+                read -r v e <<<"$(run_sb $s $client "$t")"
+                tps[$s]+="$v "; errs[$s]=$(( ${errs[$s]:-0} + e ))
+            done
+        done
+        for s in native preload; do
+            R[$s,$client,$t]="$(tr ' ' '\n' <<<"${tps[$s]}" | grep . | median) ${errs[$s]}"
+        done
+        unset tps errs
     done
 done
-stop_server
+stop_server native
+stop_server preload
 
-echo "== $TEST, ${SECONDS_PER_RUN}s per point; transactions/s (errors); ratio = preloaded server / native server"
-printf "%-8s %-22s %-22s %-8s\n" threads native-server preloaded-server ratio
-for t in $THREADS; do
-    read -r a ea <<<"${R[native,native,$t]}"; read -r b eb <<<"${R[preload,native,$t]}"
-    printf "%-8s %-22s %-22s %s\n" "$t" "$a ($ea)" "$b ($eb)" "$(awk -v a="$a" -v b="$b" 'BEGIN { if (a > 0) printf "%.2fx", b / a; else print "-" }')"
-done
-if [ "${CLIENT_PRELOAD:-0}" = 1 ]; then
-    echo "== same, sysbench client preloaded too"
+report() { # client
+    printf "%-8s %-22s %-22s %-8s\n" threads native-server preloaded-server ratio
     for t in $THREADS; do
-        read -r a ea <<<"${R[native,preload,$t]}"; read -r b eb <<<"${R[preload,preload,$t]}"
+        read -r a ea <<<"${R[native,$1,$t]}"; read -r b eb <<<"${R[preload,$1,$t]}"
         printf "%-8s %-22s %-22s %s\n" "$t" "$a ($ea)" "$b ($eb)" "$(awk -v a="$a" -v b="$b" 'BEGIN { if (a > 0) printf "%.2fx", b / a; else print "-" }')"
     done
+}
+echo "== $TEST, ${SECONDS_PER_RUN}s per run, median of $ROUNDS; transactions/s (errors summed); ratio = preloaded server / native server"
+report native
+if [ "${CLIENT_PRELOAD:-0}" = 1 ]; then
+    echo "== same, sysbench client preloaded too"
+    report preload
 fi

@@ -95,8 +95,9 @@ pub fn render() -> String {
     let _ = writeln!(s, "fiberize: ---- fiber dump: {} fibers, {} armed timers ----", fibers.len(), timer::pending());
     if let Some(rt) = scheduler::try_runtime() {
         for w in rt.workers() {
-            let _ = writeln!(s, "fiberize: worker {} tid {} running fiber {} deferred-signals {:#x}", w.index, w.tid.load(Ordering::Relaxed),
-                w.running.load(Ordering::Relaxed), w.deferred_signals());
+            let _ = writeln!(s, "fiberize: worker {} tid {} {} running fiber {} switches {} deferred-signals {:#x}", w.index,
+                w.tid.load(Ordering::Relaxed), w.state_name(), w.running.load(Ordering::Relaxed),
+                w.progress.load(Ordering::Relaxed), w.deferred_signals());
         }
     }
     for f in &fibers {

@@ -34,9 +34,12 @@
 //!
 //! An idle worker first spins for a while (`SPIN_ROUNDS`), then announces itself:
 //! `sleep_word = SLEEPING; num_sleeping += 1` (SeqCst), re-checks every queue, and only
-//! then futex-waits on `sleep_word`. A producer publishes its fiber, issues a SeqCst
-//! fence and reads `num_sleeping`; if somebody sleeps and nobody spins, it moves one
-//! `sleep_word` SLEEPING→NOTIFIED and futex-wakes it. The two SeqCst sequences form a
+//! then sleeps: in the reactor's `epoll_wait` (so that I/O readiness wakes it
+//! directly, see crate::io::reactor), or on a futex on `sleep_word` where there is no
+//! reactor. A producer publishes its fiber, issues a SeqCst fence and reads
+//! `num_sleeping`; if somebody sleeps and nobody spins, it moves one `sleep_word`
+//! SLEEPING→NOTIFIED and wakes it (eventfd write or futex wake; the eventfd wakes some
+//! epoll sleeper, which need not be the one marked). The two SeqCst sequences form a
 //! Dekker pair: either the sleeper's re-check sees the fiber, or the producer sees the
 //! sleeper. Placing a fiber in a lifo slot does not notify (the waker's worker will
 //! run it next); the monitor thread, which ticks every millisecond, wakes a sleeper
@@ -99,6 +102,9 @@ const W_SPARE: u32 = 3;
 /// that only calls intercepted functions, and short enough that a blocked worker
 /// costs the others little latency (Go's sysmon retakes a P after 20 µs–10 ms).
 const STUCK_TICKS: u32 = 2;
+/// Longest gap between two looks at a running (not sleeping) worker's kernel state, in
+/// ticks: a fiber that computes and then blocks is noticed within this plus STUCK_TICKS.
+const MAX_RECHECK_TICKS: u32 = 16;
 /// Extra worker slots available as spares beyond the target.
 const MAX_SPARES: usize = 256;
 
@@ -121,8 +127,8 @@ pub struct WorkerShared {
     pub state: AtomicU32,
     /// A SPARE worker sleeps on this word until the monitor activates it.
     spare_word: AtomicU32,
-    /// This worker sleeps in epoll_wait as the reactor's poller (wake it through the
-    /// reactor's eventfd, not the futex).
+    /// This worker sleeps in the reactor's epoll_wait (wake it through the reactor's
+    /// eventfd, not the futex).
     polling: AtomicBool,
     /// The worker's own signal mask (kernel set), restored after fibers with their own.
     base_sigmask: AtomicU64,
@@ -283,6 +289,7 @@ impl Runtime {
 
     #[cold]
     fn wake_one_sleeper(&self) {
+        let mut someone_polls = false;
         for w in self.workers().iter() {
             if w.sleep_word.compare_exchange(SLEEPING, NOTIFIED, Ordering::SeqCst, Ordering::Relaxed).is_ok() {
                 if w.polling.load(Ordering::SeqCst) {
@@ -292,6 +299,13 @@ impl Runtime {
                 }
                 return;
             }
+            someone_polls |= w.polling.load(Ordering::SeqCst);
+        }
+        // The eventfd wakes *some* epoll sleeper, not necessarily the one it was
+        // written for: a worker can stay asleep marked NOTIFIED while another drained
+        // its wake-up. Nobody is SLEEPING but someone sleeps in epoll: wake it.
+        if someone_polls {
+            reactor::wake_poller();
         }
     }
 
@@ -730,17 +744,17 @@ fn idle(rt: &Runtime, w: &WorkerShared) {
         bump(&STATS.worker_sleeps);
         let d = timer::next_deadline();
         let deadline = if d == u64::MAX { None } else { Some(d) };
-        if reactor::try_acquire_poller() {
-            // Sleep in epoll_wait. `polling` is published before the re-check of
-            // `sleep_word`, and a notifier CASes `sleep_word` before it reads
-            // `polling` (all SeqCst): it either sees us polling and writes the
-            // eventfd, or we see its NOTIFIED and do not wait.
+        if reactor::available() {
+            // Sleep in epoll_wait (any number of idle workers do, see crate::io::reactor).
+            // `polling` is published before the re-check of `sleep_word`, and a
+            // notifier CASes `sleep_word` before it reads `polling` (all SeqCst): it
+            // either sees us polling and writes the eventfd, or we see its NOTIFIED
+            // and do not wait.
             w.polling.store(true, Ordering::SeqCst);
             if w.sleep_word.load(Ordering::SeqCst) == SLEEPING {
-                reactor::poll(deadline);
+                reactor::sleep_in_epoll(deadline);
             }
             w.polling.store(false, Ordering::SeqCst);
-            reactor::release_poller();
         } else {
             sys::futex_wait(&w.sleep_word, SLEEPING, deadline);
         }
@@ -759,6 +773,11 @@ extern "C" fn monitor_main(_: *mut libc::c_void) -> *mut libc::c_void {
     let rt = runtime_unchecked();
     let mut last_progress = vec![0u64; rt.workers.len()];
     let mut stuck_ticks = vec![0u32; rt.workers.len()];
+    // Ticks without progress before the next look at the kernel state: STUCK_TICKS,
+    // doubled (up to MAX_RECHECK_TICKS) each time the thread was found running, so that
+    // a fiber that computes (or a worker the kernel preempted) costs the monitor a
+    // /proc read every few ms instead of every tick.
+    let mut check_after = vec![STUCK_TICKS; rt.workers.len()];
     loop {
         let deadline = sys::now_ns() + MONITOR_TICK_NS;
         let seen = rt.monitor_word.load(Ordering::Acquire);
@@ -782,12 +801,18 @@ extern "C" fn monitor_main(_: *mut libc::c_void) -> *mut libc::c_void {
             if w.state.load(Ordering::Acquire) != W_ACTIVE || w.running.load(Ordering::Relaxed) == 0 || p != last_progress[i] {
                 last_progress[i] = p;
                 stuck_ticks[i] = 0;
+                check_after[i] = STUCK_TICKS;
                 continue;
             }
             stuck_ticks[i] += 1;
-            if stuck_ticks[i] >= STUCK_TICKS && thread_sleeps_in_kernel(w.tid.load(Ordering::Relaxed)) {
+            if stuck_ticks[i] >= check_after[i] {
                 stuck_ticks[i] = 0;
-                mark_blocked(rt, w);
+                if thread_sleeps_in_kernel(w.tid.load(Ordering::Relaxed)) {
+                    check_after[i] = STUCK_TICKS;
+                    mark_blocked(rt, w);
+                } else {
+                    check_after[i] = (check_after[i] * 2).min(MAX_RECHECK_TICKS);
+                }
             }
         }
     }
@@ -901,6 +926,15 @@ fn thread_sleeps_in_kernel(tid: u32) -> bool {
 }
 
 impl WorkerShared {
+    /// `active`, `blocked` or `spare` (for the dump).
+    pub fn state_name(&self) -> &'static str {
+        match self.state.load(Ordering::Relaxed) {
+            W_ACTIVE => "active",
+            W_BLOCKED => "blocked",
+            _ => "spare",
+        }
+    }
+
     /// Program signals deferred on this worker's kernel thread, not yet unblocked.
     pub fn deferred_signals(&self) -> u64 {
         self.deferred.load(Ordering::Relaxed)

@@ -7,15 +7,25 @@
 //!
 //! # Who waits in epoll_wait
 //!
-//! At most one worker at a time is the **poller** (`POLLER` flag). An idle worker that
-//! becomes the poller sleeps in `epoll_wait` instead of on its futex, with the next
-//! timer deadline as timeout, so an I/O wake-up costs no extra thread hop. To wake it
-//! for new work, `wake_poller` writes to an eventfd that is in the same epoll set.
-//! When every worker is busy, nobody sleeps in epoll: workers call [`poll_if_stale`]
-//! between fibers and the monitor calls it every tick, so readiness is still noticed
-//! within `STALE_NS` (busy) or one monitor tick.
+//! Every idle worker sleeps in `epoll_wait` ([`sleep_in_epoll`]) instead of on a futex,
+//! with the next timer deadline as timeout. The kernel queues epoll waiters
+//! exclusively, so one readiness edge wakes one idle worker, which dispatches the
+//! events it harvested and runs the woken fibers itself — the wake-up costs what a
+//! blocked thread's wake-up costs natively, with no extra thread hop. Any number of
+//! workers may sleep there at once: when one has just woken and runs a fiber, the next
+//! edge wakes another idle worker instead of waiting for a busy one. (With a single
+//! poller, two connections could end up served by one worker while the other slept on
+//! its futex: MariaDB at 2 connections ran at half speed for seconds at a time.)
+//! To wake a sleeping worker for new work, `wake_poller` writes to an eventfd that is
+//! in the same epoll set (level-triggered: it wakes some epoll sleeper, which drains
+//! it and looks for work).
+//!
+//! When no worker sleeps in epoll (all busy), workers poll without waiting between
+//! fibers ([`poll_if_stale`]) and the monitor does every tick, so readiness is still
+//! noticed within `STALE_NS` (busy) or one monitor tick. The non-blocking polls are
+//! serialized by the `POLLER` flag (two of them at once would only split the events).
 
-use core::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, Ordering};
 
 use crate::io::fdtable::{self, FdState, REGISTERED, WATCH_WRITE};
 use crate::parking;
@@ -24,6 +34,8 @@ use crate::sys::{self, syscall6};
 static EPFD: AtomicI32 = AtomicI32::new(-1);
 static WAKE_FD: AtomicI32 = AtomicI32::new(-1);
 static POLLER: AtomicBool = AtomicBool::new(false);
+/// Workers blocked in epoll_wait right now.
+static SLEEPERS: AtomicU32 = AtomicU32::new(0);
 static LAST_POLL_NS: AtomicU64 = AtomicU64::new(0);
 
 /// How old the last poll may get before a busy worker polls between fibers. Origin:
@@ -157,7 +169,22 @@ fn bump_and_wake(st: &FdState, read: bool, write: bool) {
     }
 }
 
-/// Tries to become the poller.
+/// Whether the reactor exists (idle workers can sleep in epoll_wait).
+#[inline]
+pub fn available() -> bool {
+    epfd() >= 0
+}
+
+/// Sleeps in epoll_wait until an event, a `wake_poller` or `deadline`, and dispatches
+/// what it harvested. For idle workers; any number may sleep here at once.
+pub fn sleep_in_epoll(deadline: Option<u64>) -> usize {
+    SLEEPERS.fetch_add(1, Ordering::SeqCst);
+    let n = poll(deadline);
+    SLEEPERS.fetch_sub(1, Ordering::SeqCst);
+    n
+}
+
+/// Tries to become the (non-blocking) poller.
 #[inline]
 pub fn try_acquire_poller() -> bool {
     epfd() >= 0 && !POLLER.load(Ordering::Relaxed) && POLLER.compare_exchange(false, true, Ordering::AcqRel, Ordering::Relaxed).is_ok()
@@ -178,7 +205,7 @@ pub fn wake_poller() {
     }
 }
 
-/// Waits for events (the caller holds the poller role) until `deadline`
+/// Waits for events until `deadline`
 /// (None: forever, Some(0): don't wait) and dispatches them. Returns how many fd events.
 pub fn poll(deadline: Option<u64>) -> usize {
     let ep = epfd();
@@ -223,10 +250,11 @@ pub fn poll(deadline: Option<u64>) -> usize {
     count
 }
 
-/// Polls without waiting if nobody did for `max_age_ns` and nobody is polling now.
+/// Polls without waiting if nobody did for `max_age_ns`, nobody is polling now and no
+/// idle worker sleeps in epoll_wait (the kernel wakes that one for any event).
 #[inline]
 pub fn poll_if_stale(max_age_ns: u64) {
-    if epfd() < 0 || POLLER.load(Ordering::Relaxed) {
+    if epfd() < 0 || POLLER.load(Ordering::Relaxed) || SLEEPERS.load(Ordering::Relaxed) != 0 {
         return;
     }
     let last = LAST_POLL_NS.load(Ordering::Relaxed);
