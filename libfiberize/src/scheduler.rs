@@ -78,12 +78,16 @@ use crate::io::reactor;
 use crate::{sys, timer};
 
 /// Idle rounds before a worker sleeps (`FIBERIZE_SPIN` overrides): the first quarter
-/// a few hundred ns of `pause` each, the rest `sched_yield`s. Origin: measured on the
-/// 2-vCPU machine with MariaDB point selects at 2 connections (warm server, 3 x 5 s,
-/// transactions/s): 0 rounds 29–31k (every query then pays a sleeping worker's
-/// wake-up), 64 rounds 31–92k (bistable), 128: 40–99k, 256: 78–102k, 512: 86–88k,
-/// native 98–122k. Longer spins only burn more idle CPU.
-pub const SPIN_ROUNDS: u32 = 256;
+/// a few hundred ns of `pause` each, the rest `sched_yield`s, a non-blocking epoll poll
+/// every fourth round. Origin: measured on the 2-vCPU machine with MariaDB point
+/// selects at 2 connections (warm servers, transactions/s, native server ~96–104k),
+/// after idle workers began to sleep in epoll_wait: preloaded server 8 rounds 70–95k,
+/// 16: 92–103k, 32: 50–97k, 256: 62–91k; preloaded sysbench client against a native
+/// server (native client ~105k): 0 rounds 39k, 8: 87k, 16: 80–88k, 32: 75k, 256: 45k.
+/// A long spin takes the CPU from the process that is about to answer (the other end
+/// of the connection, on the same small machine); no spin pays a sleeping worker's
+/// wake-up for every reply.
+pub const SPIN_ROUNDS: u32 = 16;
 /// Every this many dequeues a worker looks at the global queues first, so that a busy
 /// local deque cannot starve the injector (the constant Go uses).
 const GLOBAL_CHECK_INTERVAL: u32 = 61;

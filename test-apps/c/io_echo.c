@@ -85,6 +85,12 @@ static void *client(void *a) {
     return 0;
 }
 
+static void *close_later(void *a) {
+    usleep(20000);
+    close((int)(long)a);
+    return NULL;
+}
+
 static void *edge_cases(void *a) {
     (void)a;
     int fd = dial();
@@ -110,7 +116,27 @@ static void *edge_cases(void *a) {
     CHECK(write(fd, "x", 1) == 1);
     p.revents = 0; CHECK(poll(&p, 1, 5000) == 1 && (p.revents & POLLIN));
     CHECK(recv(fd, &c, 1, MSG_DONTWAIT) == 1 && c == 'x');
+    /* libmariadb's read loop: recv(MSG_DONTWAIT) until EAGAIN, then poll, then recv. */
+    for (int i = 0; i < 200; i++) {
+        CHECK(write(fd, "y", 1) == 1);
+        for (;;) {
+            ssize_t n = recv(fd, &c, 1, MSG_DONTWAIT);
+            if (n == 1) { CHECK(c == 'y'); break; }
+            CHECK(n == -1 && errno == EAGAIN);
+            p.revents = 0;
+            CHECK(poll(&p, 1, 5000) == 1 && (p.revents & POLLIN));
+        }
+    }
     close(fd);
+    /* The peer hangs up while we wait in poll after an EAGAIN: poll returns, EOF. */
+    int sv[2]; CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
+    CHECK(recv(sv[0], &c, 1, MSG_DONTWAIT) == -1 && errno == EAGAIN);
+    pthread_t closer; CHECK(pthread_create(&closer, NULL, close_later, (void *)(long)sv[1]) == 0);
+    struct pollfd h = {sv[0], POLLIN, 0};
+    CHECK(poll(&h, 1, 5000) == 1 && (h.revents & (POLLIN | POLLHUP)));
+    CHECK(recv(sv[0], &c, 1, 0) == 0);
+    pthread_join(closer, NULL);
+    close(sv[0]);
     /* Non-blocking connect: EINPROGRESS (or 0 on loopback), then writable. */
     int s = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0); CHECK(s >= 0);
     CHECK(fcntl(s, F_GETFL) & O_NONBLOCK);

@@ -158,17 +158,13 @@ fn blocking_sized(fd: c_int, st: &FdState, dir: Dir, requested: usize, mut attem
     let track = dir == Dir::Read && requested > 0 && st.has(STREAM) && fiber::current().is_some();
     loop {
         let seq = dir.seq(st).load(Ordering::Acquire);
-        let known_empty = track && st.drained_at.load(Ordering::Acquire) == (1u64 << 32 | seq as u64);
-        if !known_empty {
+        if !(track && known_empty(st, seq)) {
             let r = attempt();
-            if r >= 0 || !would_block() {
-                if track && r > 0 && (r as usize) < requested {
-                    st.drained_at.store(1u64 << 32 | seq as u64, Ordering::Release);
-                }
-                return r;
-            }
             if track {
-                st.drained_at.store(1u64 << 32 | seq as u64, Ordering::Release);
+                note_if_drained(st, seq, requested, r);
+            }
+            if r >= 0 || !would_block() {
+                return r;
             }
         }
         match wait(fd, st, dir, seq, deadline) {
@@ -183,6 +179,39 @@ fn blocking_sized(fd: c_int, st: &FdState, dir: Dir, requested: usize, mut attem
             }
         }
     }
+}
+
+/// Whether a read found the receive queue empty at readiness sequence `seq` (and no
+/// edge came since): the next read would fail with EAGAIN.
+#[inline]
+fn known_empty(st: &FdState, seq: u32) -> bool {
+    st.drained_at.load(Ordering::Acquire) == (1u64 << 32 | seq as u64)
+}
+
+/// After a plain read of `requested` bytes from a byte stream that returned `r`, with
+/// `seq` read before the call: EAGAIN or a short read proves the queue was empty.
+/// Leaves errno alone.
+#[inline]
+fn note_if_drained(st: &FdState, seq: u32, requested: usize, r: isize) {
+    if (r < 0 && would_block()) || (r > 0 && (r as usize) < requested) {
+        st.drained_at.store(1u64 << 32 | seq as u64, Ordering::Release);
+    }
+}
+
+/// A read the program made non-blocking itself (`MSG_DONTWAIT`, `O_NONBLOCK`), as is;
+/// on a stream socket we track, read by a fiber, an empty queue is remembered so that
+/// the `poll` that typically follows (libmariadb: recv with MSG_DONTWAIT, EAGAIN, poll,
+/// recv) parks at once instead of probing for data that is not there.
+#[inline]
+fn nonblocking_read(fd: c_int, requested: usize, attempt: impl FnOnce() -> isize) -> isize {
+    let st = match fdtable::owned(fd) {
+        Some(st) if requested > 0 && st.has(STREAM) && fiber::current().is_some() => st,
+        _ => return attempt(),
+    };
+    let seq = st.read_seq.load(Ordering::Acquire);
+    let r = attempt();
+    note_if_drained(st, seq, requested, r);
+    r
 }
 
 /// The owned, blocking-in-the-program's-view state of `fd`, if it needs our loop.
@@ -319,8 +348,8 @@ pub mod api {
                 // SAFETY: forwarded contract, made non-blocking for this call only.
                 blocking_sized(fd, st, Dir::Read, sized, || unsafe { super::recv(fd, buf, n, flags | DW) as isize }) as ssize_t
             }
-            // SAFETY: forwarded contract.
-            _ => unsafe { super::recv(fd, buf, n, flags) },
+            // SAFETY: forwarded contract (one attempt, non-blocking or not ours).
+            _ => nonblocking_read(fd, if flags & !DW == 0 { n } else { 0 }, || unsafe { super::recv(fd, buf, n, flags) as isize }) as ssize_t,
         }
     }
 
@@ -329,11 +358,12 @@ pub mod api {
     pub unsafe fn recvfrom(fd: c_int, buf: *mut c_void, n: size_t, flags: c_int, a: *mut sockaddr, l: *mut socklen_t) -> ssize_t {
         match needs_loop(fd) {
             Some(st) if flags & DW == 0 && st.has(SOCKET) => {
+                let sized = if flags == 0 { n } else { 0 };
                 // SAFETY: forwarded contract, non-blocking for this call only.
-                blocking(fd, st, Dir::Read, || unsafe { super::recvfrom(fd, buf, n, flags | DW, a, l) as isize }) as ssize_t
+                blocking_sized(fd, st, Dir::Read, sized, || unsafe { super::recvfrom(fd, buf, n, flags | DW, a, l) as isize }) as ssize_t
             }
-            // SAFETY: forwarded contract.
-            _ => unsafe { super::recvfrom(fd, buf, n, flags, a, l) },
+            // SAFETY: forwarded contract (one attempt, non-blocking or not ours).
+            _ => nonblocking_read(fd, if flags & !DW == 0 { n } else { 0 }, || unsafe { super::recvfrom(fd, buf, n, flags, a, l) as isize }) as ssize_t,
         }
     }
 
@@ -554,13 +584,8 @@ pub mod wait_api {
             // SAFETY: forwarded contract.
             return unsafe { super::poll(fds, n, timeout_ms) };
         }
-        // SAFETY: forwarded contract (non-blocking probe).
-        let r = unsafe { super::poll(fds, n, 0) };
-        if r != 0 || timeout_ms == 0 {
-            return r;
-        }
         let deadline = ms_deadline(timeout_ms);
-        if n == 1 {
+        if n == 1 && timeout_ms != 0 {
             // SAFETY: n == 1: one valid pollfd.
             let p = unsafe { &mut *fds };
             // POLLPRI (MariaDB's vio waits for POLLIN|POLLPRI) is reported through the
@@ -575,20 +600,33 @@ pub mod wait_api {
                 None
             };
             if let (Some(dir), Some(st)) = (dir, fdtable::owned(p.fd)) {
+                // Registered first, then the sequence, then the probe: an edge after the
+                // probe moves the sequence, and registering reports a readiness that
+                // came before it, so the park below cannot miss one.
                 if reactor::ensure_registered(p.fd, st, dir == Dir::Write).is_ok() {
                     loop {
                         let seq = dir.seq(st).load(Ordering::Acquire);
-                        // SAFETY: as above.
-                        let r = unsafe { super::poll(fds, 1, 0) };
-                        if r != 0 {
-                            return r;
+                        // A read just found the queue empty at this sequence (e.g. the
+                        // program's MSG_DONTWAIT recv before this poll): nothing to probe.
+                        if !(dir == Dir::Read && p.events & libc::POLLPRI == 0 && known_empty(st, seq)) {
+                            // SAFETY: as above.
+                            let r = unsafe { super::poll(fds, 1, 0) };
+                            if r != 0 {
+                                return r;
+                            }
                         }
                         if let Waited::TimedOut = wait(p.fd, st, dir, seq, deadline) {
+                            p.revents = 0;
                             return 0;
                         }
                     }
                 }
             }
+        }
+        // SAFETY: forwarded contract (non-blocking probe).
+        let r = unsafe { super::poll(fds, n, 0) };
+        if r != 0 || timeout_ms == 0 {
+            return r;
         }
         // SAFETY: forwarded contract; runs on the donor thread.
         fiber::run_on_donor(|| unsafe { super::poll(fds, n, remaining_ms(deadline)) })
