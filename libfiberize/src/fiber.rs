@@ -128,6 +128,9 @@ pub struct Fiber {
     pub unregistered: core::sync::atomic::AtomicBool,
     /// The donor's thread pointer (FS base).
     pub tp: AtomicUsize,
+    /// The donor's kernel thread id: what "this thread" means for the calls that take
+    /// a tid (`setpriority(PRIO_PROCESS, 0)`), since `gettid()` reports the worker.
+    pub donor_tid: AtomicU32,
     pub start_routine: usize,
     coroutine: UnsafeCell<Option<FiberCoroutine>>,
     yielder: Cell<*const FiberYielder>,
@@ -188,6 +191,7 @@ impl Fiber {
         Fiber {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             pthread: AtomicUsize::new(0),
+            donor_tid: AtomicU32::new(0),
             unregistered: core::sync::atomic::AtomicBool::new(false),
             tp: AtomicUsize::new(0),
             start_routine,

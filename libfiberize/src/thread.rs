@@ -174,6 +174,7 @@ fn donor_main_inner(fiber: FiberRef, start: StartRoutine, arg: *mut c_void) -> *
     };
 
     fiber.tp.store(sys::thread_pointer(), Ordering::Relaxed);
+    fiber.donor_tid.store(sys::gettid() as u32, Ordering::Relaxed);
     // SAFETY: pthread_self has no preconditions (and is not shadowed).
     fiber.pthread.store(unsafe { libc::pthread_self() } as usize, Ordering::Relaxed);
     fiber::set_current(Arc::as_ptr(&fiber));
@@ -409,4 +410,15 @@ pub unsafe fn exit(v: *mut c_void) -> ! {
     // SAFETY: forwarded contract; never returns.
     unsafe { pthread_exit(v) };
     crate::fatal(&["pthread_exit returned"])
+}
+
+/// For a call made by a fiber that names a thread by kernel id (`setpriority`,
+/// `getpriority` with `PRIO_PROCESS`): the donor's tid when `who` means "the calling
+/// thread" — 0, or the worker's tid that `gettid()` returned — since the worker is
+/// shared with other fibers and the donor is the thread the program created. `None`
+/// leaves `who` as it is (plain threads, other tids).
+pub fn calling_thread_tid(who: u32) -> Option<u32> {
+    let f = fiber::current()?;
+    let donor = f.donor_tid.load(Ordering::Relaxed);
+    (donor != 0 && (who == 0 || who == sys::gettid() as u32)).then_some(donor)
 }

@@ -12,6 +12,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -108,6 +110,33 @@ int main(void) {
     pthread_t af; void *afr; pthread_create(&af, 0, affine, 0); pthread_join(af, &afr);
     cpu_set_t mine; CHECK(sched_getaffinity(0, sizeof mine, &mine) == 0);
     printf("affinity thread_view_ok=%ld main_unchanged=%d\n", (long)afr, CPU_COUNT(&mine) == sysconf(_SC_NPROCESSORS_ONLN));
+    /* setpriority(PRIO_PROCESS, 0 or gettid()) is the calling thread's own nice value:
+     * a sibling (under the preload maybe on the same worker) and main keep theirs. */
+    static pthread_barrier_t nice_set;
+    pthread_barrier_init(&nice_set, 0, 5);
+    void *nicer(void *a) {
+        (void)a;
+        CHECK(setpriority(PRIO_PROCESS, 0, 5) == 0);
+        pthread_barrier_wait(&nice_set);
+        for (int i = 0; i < 5; i++) { usleep(100); sched_yield(); }
+        errno = 0;
+        int own = getpriority(PRIO_PROCESS, 0), by_tid = getpriority(PRIO_PROCESS, syscall(SYS_gettid));
+        pthread_barrier_wait(&nice_set);
+        return (void *)(long)(own == 5 && by_tid == 5 && errno == 0);
+    }
+    void *sibling(void *a) {
+        (void)a;
+        pthread_barrier_wait(&nice_set);
+        errno = 0;
+        int own = getpriority(PRIO_PROCESS, 0), by_tid = getpriority(PRIO_PROCESS, syscall(SYS_gettid));
+        pthread_barrier_wait(&nice_set);
+        return (void *)(long)(own == 0 && by_tid == 0 && errno == 0);
+    }
+    pthread_t nt[5]; long nice_ok = 0;
+    for (int i = 0; i < 5; i++) pthread_create(&nt[i], 0, i == 0 ? nicer : sibling, 0);
+    for (int i = 0; i < 5; i++) { void *r; pthread_join(nt[i], &r); nice_ok += (long)r; }
+    printf("nice per_thread_ok=%ld/5 main=%d\n", nice_ok, getpriority(PRIO_PROCESS, 0));
+    pthread_barrier_destroy(&nice_set);
     int cpu = sched_getcpu();
     printf("sched_getcpu valid=%d\n", cpu >= 0 && cpu < CPU_SETSIZE);
     int (*active)(void) = (int (*)(void))dlsym(RTLD_DEFAULT, "fiberize_active");

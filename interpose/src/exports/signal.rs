@@ -17,6 +17,8 @@ mod real {
         fn pthread_setaffinity_np(t: libc::pthread_t, n: libc::size_t, set: *const libc::cpu_set_t) -> c_int;
         fn pthread_getaffinity_np(t: libc::pthread_t, n: libc::size_t, set: *mut libc::cpu_set_t) -> c_int;
         fn raise(sig: c_int) -> c_int;
+        fn setpriority(which: c_int, who: libc::id_t, prio: c_int) -> c_int;
+        fn getpriority(which: c_int, who: libc::id_t) -> c_int;
         fn sigpending(set: *mut sigset_t) -> c_int;
         fn bsd_signal(sig: c_int, handler: libc::sighandler_t) -> libc::sighandler_t;
         fn sysv_signal(sig: c_int, handler: libc::sighandler_t) -> libc::sighandler_t;
@@ -143,6 +145,30 @@ pub unsafe extern "C" fn sched_getaffinity(pid: libc::pid_t, n: libc::size_t, se
     }
     // SAFETY: forwarded contract.
     unsafe { real::sched_getaffinity(pid, n, set) }
+}
+
+/// `setpriority(PRIO_PROCESS, 0 or gettid(), …)` from a fiber sets the nice value of
+/// the calling thread, i.e. its donor, not the worker that other fibers share (Linux
+/// applies PRIO_PROCESS to one thread). Other targets are passed on unchanged.
+///
+/// # Safety
+/// As glibc's `setpriority`.
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn setpriority(which: c_int, who: libc::id_t, prio: c_int) -> c_int {
+    let who = if which == libc::PRIO_PROCESS as c_int { fiberize_rt::thread::calling_thread_tid(who).unwrap_or(who) } else { who };
+    // SAFETY: forwarded contract.
+    unsafe { real::setpriority(which, who, prio) }
+}
+
+/// See [`setpriority`].
+///
+/// # Safety
+/// As glibc's `getpriority`.
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn getpriority(which: c_int, who: libc::id_t) -> c_int {
+    let who = if which == libc::PRIO_PROCESS as c_int { fiberize_rt::thread::calling_thread_tid(who).unwrap_or(who) } else { who };
+    // SAFETY: forwarded contract.
+    unsafe { real::getpriority(which, who) }
 }
 
 // ---- Handler installation: the kernel gets fiberize's trampoline, the program keeps
