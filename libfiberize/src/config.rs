@@ -96,10 +96,13 @@ pub struct Config {
     pub dump_at_exit: bool,
     /// Idle rounds a worker spins before it sleeps (`FIBERIZE_SPIN`).
     pub spin_rounds: u32,
+    /// A fiber alone on its worker waits for its descriptor in the kernel directly
+    /// (`FIBERIZE_DIRECT_WAIT=0` turns it off; see `scheduler::direct_wait`).
+    pub direct_wait: bool,
 }
 
 static CONFIG_ONCE: RawOnce = RawOnce::new();
-static mut CONFIG: Config = Config { sync_inline: false, workers: 1, stats: false, dump_signal: 0, dump_at_exit: false, spin_rounds: 0 };
+static mut CONFIG: Config = Config { sync_inline: false, workers: 1, stats: false, dump_signal: 0, dump_at_exit: false, spin_rounds: 0, direct_wait: false };
 
 /// The configuration, read on first use.
 pub fn config() -> &'static Config {
@@ -115,6 +118,7 @@ pub fn config() -> &'static Config {
             dump_signal: env_u64(b"FIBERIZE_DUMP_SIGNAL\0").unwrap_or(0) as i32,
             dump_at_exit: env_flag(b"FIBERIZE_DUMP_AT_EXIT\0"),
             spin_rounds: env_u64(b"FIBERIZE_SPIN\0").map_or(crate::scheduler::SPIN_ROUNDS, |n| n.min(100_000) as u32),
+            direct_wait: !matches!(env_str(b"FIBERIZE_DIRECT_WAIT\0"), Some(v) if is_off(v)),
         };
         // SAFETY: written once, inside the RawOnce, before any reader passes is_done().
         unsafe { *core::ptr::addr_of_mut!(CONFIG) = c };

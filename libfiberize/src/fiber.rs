@@ -53,7 +53,7 @@
 
 use core::cell::{Cell, UnsafeCell};
 use core::num::NonZeroUsize;
-use core::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicI32, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use corosensei::stack::{Stack, StackPointer};
@@ -131,6 +131,10 @@ pub struct Fiber {
     /// The donor's kernel thread id: what "this thread" means for the calls that take
     /// a tid (`setpriority(PRIO_PROCESS, 0)`), since `gettid()` reports the worker.
     pub donor_tid: AtomicU32,
+    /// While the fiber waits for a descriptor directly in the kernel on its worker
+    /// (`scheduler::direct_wait`): the worker's wake-up eventfd, which `unpark` writes
+    /// so that the wait ends (-1 otherwise).
+    pub direct_wake_fd: AtomicI32,
     pub start_routine: usize,
     coroutine: UnsafeCell<Option<FiberCoroutine>>,
     yielder: Cell<*const FiberYielder>,
@@ -154,7 +158,11 @@ pub struct Fiber {
     /// for signal n). Delivered when the fiber next runs (see `crate::signal`).
     pub pending_signals: AtomicU64,
     /// Set when a signal was delivered during a park: interruptible waits return EINTR.
+    /// Also set whenever a program handler runs on the fiber (`signal::note_handler_ran`).
     pub interrupted: core::sync::atomic::AtomicBool,
+    /// A handler that ran on the fiber was installed without `SA_RESTART`: a
+    /// restartable wait (a blocking read without timeout) returns EINTR too.
+    pub interrupted_no_restart: core::sync::atomic::AtomicBool,
     /// How often the monitor caught this fiber blocking its worker in a call we do not
     /// intercept; at `DEMOTE_AFTER_BLOCKS` it is handed to its donor for good.
     pub foreign_blocks: AtomicU32,
@@ -192,6 +200,7 @@ impl Fiber {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             pthread: AtomicUsize::new(0),
             donor_tid: AtomicU32::new(0),
+            direct_wake_fd: AtomicI32::new(-1),
             unregistered: core::sync::atomic::AtomicBool::new(false),
             tp: AtomicUsize::new(0),
             start_routine,
@@ -210,6 +219,7 @@ impl Fiber {
             has_sigmask: core::sync::atomic::AtomicBool::new(false),
             pending_signals: AtomicU64::new(0),
             interrupted: core::sync::atomic::AtomicBool::new(false),
+            interrupted_no_restart: core::sync::atomic::AtomicBool::new(false),
             foreign_blocks: AtomicU32::new(0),
             cancel_requested: core::sync::atomic::AtomicBool::new(false),
             cancel_disabled: core::sync::atomic::AtomicBool::new(false),

@@ -390,11 +390,13 @@ extern "C" fn trampoline(sig: c_int, info: *mut siginfo_t, uc: *mut c_void) {
             // SAFETY: the program installed `h` with SA_SIGINFO, so it has this type.
             let f: InfoHandler = unsafe { core::mem::transmute::<usize, InfoHandler>(h) };
             f(sig, info, uc);
+            crate::signal::note_handler_ran(flags & libc::SA_RESTART != 0);
         }
         h => {
             // SAFETY: the program installed `h` as a plain handler.
             let f: PlainHandler = unsafe { core::mem::transmute::<usize, PlainHandler>(h) };
             f(sig);
+            crate::signal::note_handler_ran(flags & libc::SA_RESTART != 0);
         }
     }
 }

@@ -119,6 +119,35 @@ pub fn deliver_pending(f: &Fiber) {
     }
 }
 
+/// A program handler ran on the calling thread (the trampoline says so): if that is a
+/// fiber, its current or next wait counts as interrupted, as the kernel interrupts the
+/// thread's system call. Async-signal-safe (a TLS read and atomics).
+pub fn note_handler_ran(sa_restart: bool) {
+    if let Some(f) = crate::fiber::current() {
+        if !sa_restart {
+            f.interrupted_no_restart.store(true, Ordering::Release);
+        }
+        f.interrupted.store(true, Ordering::Release);
+    }
+}
+
+/// Forgets handlers that ran before a wait begins (they did not interrupt it).
+pub fn clear_interruption(f: &Fiber) {
+    f.interrupted.store(false, Ordering::Relaxed);
+    f.interrupted_no_restart.store(false, Ordering::Relaxed);
+}
+
+/// Whether a handler ran on `f` since [`clear_interruption`], and if so whether the
+/// interrupted call is restarted: `restartable` (the kernel restarts it under
+/// SA_RESTART, see signal(7)) and every such handler had SA_RESTART.
+pub fn interrupted_for_good(f: &Fiber, restartable: bool) -> bool {
+    if !f.interrupted.swap(false, Ordering::AcqRel) {
+        return false;
+    }
+    let no_restart = f.interrupted_no_restart.swap(false, Ordering::AcqRel);
+    !restartable || no_restart
+}
+
 /// `pthread_kill` on a fiber. Returns the error number.
 pub fn kill_fiber(target: &crate::fiber::FiberRef, sig: c_int) -> c_int {
     if !(0..=64).contains(&sig) {

@@ -31,6 +31,7 @@ counters! {
     timers_fired,
     worker_sleeps,
     worker_wakeups,
+    direct_waits,
     thread_waits,
     futex_waits,
     futex_wakes,

@@ -222,3 +222,41 @@ pub fn sched_yield_raw() {
     // SAFETY: sched_yield has no arguments and cannot fail.
     unsafe { syscall6(libc::SYS_sched_yield as usize, 0, 0, 0, 0, 0, 0) };
 }
+
+/// A new non-blocking, close-on-exec eventfd (raw: `eventfd` is one of our exports),
+/// or -1.
+pub fn eventfd_new() -> i32 {
+    // SAFETY: eventfd2 takes no pointers.
+    let r = unsafe { syscall6(libc::SYS_eventfd2 as usize, 0, (libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) as usize, 0, 0, 0, 0) };
+    if r < 0 { -1 } else { r as i32 }
+}
+
+/// Adds 1 to an eventfd counter (makes it readable).
+pub fn eventfd_signal(fd: i32) {
+    let one: u64 = 1;
+    // SAFETY: writes 8 bytes from a live u64; a failure (counter full) still leaves the
+    // eventfd readable, which is all a signal means.
+    unsafe { syscall6(libc::SYS_write as usize, fd as usize, &one as *const u64 as usize, 8, 0, 0, 0) };
+}
+
+/// Resets a non-blocking eventfd's counter (it stops being readable).
+pub fn eventfd_drain(fd: i32) {
+    let mut buf: u64 = 0;
+    // SAFETY: reads 8 bytes into a live u64; EAGAIN (already zero) is fine.
+    unsafe { syscall6(libc::SYS_read as usize, fd as usize, &mut buf as *mut u64 as usize, 8, 0, 0, 0) };
+}
+
+/// `ppoll` without a signal mask change, until the CLOCK_MONOTONIC `deadline_ns`
+/// (`u64::MAX`: no limit). Returns the kernel's result (negative errno on failure).
+pub fn ppoll_until(fds: &mut [libc::pollfd], deadline_ns: u64) -> isize {
+    let ts;
+    let tsp = if deadline_ns == u64::MAX {
+        core::ptr::null()
+    } else {
+        ts = ns_to_timespec(deadline_ns.saturating_sub(now_ns()));
+        &ts as *const libc::timespec
+    };
+    // SAFETY: `fds` is a valid array of its length; `tsp` is null or a live timespec;
+    // a null sigmask keeps the thread's mask.
+    unsafe { syscall6(libc::SYS_ppoll as usize, fds.as_mut_ptr() as usize, fds.len(), tsp as usize, 0, 8, 0) }
+}

@@ -137,3 +137,93 @@ fn parking_lot_quick_unpark_is_not_lost() {
         }
     });
 }
+
+/// `scheduler::direct_wait` (publish the wake fd, then look at `park_state`) against
+/// `scheduler::unpark` of a running fiber (RUNNING -> NOTIFIED, then look for a wake
+/// fd): a fiber that goes to wait in ppoll always gets its eventfd written.
+#[test]
+fn direct_wait_and_unpark_form_a_dekker_pair() {
+    const NO_FD: u32 = u32::MAX;
+    loom::model(|| {
+        let park_state = Arc::new(AtomicU32::new(RUNNING));
+        let wake_fd = Arc::new(AtomicU32::new(NO_FD));
+        let eventfd = Arc::new(AtomicUsize::new(0));
+        let (p2, w2, e2) = (park_state.clone(), wake_fd.clone(), eventfd.clone());
+        let unparker = thread::spawn(move || {
+            if p2.compare_exchange(RUNNING, NOTIFIED, Ordering::SeqCst, Ordering::Acquire).is_ok() {
+                fence(Ordering::SeqCst);
+                if w2.load(Ordering::SeqCst) != NO_FD {
+                    e2.fetch_add(1, Ordering::SeqCst); // sys::eventfd_signal
+                }
+            }
+        });
+        wake_fd.store(7, Ordering::SeqCst);
+        fence(Ordering::SeqCst);
+        let waits = park_state.load(Ordering::SeqCst) != NOTIFIED;
+        unparker.join().unwrap();
+        wake_fd.store(NO_FD, Ordering::SeqCst);
+        if waits {
+            // ppoll on the eventfd returns only if somebody wrote it.
+            assert_eq!(eventfd.load(Ordering::SeqCst), 1, "direct waiter missed its unpark");
+        }
+    });
+}
+
+/// `reactor::leave_epoll_set` (a direct waiter takes the fd out of the epoll set)
+/// against a fiber that parks on the same fd through the reactor (`count_waiter`, then
+/// `ensure_registered`): the parked fiber never ends up relying on a registration that
+/// was removed. `in_set` stands for the kernel's epoll set (its epoll_ctl calls are
+/// serialized by the kernel, hence the Mutex).
+#[test]
+fn epoll_removal_never_strands_a_parked_waiter() {
+    const REGISTERED: u32 = 4;
+    const REG_BUSY: u32 = 128;
+    fn lock_registration(flags: &AtomicU32, done: impl Fn(u32) -> bool) -> Option<u32> {
+        loop {
+            let f = flags.load(Ordering::SeqCst);
+            if f & REG_BUSY != 0 {
+                thread::yield_now();
+                continue;
+            }
+            if done(f) {
+                return None;
+            }
+            if flags.compare_exchange(f, f | REG_BUSY, Ordering::SeqCst, Ordering::Relaxed).is_ok() {
+                return Some(f);
+            }
+        }
+    }
+    loom::model(|| {
+        let flags = Arc::new(AtomicU32::new(REGISTERED));
+        let waiters = Arc::new(AtomicU32::new(0));
+        let in_set = Arc::new(Mutex::new(true));
+        let (f2, w2, s2) = (flags.clone(), waiters.clone(), in_set.clone());
+        let parker = thread::spawn(move || {
+            w2.fetch_add(1, Ordering::SeqCst); // count_waiter(st, true)
+            fence(Ordering::SeqCst);
+            if lock_registration(&f2, |f| f & REGISTERED != 0).is_some() {
+                *s2.lock().unwrap() = true; // EPOLL_CTL_ADD
+                f2.fetch_update(Ordering::SeqCst, Ordering::Relaxed, |x| Some((x | REGISTERED) & !REG_BUSY)).unwrap();
+            }
+            // ... parks, relying on the registration.
+        });
+        // leave_epoll_set
+        let mut out = true;
+        if waiters.load(Ordering::SeqCst) == 0 {
+            if lock_registration(&flags, |f| f & REGISTERED == 0).is_some() {
+                fence(Ordering::SeqCst);
+                out = waiters.load(Ordering::SeqCst) == 0;
+                if out {
+                    *in_set.lock().unwrap() = false; // EPOLL_CTL_DEL
+                }
+                let dropped = if out { REGISTERED } else { 0 };
+                flags.fetch_and(!(dropped | REG_BUSY), Ordering::SeqCst);
+            }
+        } else {
+            out = false;
+        }
+        parker.join().unwrap();
+        assert!(*in_set.lock().unwrap(), "a fiber parked on an fd that is not in the epoll set (direct waiter out: {out})");
+        assert_eq!(flags.load(Ordering::SeqCst) & REGISTERED, REGISTERED);
+    });
+}

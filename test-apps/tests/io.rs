@@ -56,3 +56,17 @@ fn program_signal_handlers_against_the_runtime() {
         }
     }
 }
+
+#[test]
+fn blocking_io_interrupted_by_signals() {
+    // EINTR exactly where the kernel gives it (SA_RESTART, never-restarted calls, socket
+    // timeouts) and cancellation of a blocked read, whether the blocked fiber waits
+    // directly in the kernel (alone on its worker) or parked through the reactor.
+    let bin = build_c("io_eintr");
+    let (native, pre) = same_both_ways_bin("io_eintr", &bin, &[]);
+    assert!(stat(&pre, "direct_waits") > 0, "no direct wait happened:\n{}", pre.stderr);
+    let parked = run_env(&bin, &[], &[("FIBERIZE_DIRECT_WAIT", "0")]);
+    assert_eq!(parked.stdout, native.stdout, "with FIBERIZE_DIRECT_WAIT=0; stderr:\n{}", parked.stderr);
+    assert_eq!(stat(&parked, "direct_waits"), 0);
+    assert!(stat(&parked, "parks") > 0);
+}

@@ -22,6 +22,7 @@
 //! | 4   | STREAM        | byte stream: a short read proves the receive queue was empty  |
 //! | 5   | SOCKET        | a socket: `MSG_DONTWAIT` makes single calls non-blocking      |
 //! | 6   | WATCH_WRITE   | registered for EPOLLOUT too (a writer had to wait once)       |
+//! | 7   | REG_BUSY      | somebody is adding or removing it in the epoll set right now  |
 //!
 //! `read_seq`/`write_seq` count readiness edges reported by the reactor; a waiter reads
 //! the sequence *before* its attempt and parks only while it is unchanged, so an edge
@@ -41,6 +42,9 @@ pub const STREAM: u32 = 16;
 pub const SOCKET: u32 = 32;
 /// Registered for write readiness as well (see `reactor::ensure_registered`).
 pub const WATCH_WRITE: u32 = 64;
+/// Held (set by CAS) while a thread changes the fd's epoll registration, so that an
+/// EPOLL_CTL_DEL and a concurrent EPOLL_CTL_ADD happen in the order their flags say.
+pub const REG_BUSY: u32 = 128;
 
 pub struct FdState {
     pub flags: AtomicU32,
@@ -55,6 +59,9 @@ pub struct FdState {
     /// readiness sequence (0: unknown). While `read_seq` has not moved, the next read
     /// would fail with EAGAIN, so a blocking read parks at once instead of trying.
     pub drained_at: AtomicU64,
+    /// Fibers parked on this fd's readiness through the reactor (or about to): while
+    /// non-zero the fd must stay in the epoll set (`reactor::leave_epoll_set`).
+    pub epoll_waiters: AtomicU32,
 }
 
 impl FdState {
@@ -67,6 +74,7 @@ impl FdState {
             rcvtimeo_ns: AtomicU64::new(0),
             sndtimeo_ns: AtomicU64::new(0),
             drained_at: AtomicU64::new(0),
+            epoll_waiters: AtomicU32::new(0),
         }
     }
 

@@ -25,15 +25,23 @@
 //! noticed within `STALE_NS` (busy) or one monitor tick. The non-blocking polls are
 //! serialized by the `POLLER` flag (two of them at once would only split the events).
 
-use core::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, Ordering};
+use core::sync::atomic::{fence, AtomicBool, AtomicI32, AtomicU32, AtomicU64, Ordering};
 
-use crate::io::fdtable::{self, FdState, REGISTERED, WATCH_WRITE};
+use crate::io::fdtable::{self, FdState, REGISTERED, REG_BUSY, WATCH_WRITE};
 use crate::parking;
 use crate::sys::{self, syscall6};
 
 static EPFD: AtomicI32 = AtomicI32::new(-1);
 static WAKE_FD: AtomicI32 = AtomicI32::new(-1);
 static POLLER: AtomicBool = AtomicBool::new(false);
+/// A direct waiter (scheduler::direct_wait) watches the epoll set's readiness in its
+/// ppoll, so that fibers parked through the reactor are not left to the monitor's
+/// once-a-millisecond poll while every idle worker waits directly. One at a time: an
+/// edge would wake every watcher.
+static WATCHER: AtomicBool = AtomicBool::new(false);
+/// Fibers parked on descriptor readiness through the epoll set (sum of the fds'
+/// `epoll_waiters`).
+static IO_WAITERS: AtomicU32 = AtomicU32::new(0);
 /// Workers blocked in epoll_wait right now.
 static SLEEPERS: AtomicU32 = AtomicU32::new(0);
 static LAST_POLL_NS: AtomicU64 = AtomicU64::new(0);
@@ -54,7 +62,7 @@ pub fn init() {
         if ep < 0 {
             crate::fatal(&["epoll_create1 failed"]);
         }
-        let ev = syscall6(libc::SYS_eventfd2 as usize, 0, (libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) as usize, 0, 0, 0, 0);
+        let ev = sys::eventfd_new();
         if ev < 0 {
             crate::fatal(&["eventfd failed"]);
         }
@@ -73,7 +81,10 @@ fn epfd() -> i32 {
 
 /// Puts `fd` in the epoll set if it is not there yet, watching write readiness only
 /// once a writer has to wait (`for_write`). Err(errno) if epoll refuses it (e.g.
-/// EPERM for a regular file): the caller must wait some other way.
+/// EPERM for a regular file): the caller must wait some other way. Callers that park
+/// afterwards count themselves in `FdState::epoll_waiters` first, so that a direct
+/// waiter does not take the fd out under them ([`leave_epoll_set`]). Adding reports a
+/// readiness that came before it, so a sequence read before this call misses no edge.
 ///
 /// Why not EPOLLOUT from the start: with it, every ACK that frees send-buffer space
 /// is an edge — an epoll callback, a ready-list entry and a dispatch — although
@@ -82,43 +93,77 @@ fn epfd() -> i32 {
 /// Adding EPOLLOUT later with EPOLL_CTL_MOD makes the kernel re-check readiness at
 /// once, so an edge between the writer's EAGAIN and the MOD is not lost.
 pub fn ensure_registered(fd: i32, st: &FdState, for_write: bool) -> Result<(), i32> {
-    if st.has(REGISTERED) && (!for_write || st.has(WATCH_WRITE)) {
-        return Ok(());
-    }
-    let ep = epfd();
-    if ep < 0 {
-        return Err(libc::ENOSYS);
-    }
     let want = REGISTERED | if for_write { WATCH_WRITE } else { 0 };
-    let prev = st.flags.fetch_or(want, Ordering::AcqRel);
-    if prev & REGISTERED != 0 {
-        return if for_write && prev & WATCH_WRITE == 0 { watch_write_mod(fd, st) } else { Ok(()) };
-    }
-    let mut e = event_for(fd, st, for_write);
-    // SAFETY: valid epoll fd and event pointer.
-    let r = unsafe {
-        syscall6(libc::SYS_epoll_ctl as usize, ep as usize, libc::EPOLL_CTL_ADD as usize, fd as usize,
-            &mut e as *mut libc::epoll_event as usize, 0, 0)
-    };
-    if r == -(libc::EEXIST as isize) {
-        // Same fd number and open file description still registered from before a
-        // close/dup dance: refresh the cookie.
-        // SAFETY: as above.
-        let r2 = unsafe {
-            syscall6(libc::SYS_epoll_ctl as usize, ep as usize, libc::EPOLL_CTL_MOD as usize, fd as usize,
-                &mut e as *mut libc::epoll_event as usize, 0, 0)
-        };
-        if r2 < 0 {
-            st.flags.fetch_and(!REGISTERED, Ordering::AcqRel);
-            return Err(-r2 as i32);
+    let Some(f) = lock_registration(st, |f| f & want == want) else { return Ok(()) };
+    let ep = epfd();
+    let r = if ep < 0 {
+        Err(libc::ENOSYS)
+    } else if f & REGISTERED != 0 {
+        ctl(ep, libc::EPOLL_CTL_MOD, fd, st, true)
+    } else {
+        match ctl(ep, libc::EPOLL_CTL_ADD, fd, st, for_write) {
+            // Same fd number and open file description still registered from before a
+            // close/dup dance: refresh the cookie.
+            Err(libc::EEXIST) => ctl(ep, libc::EPOLL_CTL_MOD, fd, st, for_write),
+            r => r,
         }
-        return Ok(());
+    };
+    let gained = if r.is_ok() { want } else { 0 };
+    st.flags.fetch_update(Ordering::SeqCst, Ordering::Relaxed, |x| Some((x | gained) & !REG_BUSY)).ok();
+    r
+}
+
+/// Takes `fd` out of the epoll set for a direct wait (`scheduler::direct_wait`), unless
+/// a fiber waits on it through the reactor. Returns whether it is out.
+///
+/// Pairs with the waiters' "count myself in `epoll_waiters`, then look at the flags"
+/// (both SeqCst): either we see their count and leave the fd in, or they see
+/// `REG_BUSY` (or the cleared `REGISTERED`) and add it again after our DEL.
+pub fn leave_epoll_set(fd: i32, st: &FdState) -> bool {
+    if st.epoll_waiters.load(Ordering::SeqCst) != 0 {
+        return false;
     }
-    if r < 0 {
-        st.flags.fetch_and(!REGISTERED, Ordering::AcqRel);
-        return Err(-r as i32);
+    let Some(f) = lock_registration(st, |f| f & REGISTERED == 0) else { return true };
+    fence(Ordering::SeqCst); // REG_BUSY taken, then the count: the other side
+    let out = if st.epoll_waiters.load(Ordering::SeqCst) != 0 {
+        false
+    } else {
+        // SAFETY: plain epoll_ctl; a failure (fd already gone) leaves nothing registered.
+        unsafe { syscall6(libc::SYS_epoll_ctl as usize, epfd() as usize, libc::EPOLL_CTL_DEL as usize, fd as usize, 0, 0, 0) };
+        true
+    };
+    let dropped = if out { REGISTERED | WATCH_WRITE } else { 0 };
+    debug_assert!(f & REGISTERED != 0);
+    st.flags.fetch_and(!(dropped | REG_BUSY), Ordering::SeqCst);
+    out
+}
+
+/// Takes `REG_BUSY` and returns the flags it was taken from, or `None` without taking
+/// it when `done(flags)` says there is nothing to change. Waits while another thread
+/// holds it (for one epoll_ctl).
+fn lock_registration(st: &FdState, done: impl Fn(u32) -> bool) -> Option<u32> {
+    let mut spins = 0u32;
+    loop {
+        let f = st.flags.load(Ordering::SeqCst);
+        if f & REG_BUSY != 0 {
+            spins += 1;
+            if spins < 64 { sys::cpu_relax() } else { sys::sched_yield_raw() }
+            continue;
+        }
+        if done(f) {
+            return None;
+        }
+        if st.flags.compare_exchange(f, f | REG_BUSY, Ordering::SeqCst, Ordering::Relaxed).is_ok() {
+            return Some(f);
+        }
     }
-    Ok(())
+}
+
+fn ctl(ep: i32, op: i32, fd: i32, st: &FdState, write: bool) -> Result<(), i32> {
+    let mut e = event_for(fd, st, write);
+    // SAFETY: valid epoll fd and event pointer.
+    let r = unsafe { syscall6(libc::SYS_epoll_ctl as usize, ep as usize, op as usize, fd as usize, &mut e as *mut libc::epoll_event as usize, 0, 0) };
+    if r < 0 { Err(-r as i32) } else { Ok(()) }
 }
 
 fn event_for(fd: i32, st: &FdState, write: bool) -> libc::epoll_event {
@@ -128,21 +173,6 @@ fn event_for(fd: i32, st: &FdState, write: bool) -> libc::epoll_event {
         events: (libc::EPOLLIN | libc::EPOLLPRI | out | libc::EPOLLRDHUP | libc::EPOLLET) as u32,
         u64: fd as u32 as u64 | (gen as u64) << 32,
     }
-}
-
-/// Adds EPOLLOUT to a registered fd (the caller set WATCH_WRITE first).
-fn watch_write_mod(fd: i32, st: &FdState) -> Result<(), i32> {
-    let mut e = event_for(fd, st, true);
-    // SAFETY: valid epoll fd and event pointer.
-    let r = unsafe {
-        syscall6(libc::SYS_epoll_ctl as usize, epfd() as usize, libc::EPOLL_CTL_MOD as usize, fd as usize,
-            &mut e as *mut libc::epoll_event as usize, 0, 0)
-    };
-    if r < 0 {
-        st.flags.fetch_and(!WATCH_WRITE, Ordering::AcqRel);
-        return Err(-r as i32);
-    }
-    Ok(())
 }
 
 /// Removes `fd` from the epoll set (before the program closes it) and wakes its
@@ -184,6 +214,37 @@ pub fn sleep_in_epoll(deadline: Option<u64>) -> usize {
     n
 }
 
+/// Makes the caller the direct waiter that watches the epoll set, if there is none:
+/// returns the epoll fd to add to its ppoll set. Release with [`stop_watching`].
+pub fn start_watching() -> Option<i32> {
+    let ep = epfd();
+    (ep >= 0 && !WATCHER.load(Ordering::Relaxed) && !WATCHER.swap(true, Ordering::AcqRel)).then_some(ep)
+}
+
+pub fn stop_watching() {
+    WATCHER.store(false, Ordering::Release);
+}
+
+/// Counts a fiber in (`true`) or out of the waiters on `st` through the epoll set.
+/// In before its registration check and park: see [`leave_epoll_set`].
+pub fn count_waiter(st: &FdState, coming: bool) {
+    if coming {
+        st.epoll_waiters.fetch_add(1, Ordering::SeqCst);
+        IO_WAITERS.fetch_add(1, Ordering::Relaxed);
+        // Count, then look at the flags (in ensure_registered): one side of the Dekker
+        // pair with leave_epoll_set (model: loom_protocols.rs).
+        fence(Ordering::SeqCst);
+    } else {
+        st.epoll_waiters.fetch_sub(1, Ordering::SeqCst);
+        IO_WAITERS.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// How many fibers wait for readiness through the epoll set now.
+pub fn io_waiters() -> u32 {
+    IO_WAITERS.load(Ordering::Relaxed)
+}
+
 /// Tries to become the (non-blocking) poller.
 #[inline]
 pub fn try_acquire_poller() -> bool {
@@ -199,9 +260,7 @@ pub fn release_poller() {
 pub fn wake_poller() {
     let fd = WAKE_FD.load(Ordering::Acquire);
     if fd >= 0 {
-        let one: u64 = 1;
-        // SAFETY: writes 8 bytes from a live u64 to our eventfd.
-        unsafe { syscall6(libc::SYS_write as usize, fd as usize, &one as *const u64 as usize, 8, 0, 0, 0) };
+        sys::eventfd_signal(fd);
     }
 }
 
@@ -230,9 +289,7 @@ pub fn poll(deadline: Option<u64>) -> usize {
     for e in &events[..n as usize] {
         let cookie = e.u64;
         if cookie == WAKE_COOKIE {
-            let mut buf: u64 = 0;
-            // SAFETY: reads 8 bytes into a live u64 from our non-blocking eventfd.
-            unsafe { syscall6(libc::SYS_read as usize, WAKE_FD.load(Ordering::Relaxed) as usize, &mut buf as *mut u64 as usize, 8, 0, 0, 0) };
+            sys::eventfd_drain(WAKE_FD.load(Ordering::Relaxed));
             continue;
         }
         let fd = (cookie & 0xffff_ffff) as i32;
