@@ -260,3 +260,16 @@ pub fn ppoll_until(fds: &mut [libc::pollfd], deadline_ns: u64) -> isize {
     // a null sigmask keeps the thread's mask.
     unsafe { syscall6(libc::SYS_ppoll as usize, fds.as_mut_ptr() as usize, fds.len(), tsp as usize, 0, 8, 0) }
 }
+
+/// The calling thread's errno (a fiber's own: FS is its donor's TCB).
+#[inline]
+pub fn errno() -> i32 {
+    // SAFETY: __errno_location returns this thread's errno slot.
+    unsafe { *libc::__errno_location() }
+}
+
+#[inline]
+pub fn set_errno(e: i32) {
+    // SAFETY: as above.
+    unsafe { *libc::__errno_location() = e };
+}

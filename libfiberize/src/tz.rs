@@ -54,6 +54,7 @@ use core::sync::atomic::{AtomicI64, AtomicU64, AtomicU8, Ordering::Relaxed, Orde
 use libc::{c_char, c_int, time_t, tm};
 
 use crate::config;
+use crate::sys::{errno, set_errno};
 
 mod real {
     use libc::{c_char, time_t, tm};
@@ -332,18 +333,6 @@ const ISDST_STRIDE: i32 = 601_200;
 const ISDST_DURATION_MAX: i32 = 457_243_209;
 /// How many leap-second probes glibc allows before giving up with EOVERFLOW.
 const MAX_PROBES: i32 = 6;
-
-#[inline]
-fn errno() -> c_int {
-    // SAFETY: __errno_location returns this thread's (fiber's) errno slot.
-    unsafe { *libc::__errno_location() }
-}
-
-#[inline]
-fn set_errno(e: c_int) {
-    // SAFETY: as above.
-    unsafe { *libc::__errno_location() = e };
-}
 
 /// Is `tm_year` (years since 1900) a leap year? Works for negative years.
 fn is_leap(year: i64) -> bool {

@@ -29,19 +29,6 @@
         CHECK(got_ == (want), "%s = %d, want %d", #expr, got_, (int)(want));    \
     } while (0)
 
-
-static pthread_t spawn(void *(*fn)(void *), void *arg) {
-    pthread_t t;
-    int r = pthread_create(&t, NULL, fn, arg);
-    CHECK(r == 0, "pthread_create: %d", r);
-    return t;
-}
-
-static void join(pthread_t t) {
-    int r = pthread_join(t, NULL);
-    CHECK(r == 0, "pthread_join: %d", r);
-}
-
 /* ============================================================================ */
 /* Barriers                                                                     */
 /* ============================================================================ */

@@ -1,9 +1,12 @@
 /* Shared by the sync_* test apps: a CHECK that prints the failing line on stdout (so
  * the native/preloaded stdout comparison shows it) and exits 1, the preload evidence
- * on stderr, and a sleep that survives signals. Include after the system headers. */
+ * on stderr, a sleep that survives signals, error names, absolute deadlines, and
+ * checked thread create/join. Include after the system headers. */
 #ifndef SYNC_COMMON_H
 #define SYNC_COMMON_H
 #include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <time.h>
@@ -40,6 +43,51 @@ static void sleep_ms(int ms) {
     struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
     while (nanosleep(&ts, &ts) != 0) {
     }
+}
+
+/* The name of an error number the sync functions return ("0" for success). */
+__attribute__((unused)) static const char *ename(int e) {
+    switch (e) {
+    case 0: return "0";
+    case EAGAIN: return "EAGAIN";
+    case EBUSY: return "EBUSY";
+    case EDEADLK: return "EDEADLK";
+    case EINTR: return "EINTR";
+    case EINVAL: return "EINVAL";
+    case EOVERFLOW: return "EOVERFLOW";
+    case EPERM: return "EPERM";
+    case ETIMEDOUT: return "ETIMEDOUT";
+    default: {
+        static char buf[32];
+        snprintf(buf, sizeof buf, "%d", e);
+        return buf;
+    }
+    }
+}
+
+/* Clock `c` now plus `ms` milliseconds, for the timed and clock waits. */
+__attribute__((unused)) static struct timespec at_ms(clockid_t c, long ms) {
+    struct timespec ts;
+    clock_gettime(c, &ts);
+    ts.tv_sec += ms / 1000;
+    ts.tv_nsec += (ms % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    return ts;
+}
+
+__attribute__((unused)) static pthread_t spawn(void *(*fn)(void *), void *arg) {
+    pthread_t t;
+    int r = pthread_create(&t, NULL, fn, arg);
+    CHECK(r == 0, "pthread_create: %d", r);
+    return t;
+}
+
+__attribute__((unused)) static void join(pthread_t t) {
+    int r = pthread_join(t, NULL);
+    CHECK(r == 0, "pthread_join: %d", r);
 }
 
 #endif

@@ -25,48 +25,6 @@
         CHECK(got_ == (want), "%s = %s, want %s", #expr, ename(got_), ename(want)); \
     } while (0)
 
-static const char *ename(int e) {
-    switch (e) {
-    case 0: return "0";
-    case EBUSY: return "EBUSY";
-    case EDEADLK: return "EDEADLK";
-    case EINVAL: return "EINVAL";
-    case ETIMEDOUT: return "ETIMEDOUT";
-    case EAGAIN: return "EAGAIN";
-    case EPERM: return "EPERM";
-    default: {
-        static char buf[32];
-        snprintf(buf, sizeof buf, "%d", e);
-        return buf;
-    }
-    }
-}
-
-
-static struct timespec at_ms(clockid_t c, long ms) {
-    struct timespec ts;
-    clock_gettime(c, &ts);
-    ts.tv_sec += ms / 1000;
-    ts.tv_nsec += (ms % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
-    return ts;
-}
-
-static pthread_t spawn(void *(*fn)(void *), void *arg) {
-    pthread_t t;
-    int r = pthread_create(&t, NULL, fn, arg);
-    CHECK(r == 0, "pthread_create: %d", r);
-    return t;
-}
-
-static void join(pthread_t t) {
-    int r = pthread_join(t, NULL);
-    CHECK(r == 0, "pthread_join: %d", r);
-}
-
 /* ---------------------------------------------------------------------------- */
 /* 1. Single-thread semantics                                                   */
 /* ---------------------------------------------------------------------------- */

@@ -21,23 +21,6 @@
 
 #include "sync_common.h"
 
-
-static const char *ename(int e) {
-    switch (e) {
-    case 0: return "0";
-    case EAGAIN: return "EAGAIN";
-    case EINVAL: return "EINVAL";
-    case ETIMEDOUT: return "ETIMEDOUT";
-    case EOVERFLOW: return "EOVERFLOW";
-    case EINTR: return "EINTR";
-    default: {
-        static char buf[32];
-        snprintf(buf, sizeof buf, "%d", e);
-        return buf;
-    }
-    }
-}
-
 /* Runs a sem call and renders "0" or "-1/ERRNO". */
 #define R(call) ({ errno = 0; int r_ = (call); int e_ = errno; render(r_, e_); })
 static const char *render(int r, int e) {
@@ -55,31 +38,6 @@ static const char *render(int r, int e) {
         const char *got_ = R(call);                                             \
         CHECK(strcmp(got_, want) == 0, "%s = %s, want %s", #call, got_, want);  \
     } while (0)
-
-
-static struct timespec at_ms(clockid_t c, long ms) {
-    struct timespec ts;
-    clock_gettime(c, &ts);
-    ts.tv_sec += ms / 1000;
-    ts.tv_nsec += (ms % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
-    return ts;
-}
-
-static pthread_t spawn(void *(*fn)(void *), void *arg) {
-    pthread_t t;
-    int r = pthread_create(&t, NULL, fn, arg);
-    CHECK(r == 0, "pthread_create: %d", r);
-    return t;
-}
-
-static void join(pthread_t t) {
-    int r = pthread_join(t, NULL);
-    CHECK(r == 0, "pthread_join: %d", r);
-}
 
 static int value(sem_t *s) {
     int v = -12345;

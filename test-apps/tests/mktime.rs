@@ -18,13 +18,13 @@
 //! * `fiberize_tz_off_passes_through`: `FIBERIZE_TZ=off`.
 //!
 //! Needs `target/release/libfiberize.so` (`cargo build --release -p interpose`) or
-//! `FIBERIZE_LIB`. The C program is compiled here with `cc`.
+//! `FIBERIZE_LIB`.
 
-use std::io::Read;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::sync::OnceLock;
-use std::time::{Duration, Instant};
+mod harness;
+use harness::*;
+
+use std::process::Command;
+use std::time::Duration;
 
 const TIMEOUT: Duration = Duration::from_secs(600);
 /// Random inputs per zone (edge cases come on top).
@@ -46,54 +46,14 @@ const ZONES: &[Option<&str>] = &[
     Some("AEST-10AEDT,M10.1.0,M4.1.0/3"),
 ];
 
-fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("workspace root").to_path_buf()
-}
-
 fn preload_lib() -> String {
-    let lib = std::env::var_os("FIBERIZE_LIB")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| workspace_root().join("target/release/libfiberize.so"));
-    assert!(
-        lib.exists(),
-        "{} is missing: run `cargo build --release -p interpose` first (or set FIBERIZE_LIB)",
-        lib.display()
-    );
-    lib.to_str().expect("utf-8 library path").to_string()
+    lib_path().to_str().expect("utf-8 library path").to_string()
 }
 
-/// Compiles mktime_compare.c once per test process.
-fn program() -> &'static Path {
-    static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| {
-        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("mktime");
-        std::fs::create_dir_all(&dir).expect("tmp dir");
-        let out = dir.join("mktime_compare");
-        let tmp = dir.join(format!("mktime_compare.{}.tmp", std::process::id()));
-        let src = workspace_root().join("test-apps/c/mktime_compare.c");
-        let st = Command::new("cc")
-            .args(["-O2", "-g", "-Wall", "-pthread", "-o"])
-            .arg(&tmp)
-            .arg(&src)
-            .arg("-ldl")
-            .status()
-            .unwrap_or_else(|e| panic!("cannot run cc: {e}"));
-        assert!(st.success(), "cc failed for {}", src.display());
-        std::fs::rename(&tmp, &out).expect("rename test program");
-        out
-    })
-}
-
-struct Run {
-    status: Option<i32>,
-    stdout: String,
-    stderr: String,
-}
-
-/// Runs the program with `args`, zone `tz` and extra `env`, without any inherited
-/// preload or fiberize settings, killing it after TIMEOUT.
+/// Runs mktime_compare with `args`, zone `tz` and extra `env`, without any inherited
+/// preload or fiberize settings, killing it after TIMEOUT; it must succeed.
 fn run(args: &[&str], tz: Option<&str>, env: &[(&str, &str)]) -> Run {
-    let mut cmd = Command::new(program());
+    let mut cmd = Command::new(build_c("mktime_compare"));
     cmd.args(args);
     for k in ["LD_PRELOAD", "FIBERIZE", "FIBERIZE_TZ", "FIBERIZE_WORKERS", "TZ", "TZDIR"] {
         cmd.env_remove(k);
@@ -104,39 +64,9 @@ fn run(args: &[&str], tz: Option<&str>, env: &[(&str, &str)]) -> Run {
     for (k, v) in env {
         cmd.env(k, v);
     }
-    let start = Instant::now();
-    let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn mktime_compare");
-    let mut out = child.stdout.take().expect("stdout");
-    let mut err = child.stderr.take().expect("stderr");
-    let t_out = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = out.read_to_string(&mut s);
-        s
-    });
-    let t_err = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = err.read_to_string(&mut s);
-        s
-    });
-    let status = loop {
-        if let Some(st) = child.try_wait().expect("wait") {
-            break st;
-        }
-        if start.elapsed() > TIMEOUT {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("mktime_compare {args:?} TZ={tz:?} {env:?} timed out after {TIMEOUT:?}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let r = Run { status: status.code(), stdout: t_out.join().unwrap_or_default(), stderr: t_err.join().unwrap_or_default() };
-    assert_eq!(
-        r.status,
-        Some(0),
-        "mktime_compare {args:?} TZ={tz:?} {env:?} failed\n--- stdout\n{}\n--- stderr\n{}",
-        r.stdout,
-        r.stderr
-    );
+    let what = format!("mktime_compare {args:?} TZ={tz:?} {env:?}");
+    let r = run_command(cmd, TIMEOUT, &what);
+    assert_eq!(r.status, Some(0), "{what} failed\n--- stdout\n{}\n--- stderr\n{}", r.stdout, r.stderr);
     r
 }
 
@@ -275,7 +205,7 @@ Zone\tTest/Odd\t0:12:34\t-\tLMT\t1900
 #[test]
 fn odd_zone_from_tzdir() {
     let lib = preload_lib();
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("mktime-zic.{}", std::process::id()));
+    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("mktime-zic.{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("tmp dir");
     let src = dir.join("odd.zi");
     std::fs::write(&src, ODD_ZONE).expect("write zone source");

@@ -25,6 +25,7 @@ use crate::io::fdtable::{self, FdState, EPOLL_FD, OWNED, REGISTERED, SOCKET, STR
 use crate::io::reactor;
 use crate::parking::{self, ParkResult};
 use crate::scheduler::{self, DirectWait};
+use crate::sys::{errno, set_errno};
 use crate::{signal, sys};
 
 crate::real_fns! {
@@ -61,18 +62,6 @@ crate::real_fns! {
     fn getsockopt(fd: c_int, level: c_int, name: c_int, v: *mut c_void, l: *mut socklen_t) -> c_int;
     fn fsync(fd: c_int) -> c_int;
     fn fdatasync(fd: c_int) -> c_int;
-}
-
-#[inline]
-fn errno() -> c_int {
-    // SAFETY: this thread's (fiber's) errno slot.
-    unsafe { *libc::__errno_location() }
-}
-
-#[inline]
-fn set_errno(e: c_int) {
-    // SAFETY: this thread's (fiber's) errno slot.
-    unsafe { *libc::__errno_location() = e };
 }
 
 #[inline]

@@ -58,40 +58,53 @@ pub fn run(bin: &Path, args: &[&str], preload: bool, limit: Duration) -> Run {
     run_with(bin, args, preload, &[], limit)
 }
 
-/// `run` with extra environment variables.
+/// `run` with extra environment variables. The native run inherits no preload and no
+/// fiberize settings from the test's own environment.
 pub fn run_with(bin: &Path, args: &[&str], preload: bool, env: &[(&str, &str)], limit: Duration) -> Run {
     let mut cmd = Command::new(bin);
-    cmd.args(args).stdout(Stdio::piped()).stderr(Stdio::piped());
+    cmd.args(args);
+    for k in ["LD_PRELOAD", "GLIBC_TUNABLES", "FIBERIZE", "FIBERIZE_WORKERS", "FIBERIZE_STATS"] {
+        cmd.env_remove(k);
+    }
     if preload {
         cmd.env("LD_PRELOAD", lib_path()).env("GLIBC_TUNABLES", "glibc.pthread.rseq=0").env("FIBERIZE_STATS", "1");
-    } else {
-        cmd.env_remove("LD_PRELOAD");
     }
     for (k, v) in env {
         cmd.env(k, v);
     }
-    let mut child = cmd.spawn().expect("spawn");
+    run_command(cmd, limit, &format!("{} {args:?} (preload={preload}, env {env:?})", bin.display()))
+}
+
+/// Runs a prepared command with a hard time limit, collecting stdout and stderr while
+/// it runs (a chatty program must not block on a full pipe). On a hang: every thread's
+/// stack (gdb), then a panic with what the program printed. `what` names the run.
+pub fn run_command(mut cmd: Command, limit: Duration, what: &str) -> Run {
+    use std::io::Read;
+    let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap_or_else(|e| panic!("spawn {what}: {e}"));
+    let collect = |mut r: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            let _ = r.read_to_end(&mut buf);
+            String::from_utf8_lossy(&buf).into_owned()
+        })
+    };
+    let out = collect(Box::new(child.stdout.take().expect("stdout")));
+    let err = collect(Box::new(child.stderr.take().expect("stderr")));
     let start = Instant::now();
-    loop {
-        if let Some(_st) = child.try_wait().unwrap() {
-            break;
+    let status = loop {
+        if let Some(st) = child.try_wait().expect("wait") {
+            break st;
         }
         if start.elapsed() > limit {
             let _ = Command::new("gdb").args(["-batch", "-ex", "thread apply all bt 8", "-p"])
                 .arg(child.id().to_string()).status();
             child.kill().ok();
-            let out = child.wait_with_output().unwrap();
-            panic!("{} {:?} (preload={preload}) hung for {:?}\nstdout:\n{}\nstderr:\n{}", bin.display(), args, limit,
-                String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+            let _ = child.wait();
+            panic!("{what} hung for {limit:?}\nstdout:\n{}\nstderr:\n{}", out.join().unwrap_or_default(), err.join().unwrap_or_default());
         }
         std::thread::sleep(Duration::from_millis(20));
-    }
-    let out = child.wait_with_output().unwrap();
-    Run {
-        status: out.status.code(),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
+    };
+    Run { status: status.code(), stdout: out.join().unwrap_or_default(), stderr: err.join().unwrap_or_default() }
 }
 
 /// Runs natively and preloaded; asserts identical stdout/status and an active preload.
