@@ -20,6 +20,11 @@
 //! in the same epoll set (level-triggered: it wakes some epoll sleeper, which drains
 //! it and looks for work).
 //!
+//! A worker whose only fiber waits for one descriptor may instead block in `ppoll` on
+//! that descriptor (`scheduler::direct_wait`); the descriptor then leaves this set
+//! ([`leave_epoll_set`]), and one such direct waiter at a time also polls the epoll
+//! fd itself ([`start_watching`]) so that readiness here still wakes somebody.
+//!
 //! When no worker sleeps in epoll (all busy), workers poll without waiting between
 //! fibers ([`poll_if_stale`]) and the monitor does every tick, so readiness is still
 //! noticed within `STALE_NS` (busy) or one monitor tick. The non-blocking polls are
