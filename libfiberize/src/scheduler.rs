@@ -805,15 +805,22 @@ fn run_fiber(w: &WorkerShared, f: FiberRef) {
     // one) and is deferred to the fiber, which takes it when it leaves the shield
     // right after the switch — not to the worker's scheduler context, where it
     // would be deferred again at every such switch (crate::handlers).
+    //
+    // Every fiber has a mask (its creator's, from `thread::create`); only one that
+    // differs from the worker's costs the two system calls.
+    let base = w.base_sigmask.load(Ordering::Relaxed);
+    let own_mask = |f: &Fiber| {
+        f.has_sigmask.load(Ordering::Acquire).then(|| f.sigmask.load(Ordering::Relaxed) & !crate::signal::KICK_BIT).filter(|&m| m != base)
+    };
     let result = unsafe {
         let co = f.coroutine_mut();
         sys::set_thread_pointer(fiber_tp);
-        if f.has_sigmask.load(Ordering::Acquire) {
-            sys::sigmask_set(f.sigmask.load(Ordering::Relaxed) & !crate::signal::KICK_BIT);
+        if let Some(m) = own_mask(&f) {
+            sys::sigmask_set(m);
         }
         let r = co.resume(());
-        if f.has_sigmask.load(Ordering::Acquire) {
-            sys::sigmask_set(w.base_sigmask.load(Ordering::Relaxed));
+        if own_mask(&f).is_some() {
+            sys::sigmask_set(base);
         }
         sys::set_thread_pointer(own_tp);
         r

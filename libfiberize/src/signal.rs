@@ -226,3 +226,73 @@ pub fn raise_in_fiber(f: &Fiber, sig: c_int) -> c_int {
     }
     tgkill_self(sig)
 }
+
+// ---------------------------------------------------------------------------------
+// sigwait and friends for fibers
+// ---------------------------------------------------------------------------------
+
+/// How long a fiber's signal wait blocks on its donor before it looks again for
+/// signals held for the fiber (`pthread_kill` while it waits) and for a cancellation
+/// request. Origin: as `thread::JOIN_SLICE_NS` (10 ms is invisible to a signal-handling
+/// thread; a donor waking 100 times a second costs nothing measurable).
+const SIGWAIT_SLICE_NS: u64 = 10_000_000;
+
+/// `sigtimedwait` (and `sigwaitinfo`, `sigwait`) for a fiber: `set` in kernel form,
+/// `timeout_ns` relative (`None`: no limit). Waits on the donor in slices so that a
+/// signal `pthread_kill` holds for this fiber is taken too (sigwait consumes a pending
+/// blocked signal, and a held one is pending for the fiber), and so that
+/// `pthread_cancel` acts (sigwait is a cancellation point; glibc's own would wait on
+/// where our cancellation cannot reach). glibc's internal signals are never waited for.
+/// Returns the signal number, or -errno (EAGAIN on timeout, EINVAL).
+pub fn fiber_sigtimedwait(f: &Fiber, set: u64, info: *mut libc::siginfo_t, timeout_ns: Option<u64>) -> c_int {
+    const GLIBC_INTERNAL: u64 = (1 << 31) | (1 << 32); // SIGCANCEL (32), SIGSETXID (33)
+    let set = set & !GLIBC_INTERNAL;
+    let deadline = timeout_ns.map(|t| sys::now_ns().saturating_add(t));
+    loop {
+        crate::cancel::testcancel();
+        let held = f.pending_signals.load(Ordering::Acquire) & set;
+        if held != 0 {
+            let bit = held.trailing_zeros();
+            if f.pending_signals.fetch_and(!(1u64 << bit), Ordering::AcqRel) & (1u64 << bit) != 0 {
+                let sig = bit as c_int + 1;
+                if !info.is_null() {
+                    // SAFETY: the caller's siginfo out-parameter; a thread-directed
+                    // signal from this process: si_code SI_TKILL, as the kernel gives.
+                    unsafe {
+                        core::ptr::write_bytes(info, 0, 1);
+                        (*info).si_signo = sig;
+                        (*info).si_code = libc::SI_TKILL;
+                    }
+                }
+                return sig;
+            }
+            continue;
+        }
+        let now = sys::now_ns();
+        let slice_end = now + SIGWAIT_SLICE_NS;
+        let (until, last) = match deadline {
+            Some(d) if d <= slice_end => (d, true),
+            _ => (slice_end, false),
+        };
+        let ts = sys::ns_to_timespec(until.saturating_sub(now));
+        let r = crate::fiber::run_on_donor(|| {
+            // SAFETY: a valid kernel sigset, the caller's info pointer (or null) and a
+            // live relative timespec.
+            unsafe {
+                sys::syscall6(libc::SYS_rt_sigtimedwait as usize, &set as *const u64 as usize, info as usize,
+                    &ts as *const libc::timespec as usize, 8, 0, 0)
+            }
+        });
+        match r {
+            r if r > 0 => return r as c_int,
+            r if r == -(libc::EAGAIN as isize) && last => return -libc::EAGAIN,
+            r if r == -(libc::EAGAIN as isize) || r == -(libc::EINTR as isize) => continue,
+            r => return r as c_int,
+        }
+    }
+}
+
+/// The kernel form of a program's sigset (its first 64 bits).
+pub fn kernel_set(set: &sigset_t) -> u64 {
+    to_kernel(set)
+}

@@ -124,6 +124,15 @@ pub unsafe fn create(thread: *mut pthread_t, attr: *const pthread_attr_t, start:
     }
     scheduler::runtime(); // start the pool before the first fiber needs it
     let fiber = Arc::new(Fiber::new(start as usize));
+    // A new thread starts with its creator's signal mask (a program that blocks signals
+    // before it creates threads, then waits for them in one sigwait thread, relies on
+    // it). The kick signal stays open on workers.
+    let inherited = match fiber::current() {
+        Some(creator) => crate::signal::intended_mask(creator),
+        None => sys::sigmask_get(),
+    } & !crate::signal::KICK_BIT;
+    fiber.sigmask.store(inherited, Ordering::Relaxed);
+    fiber.has_sigmask.store(true, Ordering::Release);
     let boot = Box::into_raw(Box::new(DonorBoot { fiber: fiber.clone(), start, arg }));
     // SAFETY: the program's arguments are passed through; `boot` is reclaimed by the
     // donor, or here if no donor was created.
@@ -150,8 +159,9 @@ extern "C" fn donor_main(boot: *mut c_void) -> *mut c_void {
 
 fn donor_main_inner(fiber: FiberRef, start: StartRoutine, arg: *mut c_void) -> *mut c_void {
 
-    // The fiber inherits the creator's signal mask on the worker; the donor itself must
-    // never take an asynchronous signal while the fiber runs elsewhere on its TLS.
+    // The fiber runs under its creator's signal mask on the worker (set in `create`);
+    // the donor itself must never take an asynchronous signal while the fiber runs
+    // elsewhere on its TLS.
     // SAFETY: valid sigset pointers.
     unsafe {
         let mut all: libc::sigset_t = core::mem::zeroed();

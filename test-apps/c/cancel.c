@@ -11,6 +11,10 @@
 #include <string.h>
 #include <stdint.h>
 #include <sys/mman.h>
+#include <poll.h>
+#include <sys/select.h>
+#include <sys/wait.h>
+#include <time.h>
 static int cleaned[4];
 static pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER; static pthread_cond_t c = PTHREAD_COND_INITIALIZER;
 static void cleanup(void *a) { cleaned[(long)a] = 1; }
@@ -81,6 +85,52 @@ static void more_cases(void) {
   int rs = sem_wait(&s); printf("sem_wait interrupted: %d %s\n", rs, rs ? strerror(errno) : "-");
 }
 
+/* Waits that a fiber runs on its donor thread: signal waits, poll/select over several
+ * descriptors, waitpid. Cancellation must reach them (promptly where glibc's would),
+ * and a signal sent with pthread_kill must reach a thread waiting for it in sigwait. */
+static int donor_kind;
+static int wait_pipe[2], wait_pipe2[2];
+static void *donor_waiter(void *a) {
+  (void)a; sigset_t s; sigemptyset(&s); sigaddset(&s, SIGUSR2);
+  switch (donor_kind) {
+  case 0: { int sig; sigwait(&s, &sig); break; }
+  case 1: { struct pollfd p[2] = {{wait_pipe[0], POLLIN, 0}, {wait_pipe2[0], POLLIN, 0}}; poll(p, 2, 10000); break; }
+  case 2: { fd_set r; FD_ZERO(&r); FD_SET(wait_pipe[0], &r); FD_SET(wait_pipe2[0], &r); select(64, &r, 0, 0, 0); break; }
+  case 3: { pid_t c = fork(); if (c == 0) { usleep(300000); _exit(0); } waitpid(c, 0, 0); break; }
+  }
+  return (void *)1L;
+}
+static void *signal_waiter(void *a) {
+  (void)a; sigset_t s; sigemptyset(&s); sigaddset(&s, SIGUSR2); int sig = 0;
+  int r = sigwait(&s, &sig);
+  struct timespec ts = {0, 50 * 1000 * 1000}; siginfo_t info;
+  int t = sigtimedwait(&s, &info, &ts); int e = errno;
+  return (void *)(long)(r == 0 && sig == SIGUSR2 && t == -1 && e == EAGAIN);
+}
+static void donor_wait_cases(void) {
+  static const char *names[] = {"sigwait", "poll_two_fds", "select_two_fds", "waitpid"};
+  sigset_t s; sigemptyset(&s); sigaddset(&s, SIGUSR2); pthread_sigmask(SIG_BLOCK, &s, 0); /* inherited */
+  if (pipe(wait_pipe) || pipe(wait_pipe2)) { printf("pipe failed\n"); return; }
+  for (donor_kind = 0; donor_kind < 4; donor_kind++) {
+    pthread_t t; void *r; struct timespec a, b;
+    pthread_create(&t, 0, donor_waiter, 0);
+    usleep(100000);
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    pthread_cancel(t); pthread_join(t, &r);
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    long ms = (b.tv_sec - a.tv_sec) * 1000 + (b.tv_nsec - a.tv_nsec) / 1000000;
+    /* waitpid: natively at once; under the preload when the child has exited */
+    printf("cancel in %s: canceled=%d prompt=%d\n", names[donor_kind], r == PTHREAD_CANCELED, ms < 1000);
+  }
+  while (waitpid(-1, 0, WNOHANG) > 0) {}
+  pthread_t t; void *r;
+  pthread_create(&t, 0, signal_waiter, 0);
+  usleep(100000);
+  pthread_kill(t, SIGUSR2); pthread_join(t, &r);
+  printf("pthread_kill to a thread in sigwait: ok=%ld\n", (long)r);
+  pthread_sigmask(SIG_UNBLOCK, &s, 0);
+}
+
 int main() {
   void *(*f[4])(void*) = {sleeper, condw, spinner, disabled}; pthread_t t[4];
   for (long i = 0; i < 4; i++) pthread_create(&t[i], 0, f[i], (void*)i);
@@ -89,5 +139,6 @@ int main() {
   for (int i = 0; i < 4; i++) { void *r; pthread_join(t[i], &r); printf("t%d canceled=%d cleaned=%d\n", i, r == PTHREAD_CANCELED, cleaned[i]); }
   pthread_mutex_lock(&m); pthread_mutex_unlock(&m); printf("mutex free\n");
   more_cases();
+  donor_wait_cases();
   int (*active)(void) = (int (*)(void))dlsym(RTLD_DEFAULT, "fiberize_active"); fprintf(stderr, "preloaded=%d\n", active ? active() : 0);
 }

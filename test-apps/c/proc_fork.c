@@ -93,11 +93,26 @@ int main(void) {
         *(int *)a = sigismember(&o, SIGUSR1);
         return 0;
     }
+    void *plain2(void *a) {
+        sigset_t o;
+        for (int i = 0; i < 20; i++) { usleep(100); sched_yield(); }
+        CHECK(pthread_sigmask(SIG_BLOCK, 0, &o) == 0);
+        *(int *)a = sigismember(&o, SIGUSR2);
+        return 0;
+    }
     int blocked_in_masker = -1, blocked_in_plain = -1;
     pthread_t a1, a2;
     pthread_create(&a1, 0, masker, &blocked_in_masker); pthread_create(&a2, 0, plain, &blocked_in_plain);
     pthread_join(a1, 0); pthread_join(a2, 0);
     printf("sigmask masker=%d plain=%d\n", blocked_in_masker, blocked_in_plain);
+
+    /* A new thread starts with its creator's mask: main blocks SIGUSR2, then creates. */
+    sigset_t usr2; sigemptyset(&usr2); sigaddset(&usr2, SIGUSR2);
+    CHECK(pthread_sigmask(SIG_BLOCK, &usr2, 0) == 0);
+    int inherited = -1;
+    pthread_create(&a2, 0, plain2, &inherited); pthread_join(a2, 0);
+    CHECK(pthread_sigmask(SIG_UNBLOCK, &usr2, 0) == 0);
+    printf("sigmask inherited_from_creator=%d\n", inherited);
 
     /* sched_setaffinity(0) in a thread is that thread's own affinity, read back as set. */
     void *affine(void *a) {

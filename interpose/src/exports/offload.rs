@@ -2,14 +2,16 @@
 //! goes on with other fibers while the donor, which owns the fiber's stack and TLS,
 //! blocks in the kernel. Plain threads call them directly.
 
-use libc::{c_int, c_void, pid_t, siginfo_t, sigset_t, timespec};
+use libc::{c_int, c_void, pid_t, siginfo_t};
 
 use fiberize_rt::fiber::run_on_donor;
 
 /// Declares the real functions (module `real`) and, for each, an export that runs the
-/// real call on the donor when the caller is a fiber and the runtime is enabled.
+/// real call on the donor when the caller is a fiber and the runtime is enabled. For a
+/// POSIX cancellation point (marked `#[cancellation_point]`) a cancellation that came
+/// while the donor waited, where it cannot reach, acts when the call returns.
 macro_rules! on_donor {
-    ($(fn $name:ident($($arg:ident: $ty:ty),*) -> $ret:ty;)*) => {
+    ($($(#[$cp:ident])? fn $name:ident($($arg:ident: $ty:ty),*) -> $ret:ty;)*) => {
         mod real {
             use super::*;
             fiberize_rt::real_fns! { $(fn $name($($arg: $ty),*) -> $ret;)* }
@@ -21,7 +23,9 @@ macro_rules! on_donor {
             pub unsafe extern "C" fn $name($($arg: $ty),*) -> $ret {
                 if crate::gate::fiber().is_some() {
                     // SAFETY: forwarded contract, on the donor thread.
-                    return run_on_donor(|| unsafe { real::$name($($arg),*) });
+                    let r = run_on_donor(|| unsafe { real::$name($($arg),*) });
+                    $( let _ = stringify!($cp); fiberize_rt::cancel::testcancel(); )?
+                    return r;
                 }
                 // SAFETY: forwarded contract.
                 unsafe { real::$name($($arg),*) }
@@ -31,17 +35,14 @@ macro_rules! on_donor {
 }
 
 on_donor! {
-    fn waitpid(p: pid_t, st: *mut c_int, o: c_int) -> pid_t;
-    fn wait(st: *mut c_int) -> pid_t;
+    #[cancellation_point] fn waitpid(p: pid_t, st: *mut c_int, o: c_int) -> pid_t;
+    #[cancellation_point] fn wait(st: *mut c_int) -> pid_t;
     fn wait4(p: pid_t, st: *mut c_int, o: c_int, ru: *mut libc::rusage) -> pid_t;
-    fn waitid(t: libc::idtype_t, id: libc::id_t, info: *mut siginfo_t, o: c_int) -> c_int;
-    fn sigwait(set: *const sigset_t, sig: *mut c_int) -> c_int;
-    fn sigwaitinfo(set: *const sigset_t, info: *mut siginfo_t) -> c_int;
-    fn sigtimedwait(set: *const sigset_t, info: *mut siginfo_t, t: *const timespec) -> c_int;
+    #[cancellation_point] fn waitid(t: libc::idtype_t, id: libc::id_t, info: *mut siginfo_t, o: c_int) -> c_int;
     fn flock(fd: c_int, op: c_int) -> c_int;
-    fn lockf(fd: c_int, cmd: c_int, len: libc::off_t) -> c_int;
+    #[cancellation_point] fn lockf(fd: c_int, cmd: c_int, len: libc::off_t) -> c_int;
     fn getaddrinfo(n: *const libc::c_char, s: *const libc::c_char, h: *const libc::addrinfo, r: *mut *mut libc::addrinfo) -> c_int;
     fn sync_file_range(fd: c_int, off: libc::off64_t, n: libc::off64_t, flags: libc::c_uint) -> c_int;
-    fn msync(a: *mut c_void, n: libc::size_t, flags: c_int) -> c_int;
+    #[cancellation_point] fn msync(a: *mut c_void, n: libc::size_t, flags: c_int) -> c_int;
     fn syncfs(fd: c_int) -> c_int;
 }

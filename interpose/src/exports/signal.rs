@@ -18,6 +18,9 @@ mod real {
         fn pthread_getaffinity_np(t: libc::pthread_t, n: libc::size_t, set: *mut libc::cpu_set_t) -> c_int;
         fn raise(sig: c_int) -> c_int;
         fn setpriority(which: c_int, who: libc::id_t, prio: c_int) -> c_int;
+        fn sigwait(set: *const sigset_t, sig: *mut c_int) -> c_int;
+        fn sigwaitinfo(set: *const sigset_t, info: *mut libc::siginfo_t) -> c_int;
+        fn sigtimedwait(set: *const sigset_t, info: *mut libc::siginfo_t, t: *const libc::timespec) -> c_int;
         fn getpriority(which: c_int, who: libc::id_t) -> c_int;
         fn sigpending(set: *mut sigset_t) -> c_int;
         fn bsd_signal(sig: c_int, handler: libc::sighandler_t) -> libc::sighandler_t;
@@ -169,6 +172,68 @@ pub unsafe extern "C" fn getpriority(which: c_int, who: libc::id_t) -> c_int {
     let who = if which == libc::PRIO_PROCESS as c_int { fiberize_rt::thread::calling_thread_tid(who).unwrap_or(who) } else { who };
     // SAFETY: forwarded contract.
     unsafe { real::getpriority(which, who) }
+}
+
+// ---- Waiting for signals: a fiber waits on its donor in slices, taking signals held
+// ---- for it and acting on cancellation (`fiberize_rt::signal::fiber_sigtimedwait`).
+
+/// # Safety
+/// As glibc's `sigwait`.
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn sigwait(set: *const sigset_t, sig: *mut c_int) -> c_int {
+    match fiber() {
+        // SAFETY: the caller passes a valid set (glibc reads it unchecked too).
+        Some(f) => match fiberize_rt::signal::fiber_sigtimedwait(f, unsafe { fiberize_rt::signal::kernel_set(&*set) }, core::ptr::null_mut(), None) {
+            s if s > 0 => {
+                // SAFETY: the caller's out-parameter.
+                unsafe { *sig = s };
+                0
+            }
+            e => -e,
+        },
+        // SAFETY: forwarded contract.
+        None => unsafe { real::sigwait(set, sig) },
+    }
+}
+
+/// # Safety
+/// As glibc's `sigwaitinfo`.
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn sigwaitinfo(set: *const sigset_t, info: *mut libc::siginfo_t) -> c_int {
+    match fiber() {
+        // SAFETY: as in `sigwait`.
+        Some(f) => signal_or_errno(fiberize_rt::signal::fiber_sigtimedwait(f, unsafe { fiberize_rt::signal::kernel_set(&*set) }, info, None)),
+        // SAFETY: forwarded contract.
+        None => unsafe { real::sigwaitinfo(set, info) },
+    }
+}
+
+/// # Safety
+/// As glibc's `sigtimedwait`.
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn sigtimedwait(set: *const sigset_t, info: *mut libc::siginfo_t, t: *const libc::timespec) -> c_int {
+    let Some(f) = fiber() else {
+        // SAFETY: forwarded contract.
+        return unsafe { real::sigtimedwait(set, info, t) };
+    };
+    // SAFETY: `t` is null or valid (caller's contract).
+    let timeout = match unsafe { t.as_ref() } {
+        None => None,
+        Some(ts) if ts.tv_sec < 0 || !(0..1_000_000_000).contains(&ts.tv_nsec) => return signal_or_errno(-libc::EINVAL),
+        Some(ts) => Some(fiberize_rt::sys::timespec_to_ns(ts)),
+    };
+    // SAFETY: as in `sigwait`.
+    signal_or_errno(fiberize_rt::signal::fiber_sigtimedwait(f, unsafe { fiberize_rt::signal::kernel_set(&*set) }, info, timeout))
+}
+
+/// A signal number, or -1 with errno from a negative error number.
+fn signal_or_errno(r: c_int) -> c_int {
+    if r > 0 {
+        r
+    } else {
+        set_errno(-r);
+        -1
+    }
 }
 
 // ---- Handler installation: the kernel gets fiberize's trampoline, the program keeps

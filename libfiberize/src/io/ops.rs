@@ -607,6 +607,30 @@ fn remaining_ms(deadline: Option<u64>) -> c_int {
     }
 }
 
+/// How long one slice of a donor-run wait over several descriptors lasts before the
+/// donor looks for a cancellation request (`poll` and `select` are cancellation
+/// points, and glibc's own wait on the donor is out of our cancellation's reach).
+/// Origin: as `thread::JOIN_SLICE_NS`.
+const DONOR_WAIT_SLICE_MS: c_int = 10;
+
+/// Runs `wait_ms(timeout_ms)` on the fiber's donor in slices of at most
+/// `DONOR_WAIT_SLICE_MS` until it returns non-zero, `deadline` passes, or the fiber is
+/// asked to cancel (then acts on it). `wait_ms` must make each slice a fresh call
+/// (restoring whatever a timed-out call changed).
+fn wait_on_donor_in_slices(deadline: Option<u64>, mut wait_ms: impl FnMut(c_int) -> c_int) -> c_int {
+    let Some(me) = fiber::current() else { return wait_ms(remaining_ms(deadline)) };
+    let r = fiber::run_on_donor(|| loop {
+        let left = remaining_ms(deadline);
+        let slice = if (0..=DONOR_WAIT_SLICE_MS).contains(&left) { left } else { DONOR_WAIT_SLICE_MS };
+        let r = wait_ms(slice);
+        if r != 0 || slice == left || me.cancel_pending() {
+            return r;
+        }
+    });
+    crate::cancel::testcancel();
+    r
+}
+
 pub mod wait_api {
     use super::*;
 
@@ -688,8 +712,9 @@ pub mod wait_api {
         if r != 0 || timeout_ms == 0 {
             return r;
         }
-        // SAFETY: forwarded contract; runs on the donor thread.
-        fiber::run_on_donor(|| unsafe { super::poll(fds, n, remaining_ms(deadline)) })
+        // SAFETY: forwarded contract; runs on the donor thread (poll leaves the
+        // requested events alone, so every slice is the same call).
+        wait_on_donor_in_slices(deadline, |ms| unsafe { super::poll(fds, n, ms) })
     }
 
     /// # Safety
@@ -729,14 +754,29 @@ pub mod wait_api {
         if n != 0 || immediate {
             return n;
         }
-        // SAFETY: restore the sets the probe cleared, then the real blocking call on
-        // the donor.
-        unsafe {
-            if let Some(s) = sr { *r = s; }
-            if let Some(s) = sw { *w = s; }
-            if let Some(s) = se { *e = s; }
-            fiber::run_on_donor(|| super::select(nfds, r, w, e, t))
+        // SAFETY: `t` is null or valid (caller).
+        let deadline = unsafe { t.as_ref() }.map(|t| {
+            sys::now_ns().saturating_add(t.tv_sec.max(0) as u64 * 1_000_000_000 + t.tv_usec.max(0) as u64 * 1000)
+        });
+        // Each slice restores the sets a timed-out call cleared, then the real blocking
+        // call on the donor.
+        let n = wait_on_donor_in_slices(deadline, |ms| {
+            let mut slice = libc::timeval { tv_sec: (ms / 1000) as libc::time_t, tv_usec: (ms % 1000) as libc::suseconds_t * 1000 };
+            // SAFETY: the caller's sets (or null) and a live timeval.
+            unsafe {
+                if let Some(s) = sr { *r = s; }
+                if let Some(s) = sw { *w = s; }
+                if let Some(s) = se { *e = s; }
+                super::select(nfds, r, w, e, if ms < 0 { core::ptr::null_mut() } else { &mut slice })
+            }
+        });
+        // Linux reports the time left in `t`.
+        // SAFETY: as above.
+        if let (Some(t), Some(d)) = (unsafe { t.as_mut() }, deadline) {
+            let left = d.saturating_sub(sys::now_ns());
+            *t = libc::timeval { tv_sec: (left / 1_000_000_000) as libc::time_t, tv_usec: (left % 1_000_000_000 / 1000) as libc::suseconds_t };
         }
+        n
     }
 
     /// # Safety
