@@ -246,27 +246,26 @@ const SIGWAIT_SLICE_NS: u64 = 10_000_000;
 /// Returns the signal number, or -errno (EAGAIN on timeout, EINVAL).
 pub fn fiber_sigtimedwait(f: &Fiber, set: u64, info: *mut libc::siginfo_t, timeout_ns: Option<u64>) -> c_int {
     const GLIBC_INTERNAL: u64 = (1 << 31) | (1 << 32); // SIGCANCEL (32), SIGSETXID (33)
+    const CANCELLED: isize = isize::MIN;
     let set = set & !GLIBC_INTERNAL;
     let deadline = timeout_ns.map(|t| sys::now_ns().saturating_add(t));
-    loop {
-        crate::cancel::testcancel();
-        let held = f.pending_signals.load(Ordering::Acquire) & set;
-        if held != 0 {
-            let bit = held.trailing_zeros();
-            if f.pending_signals.fetch_and(!(1u64 << bit), Ordering::AcqRel) & (1u64 << bit) != 0 {
-                let sig = bit as c_int + 1;
-                if !info.is_null() {
-                    // SAFETY: the caller's siginfo out-parameter; a thread-directed
-                    // signal from this process: si_code SI_TKILL, as the kernel gives.
-                    unsafe {
-                        core::ptr::write_bytes(info, 0, 1);
-                        (*info).si_signo = sig;
-                        (*info).si_code = libc::SI_TKILL;
-                    }
+    crate::cancel::testcancel();
+    // The whole wait runs on the donor; it comes back to the fiber only with a result.
+    let r = crate::fiber::run_on_donor(|| loop {
+        if let Some(sig) = take_held(f, set) {
+            if !info.is_null() {
+                // SAFETY: the caller's siginfo out-parameter; a thread-directed signal
+                // from this process: si_code SI_TKILL, as the kernel gives.
+                unsafe {
+                    core::ptr::write_bytes(info, 0, 1);
+                    (*info).si_signo = sig;
+                    (*info).si_code = libc::SI_TKILL;
                 }
-                return sig;
             }
-            continue;
+            return sig as isize;
+        }
+        if f.cancel_pending() {
+            return CANCELLED;
         }
         let now = sys::now_ns();
         let slice_end = now + SIGWAIT_SLICE_NS;
@@ -275,19 +274,33 @@ pub fn fiber_sigtimedwait(f: &Fiber, set: u64, info: *mut libc::siginfo_t, timeo
             _ => (slice_end, false),
         };
         let ts = sys::ns_to_timespec(until.saturating_sub(now));
-        let r = crate::fiber::run_on_donor(|| {
-            // SAFETY: a valid kernel sigset, the caller's info pointer (or null) and a
-            // live relative timespec.
-            unsafe {
-                sys::syscall6(libc::SYS_rt_sigtimedwait as usize, &set as *const u64 as usize, info as usize,
-                    &ts as *const libc::timespec as usize, 8, 0, 0)
-            }
-        });
-        match r {
-            r if r > 0 => return r as c_int,
-            r if r == -(libc::EAGAIN as isize) && last => return -libc::EAGAIN,
-            r if r == -(libc::EAGAIN as isize) || r == -(libc::EINTR as isize) => continue,
-            r => return r as c_int,
+        // SAFETY: a valid kernel sigset, the caller's info pointer (or null) and a live
+        // relative timespec.
+        let r = unsafe {
+            sys::syscall6(libc::SYS_rt_sigtimedwait as usize, &set as *const u64 as usize, info as usize,
+                &ts as *const libc::timespec as usize, 8, 0, 0)
+        };
+        let timed_out = r == -(libc::EAGAIN as isize);
+        if !(timed_out && !last) && r != -(libc::EINTR as isize) {
+            return r;
+        }
+    });
+    if r == CANCELLED {
+        crate::cancel::testcancel();
+    }
+    r as c_int
+}
+
+/// Takes one signal of `set` that `pthread_kill` holds for fiber `f`.
+fn take_held(f: &Fiber, set: u64) -> Option<c_int> {
+    loop {
+        let held = f.pending_signals.load(Ordering::Acquire) & set;
+        if held == 0 {
+            return None;
+        }
+        let bit = 1u64 << held.trailing_zeros();
+        if f.pending_signals.fetch_and(!bit, Ordering::AcqRel) & bit != 0 {
+            return Some(bit.trailing_zeros() as c_int + 1);
         }
     }
 }
