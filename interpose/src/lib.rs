@@ -33,9 +33,5 @@ pub(crate) mod gate {
     }
 
     /// Sets the calling thread's (or fiber's) errno.
-    #[inline]
-    pub fn set_errno(e: libc::c_int) {
-        // SAFETY: __errno_location returns this thread's (this fiber's) errno slot.
-        unsafe { *libc::__errno_location() = e };
-    }
+    pub use fiberize_rt::sys::set_errno;
 }

@@ -153,10 +153,10 @@ pub unsafe fn wait(c: *mut pthread_cond_t, m: *mut pthread_mutex_t, abstime: *co
     if r == ParkResult::TimedOut { libc::ETIMEDOUT } else { 0 }
 }
 
-/// How long a fiber's wait on a process-shared condvar sleeps in glibc before it
-/// returns (a spurious wake-up, which POSIX allows and callers loop on) so that a
-/// cancellation request is seen. Origin: as `thread::JOIN_SLICE_NS`.
-const SHARED_WAIT_SLICE_NS: u64 = 10_000_000;
+/// A fiber's wait on a process-shared condvar sleeps in glibc for at most this long
+/// before it returns (a spurious wake-up, which POSIX allows and callers loop on), so
+/// that a cancellation request is seen.
+const SHARED_WAIT_SLICE_NS: u64 = crate::cancel::DONOR_WAIT_SLICE_NS;
 
 /// A fiber waiting on a process-shared condvar (glibc's object): the wait runs on the
 /// fiber's donor, so it never blocks a worker, in slices so that `pthread_cancel`

@@ -233,21 +233,22 @@ pub fn raise_in_fiber(f: &Fiber, sig: c_int) -> c_int {
 
 /// How long a fiber's signal wait blocks on its donor before it looks again for
 /// signals held for the fiber (`pthread_kill` while it waits) and for a cancellation
-/// request. Origin: as `thread::JOIN_SLICE_NS` (10 ms is invisible to a signal-handling
-/// thread; a donor waking 100 times a second costs nothing measurable).
-const SIGWAIT_SLICE_NS: u64 = 10_000_000;
+/// request.
+const SIGWAIT_SLICE_NS: u64 = crate::cancel::DONOR_WAIT_SLICE_NS;
 
-/// `sigtimedwait` (and `sigwaitinfo`, `sigwait`) for a fiber: `set` in kernel form,
-/// `timeout_ns` relative (`None`: no limit). Waits on the donor in slices so that a
+/// `sigtimedwait` (and `sigwaitinfo`, `sigwait`) for a fiber: `timeout_ns` relative (`None`: no limit). Waits on the donor in slices so that a
 /// signal `pthread_kill` holds for this fiber is taken too (sigwait consumes a pending
 /// blocked signal, and a held one is pending for the fiber), and so that
 /// `pthread_cancel` acts (sigwait is a cancellation point; glibc's own would wait on
 /// where our cancellation cannot reach). glibc's internal signals are never waited for.
 /// Returns the signal number, or -errno (EAGAIN on timeout, EINVAL).
-pub fn fiber_sigtimedwait(f: &Fiber, set: u64, info: *mut libc::siginfo_t, timeout_ns: Option<u64>) -> c_int {
+///
+/// # Safety
+/// `info` is null or points to a writable `siginfo_t`, as for glibc's `sigtimedwait`.
+pub unsafe fn fiber_sigtimedwait(f: &Fiber, set: &sigset_t, info: *mut libc::siginfo_t, timeout_ns: Option<u64>) -> c_int {
     const GLIBC_INTERNAL: u64 = (1 << 31) | (1 << 32); // SIGCANCEL (32), SIGSETXID (33)
     const CANCELLED: isize = isize::MIN;
-    let set = set & !GLIBC_INTERNAL;
+    let set = to_kernel(set) & !GLIBC_INTERNAL;
     let deadline = timeout_ns.map(|t| sys::now_ns().saturating_add(t));
     crate::cancel::testcancel();
     // The whole wait runs on the donor; it comes back to the fiber only with a result.
@@ -280,8 +281,9 @@ pub fn fiber_sigtimedwait(f: &Fiber, set: u64, info: *mut libc::siginfo_t, timeo
             sys::syscall6(libc::SYS_rt_sigtimedwait as usize, &set as *const u64 as usize, info as usize,
                 &ts as *const libc::timespec as usize, 8, 0, 0)
         };
-        let timed_out = r == -(libc::EAGAIN as isize);
-        if !(timed_out && !last) && r != -(libc::EINTR as isize) {
+        // A slice that ran out is not the caller's timeout; EINTR is not an answer.
+        let slice_ran_out = r == -(libc::EAGAIN as isize) && !last;
+        if !slice_ran_out && r != -(libc::EINTR as isize) {
             return r;
         }
     });
@@ -303,9 +305,4 @@ fn take_held(f: &Fiber, set: u64) -> Option<c_int> {
             return Some(bit.trailing_zeros() as c_int + 1);
         }
     }
-}
-
-/// The kernel form of a program's sigset (its first 64 bits).
-pub fn kernel_set(set: &sigset_t) -> u64 {
-    to_kernel(set)
 }

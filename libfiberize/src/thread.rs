@@ -300,10 +300,8 @@ pub unsafe fn join(t: pthread_t, retval: *mut *mut c_void) -> c_int {
 }
 
 /// How long a fiber's join of a plain thread waits in glibc before it looks for a
-/// cancellation request. Origin: cancellation latency of 10 ms is invisible to the
-/// programs that cancel joiners (shutdown paths); a donor waking 100 times a second
-/// while it joins costs nothing measurable.
-const JOIN_SLICE_NS: u64 = 10_000_000;
+/// cancellation request.
+const JOIN_SLICE_NS: u64 = crate::cancel::DONOR_WAIT_SLICE_NS;
 const JOIN_CANCELLED: c_int = -1;
 
 /// # Safety
@@ -422,13 +420,13 @@ pub unsafe fn exit(v: *mut c_void) -> ! {
     crate::fatal(&["pthread_exit returned"])
 }
 
-/// For a call made by a fiber that names a thread by kernel id (`setpriority`,
-/// `getpriority` with `PRIO_PROCESS`): the donor's tid when `who` means "the calling
-/// thread" — 0, or the worker's tid that `gettid()` returned — since the worker is
-/// shared with other fibers and the donor is the thread the program created. `None`
-/// leaves `who` as it is (plain threads, other tids).
-pub fn calling_thread_tid(who: u32) -> Option<u32> {
-    let f = fiber::current()?;
+/// The target of `setpriority`/`getpriority(which, who)` called by the current thread:
+/// for a fiber, `PRIO_PROCESS` with `who` meaning "the calling thread" — 0, or the
+/// worker's tid that `gettid()` returned — names its donor, since the worker is shared
+/// with other fibers and the donor is the thread the program created. Everything else
+/// (plain threads, other tids, process groups, users) is left as it is.
+pub fn priority_target(which: c_int, who: libc::id_t) -> libc::id_t {
+    let Some(f) = fiber::current().filter(|_| which == libc::PRIO_PROCESS as c_int) else { return who };
     let donor = f.donor_tid.load(Ordering::Relaxed);
-    (donor != 0 && (who == 0 || who == sys::gettid() as u32)).then_some(donor)
+    if donor != 0 && (who == 0 || who == sys::gettid() as u32) { donor } else { who }
 }

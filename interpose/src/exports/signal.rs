@@ -18,10 +18,10 @@ mod real {
         fn pthread_getaffinity_np(t: libc::pthread_t, n: libc::size_t, set: *mut libc::cpu_set_t) -> c_int;
         fn raise(sig: c_int) -> c_int;
         fn setpriority(which: c_int, who: libc::id_t, prio: c_int) -> c_int;
+        fn getpriority(which: c_int, who: libc::id_t) -> c_int;
         fn sigwait(set: *const sigset_t, sig: *mut c_int) -> c_int;
         fn sigwaitinfo(set: *const sigset_t, info: *mut libc::siginfo_t) -> c_int;
         fn sigtimedwait(set: *const sigset_t, info: *mut libc::siginfo_t, t: *const libc::timespec) -> c_int;
-        fn getpriority(which: c_int, who: libc::id_t) -> c_int;
         fn sigpending(set: *mut sigset_t) -> c_int;
         fn bsd_signal(sig: c_int, handler: libc::sighandler_t) -> libc::sighandler_t;
         fn sysv_signal(sig: c_int, handler: libc::sighandler_t) -> libc::sighandler_t;
@@ -158,9 +158,8 @@ pub unsafe extern "C" fn sched_getaffinity(pid: libc::pid_t, n: libc::size_t, se
 /// As glibc's `setpriority`.
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn setpriority(which: c_int, who: libc::id_t, prio: c_int) -> c_int {
-    let who = if which == libc::PRIO_PROCESS as c_int { fiberize_rt::thread::calling_thread_tid(who).unwrap_or(who) } else { who };
     // SAFETY: forwarded contract.
-    unsafe { real::setpriority(which, who, prio) }
+    unsafe { real::setpriority(which, fiberize_rt::thread::priority_target(which, who), prio) }
 }
 
 /// See [`setpriority`].
@@ -169,9 +168,8 @@ pub unsafe extern "C" fn setpriority(which: c_int, who: libc::id_t, prio: c_int)
 /// As glibc's `getpriority`.
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn getpriority(which: c_int, who: libc::id_t) -> c_int {
-    let who = if which == libc::PRIO_PROCESS as c_int { fiberize_rt::thread::calling_thread_tid(who).unwrap_or(who) } else { who };
     // SAFETY: forwarded contract.
-    unsafe { real::getpriority(which, who) }
+    unsafe { real::getpriority(which, fiberize_rt::thread::priority_target(which, who)) }
 }
 
 // ---- Waiting for signals: a fiber waits on its donor in slices, taking signals held
@@ -182,8 +180,8 @@ pub unsafe extern "C" fn getpriority(which: c_int, who: libc::id_t) -> c_int {
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn sigwait(set: *const sigset_t, sig: *mut c_int) -> c_int {
     match fiber() {
-        // SAFETY: the caller passes a valid set (glibc reads it unchecked too).
-        Some(f) => match fiberize_rt::signal::fiber_sigtimedwait(f, unsafe { fiberize_rt::signal::kernel_set(&*set) }, core::ptr::null_mut(), None) {
+        // SAFETY: the caller passes a valid set (glibc reads it unchecked too); no info.
+        Some(f) => match unsafe { fiberize_rt::signal::fiber_sigtimedwait(f, &*set, core::ptr::null_mut(), None) } {
             s if s > 0 => {
                 // SAFETY: the caller's out-parameter.
                 unsafe { *sig = s };
@@ -201,8 +199,8 @@ pub unsafe extern "C" fn sigwait(set: *const sigset_t, sig: *mut c_int) -> c_int
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn sigwaitinfo(set: *const sigset_t, info: *mut libc::siginfo_t) -> c_int {
     match fiber() {
-        // SAFETY: as in `sigwait`.
-        Some(f) => signal_or_errno(fiberize_rt::signal::fiber_sigtimedwait(f, unsafe { fiberize_rt::signal::kernel_set(&*set) }, info, None)),
+        // SAFETY: a valid set as in `sigwait`; `info` null or writable (caller's contract).
+        Some(f) => signal_or_errno(unsafe { fiberize_rt::signal::fiber_sigtimedwait(f, &*set, info, None) }),
         // SAFETY: forwarded contract.
         None => unsafe { real::sigwaitinfo(set, info) },
     }
@@ -222,8 +220,8 @@ pub unsafe extern "C" fn sigtimedwait(set: *const sigset_t, info: *mut libc::sig
         Some(ts) if ts.tv_sec < 0 || !(0..1_000_000_000).contains(&ts.tv_nsec) => return signal_or_errno(-libc::EINVAL),
         Some(ts) => Some(fiberize_rt::sys::timespec_to_ns(ts)),
     };
-    // SAFETY: as in `sigwait`.
-    signal_or_errno(fiberize_rt::signal::fiber_sigtimedwait(f, unsafe { fiberize_rt::signal::kernel_set(&*set) }, info, timeout))
+    // SAFETY: as in `sigwaitinfo`.
+    signal_or_errno(unsafe { fiberize_rt::signal::fiber_sigtimedwait(f, &*set, info, timeout) })
 }
 
 /// A signal number, or -1 with errno from a negative error number.

@@ -608,10 +608,8 @@ fn remaining_ms(deadline: Option<u64>) -> c_int {
 }
 
 /// How long one slice of a donor-run wait over several descriptors lasts before the
-/// donor looks for a cancellation request (`poll` and `select` are cancellation
-/// points, and glibc's own wait on the donor is out of our cancellation's reach).
-/// Origin: as `thread::JOIN_SLICE_NS`.
-const DONOR_WAIT_SLICE_MS: c_int = 10;
+/// donor looks for a cancellation request (`poll` and `select` are cancellation points).
+const DONOR_WAIT_SLICE_MS: c_int = (crate::cancel::DONOR_WAIT_SLICE_NS / 1_000_000) as c_int;
 
 /// Runs `wait_ms(timeout_ms)` on the fiber's donor in slices of at most
 /// `DONOR_WAIT_SLICE_MS` until it returns non-zero, `deadline` passes, or the fiber is

@@ -74,7 +74,7 @@ pub fn init() {
         let mut e = libc::epoll_event { events: libc::EPOLLIN as u32, u64: WAKE_COOKIE };
         syscall6(libc::SYS_epoll_ctl as usize, ep as usize, libc::EPOLL_CTL_ADD as usize, ev as usize,
             &mut e as *mut libc::epoll_event as usize, 0, 0);
-        WAKE_FD.store(ev as i32, Ordering::Release);
+        WAKE_FD.store(ev, Ordering::Release);
         EPFD.store(ep as i32, Ordering::Release);
     }
 }
