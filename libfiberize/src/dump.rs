@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use crate::fiber::{Fiber, FiberRef};
 use crate::rawlock::RawLock;
 use crate::scheduler::WorkerShared;
-use crate::{scheduler, sys, timer};
+use crate::{scheduler, sys};
 
 static REGISTRY: RawLock<BTreeMap<u64, FiberRef>> = RawLock::new(BTreeMap::new());
 /// Live fibers by `pthread_t`, for `pthread_kill` and friends.
@@ -92,7 +92,7 @@ const WAIT: [&str; 12] = ["-", "mutex", "cond", "futex", "sleep", "rwlock", "oth
 pub fn render() -> String {
     let fibers: Vec<FiberRef> = REGISTRY.lock().values().cloned().collect();
     let mut s = String::new();
-    let _ = writeln!(s, "fiberize: ---- fiber dump: {} fibers, {} armed timers ----", fibers.len(), timer::pending());
+    let _ = writeln!(s, "fiberize: ---- fiber dump: {} fibers, {} armed timers ----", fibers.len(), crate::scheduler::try_runtime().map_or(0, |rt| rt.pending_timers()));
     if let Some(rt) = scheduler::try_runtime() {
         for w in rt.workers() {
             let _ = writeln!(s, "fiberize: worker {} tid {} {} running fiber {} switches {} deferred-signals {:#x}", w.index,

@@ -10,7 +10,24 @@
 //! Uncontended lock and unlock are one CAS each. Contended unlock does not hand the
 //! lock over: it releases it and wakes one waiter, which competes again (barging, as
 //! glibc does); with fibers this keeps the lock moving while the wakee is still in a
-//! run queue. Type rules (recursive counts, errorcheck's EDEADLK/EPERM, EINVAL after
+//! run queue.
+//!
+//! # One wake-up in flight (glibc's protocol, not parking_lot's)
+//!
+//! A contended unlock wakes one waiter and **clears** PARKED even when more waiters
+//! remain; the woken waiter takes over the duty of the bit: it acquires with
+//! `LOCKED | PARKED` (or sets PARKED again before it re-parks) when the unlocker told
+//! it, through its token, that others still wait. Meanwhile the owner can lock and
+//! unlock with one CAS each, without a wake-up per unlock. Invariant: while waiters
+//! are queued, PARKED is set or a woken waiter is on its way to set it (it leaves
+//! `lock_slow` only by acquiring, and re-parks only after setting PARKED).
+//!
+//! Why: keeping PARKED while waiters remain (parking_lot's rule) woke one waiter per
+//! unlock. A woken fiber is runnable within a microsecond, lands on the unlocker's
+//! worker, is stolen by an idle worker and contends from there; on 4–16 CPUs every
+//! lock then crossed cores and the 64-thread hammer collapsed to ~1 M locks/s (issue
+//! 10). glibc's futex word (0/1/2) has the same one-in-flight shape: a barging owner
+//! writes 1 over 2, and the woken thread writes 2 back. Type rules (recursive counts, errorcheck's EDEADLK/EPERM, EINVAL after
 //! destroy) follow glibc's `pthread_mutex_lock.c`. The owner is `pthread_self()`, which
 //! for a fiber is its donor's `pthread_t`: stable across workers (never `gettid()`).
 //!
@@ -40,6 +57,9 @@ const DELEGATED_FLAGS: i32 = 16 | 32 | 64 | 128;
 /// worker is usually released within a microsecond; beyond that the owner is
 /// descheduled (parked or queued) and spinning only delays our worker.
 const SPIN_LIMIT: u32 = 3;
+/// Token from a contended unlock: other waiters remain queued, so the wakee must put
+/// PARKED back (see "One wake-up in flight").
+const TOKEN_WAITERS_REMAIN: usize = 2;
 
 /// A timeout for `lock`: none, or an absolute time on a clock (validated lazily, only
 /// when the caller would block, as glibc does).
@@ -142,10 +162,12 @@ fn lock_slow(m: &MutexOverlay, timeout: Timeout) -> c_int {
     }
     let key = m as *const MutexOverlay as usize;
     let mut spins = 0;
+    // Set once we were woken with other waiters left behind: we carry PARKED for them.
+    let mut carry_parked = 0;
     loop {
         let s = m.lock.load(Ordering::Relaxed);
         if s & LOCKED == 0 {
-            if m.lock.compare_exchange_weak(s, s | LOCKED, Ordering::Acquire, Ordering::Relaxed).is_ok() {
+            if m.lock.compare_exchange_weak(s, s | LOCKED | carry_parked, Ordering::Acquire, Ordering::Relaxed).is_ok() {
                 return 0;
             }
             continue;
@@ -175,8 +197,12 @@ fn lock_slow(m: &MutexOverlay, timeout: Timeout) -> c_int {
             },
             deadline,
         );
-        if r == ParkResult::TimedOut {
-            return libc::ETIMEDOUT;
+        match r {
+            ParkResult::TimedOut => return libc::ETIMEDOUT,
+            ParkResult::Unparked(TOKEN_WAITERS_REMAIN) => carry_parked = PARKED,
+            // Re-parking sets PARKED itself; a plain wake-up leaves nobody behind.
+            ParkResult::Unparked(_) => carry_parked = 0,
+            _ => {}
         }
         spins = 0;
     }
@@ -243,8 +269,9 @@ fn unlock_slow(m: &MutexOverlay) {
     let key = m as *const MutexOverlay as usize;
     parking::unpark_one(key, |info| {
         // Under the bucket lock: nobody can take the lock (LOCKED is set) or queue.
-        m.lock.store(if info.have_more { PARKED } else { 0 }, Ordering::Release);
-        TOKEN_NORMAL
+        // PARKED is cleared even if others wait: the wakee carries it back.
+        m.lock.store(0, Ordering::Release);
+        if info.have_more { TOKEN_WAITERS_REMAIN } else { TOKEN_NORMAL }
     });
 }
 
