@@ -55,7 +55,9 @@ const TYPE_MASK: i32 = 3;
 const DELEGATED_FLAGS: i32 = 16 | 32 | 64 | 128;
 /// How many short spins before parking. Origin: a lock held by a fiber on another
 /// worker is usually released within a microsecond; beyond that the owner is
-/// descheduled (parked or queued) and spinning only delays our worker.
+/// descheduled (parked or queued) and spinning only delays our worker. Measured on 16
+/// CPUs (issue 10, prodcons 8+8 on one mutex, ratio to native): 0 rounds 1.8–2.0x,
+/// 1 round 2.5x, 3 rounds 3.3x; hammer the same (4.1–5.3x) for all three.
 const SPIN_LIMIT: u32 = 3;
 /// Token from a contended unlock: other waiters remain queued, so the wakee must put
 /// PARKED back (see "One wake-up in flight").
