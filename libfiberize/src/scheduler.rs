@@ -17,9 +17,10 @@
 //! ```
 //!
 //! * A fiber woken by a fiber goes to the waker's worker **lifo slot** (the previous
-//!   occupant moves to the local deque, where it is stealable). A lock hand-off or a
-//!   ping-pong then runs the wakee next on the same worker with no system call and no
-//!   cache-line migration. Idle workers do not steal an active worker's lifo slot;
+//!   occupant moves to the local deque, where it is stealable; an idle worker is woken
+//!   for it only when the deque then holds more than that one fiber, see `schedule`).
+//!   A lock hand-off or a ping-pong then runs the wakee next on the same worker with no
+//!   system call and no cache-line migration. Idle workers do not steal an active worker's lifo slot;
 //!   instead the monitor moves the slot *and the local deque* to the injector when
 //!   their owner made no progress (no switch) for a whole tick, so a busy waker delays
 //!   its wakee by at most ~1 ms and never strands it (the remote-ready defect of
@@ -32,7 +33,8 @@
 //!
 //! # Sleep / wake protocol (no lost wake-ups)
 //!
-//! An idle worker first spins for a while (`SPIN_ROUNDS`), then announces itself:
+//! An idle worker first spins for a while (`SPIN_ROUNDS`), then announces itself
+//! (timers are per worker, `crate::timer`: it sleeps at most until its own next one):
 //! `sleep_word = SLEEPING; num_sleeping += 1` (SeqCst), re-checks every queue, and only
 //! then sleeps: in the reactor's `epoll_wait` (so that I/O readiness wakes it
 //! directly, see crate::io::reactor), or on a futex on `sleep_word` where there is no
@@ -81,7 +83,9 @@
 //! every active worker's `progress` counter (bumped at each fiber switch); a worker
 //! that is running a fiber and made no progress for `STUCK_TICKS` ticks, and whose
 //! kernel thread sleeps (`/proc/self/task/TID/stat` state S or D, so a CPU-bound
-//! fiber is not mistaken for a blocked one), is marked BLOCKED and a spare worker is
+//! fiber is not mistaken for a blocked one) and also used less than a quarter of the
+//! CPU since the previous look (`schedstat`, so that a short kernel wait inside glibc
+//! or a page fault is not mistaken either: `BLOCKED_CPU_SHARE`), is marked BLOCKED and a spare worker is
 //! activated (or started) so that the number of active workers stays at the target.
 //! The spare steals the blocked worker's queued fibers like any idle worker. When the
 //! blocked call returns and the fiber switches out, the old worker sees BLOCKED and
