@@ -11,8 +11,8 @@
 # the native load generator (`bench_echo load PORT 1000 SECS`, 1000 connections) on
 # the other half; a width of 1 CPU has no echo row, and on 2 CPUs each side gets one.
 # Scenarios: hammer prodcons sleepers yield pingpong createjoin uncontended echo.
-# Env: ROUNDS (1), ECHO_SECONDS (4), RUN_TIMEOUT (60 s per run; a run that exceeds it
-# shows "HUNG"). Each figure is the scenario's own rate (higher is better):
+# Env: ROUNDS (1), ECHO_SECONDS (4), RUN_TIMEOUT (120 s per run; a run that exceeds it
+# shows "TIMEOUT", one that fails "FAILED"). Each figure is the scenario's own rate (higher is better):
 #   yield ops/s, pingpong round trips/s, sleepers ops/s, createjoin threads/s,
 #   uncontended pairs/s, hammer locks/s, prodcons items/s, echo round trips/s.
 # The ratio is preloaded/native (higher is better). Conventions as in bench-core.sh and
@@ -31,7 +31,7 @@ ulimit -n 65536 2>/dev/null || true
 export GLIBC_TUNABLES=glibc.pthread.rseq=0
 ROUNDS=${ROUNDS:-1}
 ECHO_SECONDS=${ECHO_SECONDS:-4}
-RUN_TIMEOUT=${RUN_TIMEOUT:-60}
+RUN_TIMEOUT=${RUN_TIMEOUT:-120}
 SCENARIOS=${*:-"hammer prodcons sleepers yield pingpong createjoin uncontended echo"}
 
 # The CPUs this process may use, in order (taskset's list of the current mask), so that
@@ -49,9 +49,10 @@ preload_env() { if [ "$1" = preloaded ]; then echo "LD_PRELOAD=$LIB"; else echo 
 
 # core MODE WIDTH SCENARIO -> one rate
 core() {
-    local out
-    out=$(timeout "$RUN_TIMEOUT" taskset -c "$(cpulist 0 "$2")" env "$(preload_env "$1")" "$WORK/bench_core" "$3" 2>/dev/null | value) || true
-    echo "${out:-HUNG}"
+    local out rc=0
+    out=$(timeout "$RUN_TIMEOUT" taskset -c "$(cpulist 0 "$2")" env "$(preload_env "$1")" "$WORK/bench_core" "$3" 2>/dev/null) || rc=$?
+    out=$(value <<<"$out")
+    if [ "$rc" = 124 ]; then echo TIMEOUT; else echo "${out:-FAILED}"; fi
 }
 # echo MODE WIDTH -> round trips/s of the server under MODE, load from the other half
 echo_rate() {
