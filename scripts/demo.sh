@@ -48,7 +48,7 @@ SUMMARY=()
 phase 1 "sysbench's pthread benchmarks" "1 min" \
     "sysbench threads: N threads each lock one of 8 mutexes, yield 100 times, unlock; 5 s per run." \
     "sysbench mutex: 64 threads, a fixed amount of locking; the time to finish is compared."
-printf "   %-34s %16s %16s %8s\n" "benchmark" native preloaded ratio
+printf "   %-34s %17s %17s %8s\n" "benchmark" native preloaded ratio
 for t in 16 64 256; do
     nat=$(sysbench threads --threads=$t --time=5 --thread-yields=100 --thread-locks=8 run 2>&1 | events)
     pre=$(env LD_PRELOAD="$LIB" sysbench threads --threads=$t --time=5 --thread-yields=100 --thread-locks=8 run 2>&1 | events)
