@@ -7,6 +7,11 @@
 # Environment: THREADS (default "2 64 256 1024"), SECONDS_PER_RUN (default 10), ROUNDS (3),
 # TEST (default oltp_point_select), TABLES/TABLE_SIZE (4 x 10000), CLIENT_PRELOAD=1 to
 # also run the sysbench client preloaded.
+# SERVER_CPUS and CLIENT_CPUS (taskset lists, e.g. SERVER_CPUS=0-7 CLIENT_CPUS=8-15):
+# when both are set, both servers run pinned to SERVER_CPUS and sysbench to CLIENT_CPUS
+# (disjoint sets: the client's CPU time does not come out of the server's, and the
+# preloaded server's workers follow its mask, one per CPU of SERVER_CPUS). Unset: no
+# pinning, everything shares every CPU.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -32,6 +37,21 @@ if [ ${#need[@]} -gt 0 ]; then
     (systemctl stop mariadb || service mariadb stop) >/dev/null 2>&1 || true
 fi
 [ -f "$LIB" ] || cargo build --release -p interpose
+
+# Optional pinning: a taskset prefix for the servers and one for sysbench.
+SERVER_PIN=(); CLIENT_PIN=()
+if [ -n "${SERVER_CPUS:-}" ] || [ -n "${CLIENT_CPUS:-}" ]; then
+    [ -n "${SERVER_CPUS:-}" ] && [ -n "${CLIENT_CPUS:-}" ] ||
+        { echo "run.sh: set both SERVER_CPUS and CLIENT_CPUS (e.g. SERVER_CPUS=0-7 CLIENT_CPUS=8-15), or neither" >&2; exit 2; }
+    for set in "$SERVER_CPUS" "$CLIENT_CPUS"; do
+        taskset -c "$set" true 2>/dev/null || { echo "run.sh: '$set' is not a usable CPU list here (taskset -c $set failed)" >&2; exit 2; }
+    done
+    expand() { tr ',' '\n' <<<"$1" | awk -F- '{ if (NF == 2) for (i = $1; i <= $2; i++) print i; else print $1 }' | sort; }
+    shared=$(comm -12 <(expand "$SERVER_CPUS") <(expand "$CLIENT_CPUS") | tr '\n' ' ')
+    [ -z "$shared" ] || echo "run.sh: warning: SERVER_CPUS and CLIENT_CPUS share CPUs $shared(the sets should be disjoint)" >&2
+    SERVER_PIN=(taskset -c "$SERVER_CPUS"); CLIENT_PIN=(taskset -c "$CLIENT_CPUS")
+    echo "== servers pinned to CPUs $SERVER_CPUS, sysbench to CPUs $CLIENT_CPUS"
+fi
 
 WORK=$(mktemp -d /tmp/fiberize-mysql.XXXXXX)
 # Free ports below the ephemeral range (32768+), so that client sockets never hold them.
@@ -60,7 +80,7 @@ trap cleanup EXIT
 start_server() { # native|preload
     local pre=()
     [ "$1" = preload ] && pre=(env LD_PRELOAD="$LIB" GLIBC_TUNABLES=glibc.pthread.rseq=0)
-    "${pre[@]}" /usr/sbin/mariadbd --no-defaults --datadir="$WORK/data-$1" --socket="$WORK/sock-$1" --port=${PORT[$1]} \
+    "${SERVER_PIN[@]}" "${pre[@]}" /usr/sbin/mariadbd --no-defaults --datadir="$WORK/data-$1" --socket="$WORK/sock-$1" --port=${PORT[$1]} \
         --bind-address=127.0.0.1 --user=root --pid-file="$WORK/pid-$1" --log-error="$WORK/err-$1.log" \
         --max-connections=4000 --innodb-buffer-pool-size=256M --skip-log-bin >"$WORK/out-$1.log" 2>&1 &
     for _ in $(seq 1 60); do
@@ -82,7 +102,7 @@ run_sb() { # server client-mode threads -> "tps errors"
     local pre=()
     [ "$2" = preload ] && pre=(env LD_PRELOAD="$LIB" GLIBC_TUNABLES=glibc.pthread.rseq=0)
     # shellcheck disable=SC2046 # sb_args prints words without spaces inside
-    "${pre[@]}" sysbench $(sb_args "$1") --threads="$3" --time="$SECONDS_PER_RUN" --rand-type=uniform "$TEST" run 2>&1 |
+    "${CLIENT_PIN[@]}" "${pre[@]}" sysbench $(sb_args "$1") --threads="$3" --time="$SECONDS_PER_RUN" --rand-type=uniform "$TEST" run 2>&1 |
         awk '/transactions:/ { gsub("[(]", "", $3); tps=$3 } /ignored errors:/ { err=$3 } /FATAL/ { fatal=1 }
              END { printf "%s %s\n", (fatal ? "FATAL" : tps), err + 0 }'
 }

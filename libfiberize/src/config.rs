@@ -129,7 +129,7 @@ pub fn config() -> &'static Config {
 
 /// CPUs in our affinity mask, capped by the cgroup (v2 `cpu.max`, v1 `cpu.cfs_*`) quota.
 pub fn default_workers() -> usize {
-    // A raw system call: `sched_getaffinity` is one of our exports (DESIGN §3.2).
+    // A raw system call: `sched_getaffinity` is one of our exports (docs/DESIGN.md §2.1).
     // SAFETY: `set` is a valid out-parameter of the size we pass.
     let cpus = unsafe {
         let mut set: libc::cpu_set_t = core::mem::zeroed();

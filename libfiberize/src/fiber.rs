@@ -175,7 +175,7 @@ pub struct Fiber {
 }
 
 /// Foreign blocking episodes after which a fiber runs as a plain thread on its donor
-/// (DESIGN §3.4). Origin: one or two episodes are normal (a DNS lookup, a rare
+/// (docs/DESIGN.md §2.11). Origin: one or two episodes are normal (a DNS lookup, a rare
 /// `flock`); a fiber that blocks again and again (an io_uring completion thread, a
 /// `sigwaitinfo` loop through raw syscalls) costs a spare worker each time.
 pub const DEMOTE_AFTER_BLOCKS: u32 = 3;

@@ -23,7 +23,7 @@
 //! | [`signal`], [`handlers`] | per-fiber masks and kills; program handlers vs. the runtime's critical sections |
 //!
 //! Two invariants run through everything:
-//! 1. The runtime never calls its own exports (DESIGN §3.2): real functions come from
+//! 1. The runtime never calls its own exports (docs/DESIGN.md §2.1): real functions come from
 //!    [`real`], raw system calls from [`sys`], locks from [`rawlock`].
 //! 2. Two OS threads never use one TLS block at once: a donor is TLS-free from the
 //!    moment it hands its fiber to the pool until the fiber is gone.

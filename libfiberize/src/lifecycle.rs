@@ -7,7 +7,7 @@ use crate::{config, dump, scheduler, sys};
 extern "C" fn child_after_fork() {
     // Only the forking OS thread exists in the child: no worker will ever run a fiber
     // there. From now on new threads are plain glibc threads and every waiter blocks
-    // as a thread (DESIGN §4).
+    // as a thread (docs/DESIGN.md §2.14).
     config::mark_forked_child();
 }
 

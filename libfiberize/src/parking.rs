@@ -1,5 +1,5 @@
 //! The parking lot: one waiter-queue design for every blocking primitive, serving
-//! fibers and plain OS threads alike (DESIGN §3.1).
+//! fibers and plain OS threads alike (docs/DESIGN.md §2.6).
 //!
 //! A waiter parks on an address (`key`): a mutex, a condition variable, a futex word.
 //! Queues live in a fixed table of buckets hashed by address, each a [`RawMutex`] and

@@ -1,7 +1,7 @@
 //! The runtime's own lock: a three-state futex mutex that uses only raw system calls.
 //!
 //! Why not `std::sync::Mutex` or `parking_lot`? They call `syscall(SYS_futex, …)`, which
-//! in this library resolves to our own export, i.e. back into the runtime (DESIGN §3.2).
+//! in this library resolves to our own export, i.e. back into the runtime (docs/DESIGN.md §2.1).
 //! `RawMutex` is used only for short critical sections that never park a fiber: a fiber
 //! that finds it contended blocks its worker OS thread for a moment, like any spin lock.
 //! A hold is shielded from program signal handlers ([`crate::handlers`]): a handler

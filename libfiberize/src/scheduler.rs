@@ -24,7 +24,7 @@
 //!   instead the monitor moves the slot *and the local deque* to the injector when
 //!   their owner made no progress (no switch) for a whole tick, so a busy waker delays
 //!   its wakee by at most ~1 ms and never strands it (the remote-ready defect of
-//!   Boost.Fiber, DESIGN §2, cannot happen), and fibers queued behind a fiber that
+//!   Boost.Fiber, docs/DESIGN.md §2.3, cannot happen), and fibers queued behind a fiber that
 //!   spins without switching reach other workers even when those never run dry.
 //!   Slots of BLOCKED workers are stolen at once.
 //! * `sched_yield` re-queues at the back of the local FIFO deque: round robin.
@@ -77,7 +77,7 @@
 //! stale wake) writes the eventfd named in the fiber; the monitor does not mistake a
 //! direct waiter for a blocked worker.
 //!
-//! # Blocked workers and spares (DESIGN §3.4)
+//! # Blocked workers and spares (docs/DESIGN.md §2.11)
 //!
 //! A fiber may block its worker in a call we do not intercept. The monitor watches
 //! every active worker's `progress` counter (bumped at each fiber switch); a worker

@@ -16,7 +16,7 @@
 //!
 //! The only difference is what a waiter does while the lock is held. glibc spins
 //! forever; a fiber that did so would hold its worker, and if the owner is a fiber
-//! queued on that same worker it would never run (DESIGN §2, "Spin-waits"). So after
+//! queued on that same worker it would never run (docs/DESIGN.md §2.8, "Spin-waits"). So after
 //! a short spin a waiter yields: a fiber through the scheduler (to the back of its
 //! worker's queue, where the owner may be waiting to run), a plain thread with the
 //! real `sched_yield`. Like glibc, we detect no self-deadlock and no bad unlock.

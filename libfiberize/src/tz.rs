@@ -1,4 +1,4 @@
-//! The mktime/tzset throttle (issue 4; DESIGN "Hidden serialization: mktime").
+//! The mktime/tzset throttle (issue 4; docs/DESIGN.md §2.17).
 //!
 //! glibc re-runs `tzset()` at the start of every `mktime`/`timelocal`, `localtime`,
 //! `ctime` and `tzset` call. That takes glibc's process-wide tz lock and, when `TZ` is
@@ -35,7 +35,7 @@
 //!   glibc's `localtime`/`gmtime` is kept. `ctime` is `asctime(localtime(t))`, as in
 //!   glibc.
 //!
-//! Differences from glibc (see scripts/README-tz.md): a replaced `/etc/localtime`
+//! Differences from glibc (see the README, "Time zones"): a replaced `/etc/localtime`
 //! is picked up within a second instead of at the next call (with `TZ` set, glibc does
 //! not look at the file again either); glibc-internal callers of its mktime
 //! (`strftime("%s")`, `getdate`) keep using glibc's own offset guess, which only

@@ -55,6 +55,13 @@ static void check_views(void) {
     CHECK(info_calls == 1 && info_value == 4242 && info_code_ok);
     printf("sigaction view and sigqueue value: ok\n");
 
+    /* The inherited disposition is not ours to assume (nohup starts us with SIGHUP
+     * ignored): set SIG_DFL first, then check the round trips from there. */
+    struct sigaction dfl;
+    memset(&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL;
+    sigemptyset(&dfl.sa_mask);
+    CHECK(sigaction(SIGHUP, &dfl, NULL) == 0);
     CHECK(signal(SIGHUP, plain_handler) == SIG_DFL);
     CHECK(signal(SIGHUP, SIG_IGN) == plain_handler);
     CHECK(signal(SIGHUP, plain_handler) == SIG_IGN);

@@ -1,4 +1,4 @@
-//! Long blocking calls that a fiber runs on its donor thread (DESIGN §3.5): the worker
+//! Long blocking calls that a fiber runs on its donor thread (docs/DESIGN.md §2.2, §2.10): the worker
 //! goes on with other fibers while the donor, which owns the fiber's stack and TLS,
 //! blocks in the kernel. Plain threads call them directly.
 

@@ -1,4 +1,4 @@
-//! Blocking I/O without blocking workers (DESIGN §3.5).
+//! Blocking I/O without blocking workers (docs/DESIGN.md §2.10).
 //!
 //! * [`fdtable`]: what we know about each file descriptor the program made through us
 //!   (sockets, pipes, eventfds, its epoll fds): whether we own it (set `O_NONBLOCK`
