@@ -847,6 +847,10 @@ fn run_fiber(w: &WorkerShared, f: FiberRef) {
         corosensei::CoroutineResult::Yield(Switch::RunOnDonor) => {
             f.set_life(Life::OnDonor);
             f.worker.store(0, Ordering::Relaxed);
+            if crate::config::in_forked_child() {
+                // The fiber forked and is the child's thread now (thread.rs, "Fork").
+                crate::thread::resume_donor_in_forked_child(&f);
+            }
             f.donor_word.store(DONOR_RUN, Ordering::Release);
             sys::futex_wake(&f.donor_word, 1);
         }

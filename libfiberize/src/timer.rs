@@ -44,6 +44,16 @@ impl Ord for Entry {
 static HEAP: RawLock<BinaryHeap<Entry>> = RawLock::new(BinaryHeap::new());
 static NEXT: AtomicU64 = AtomicU64::new(u64::MAX);
 
+/// In a forked child: the parent's fibers' timers do not apply (no fiber exists here).
+///
+/// # Safety
+/// Only from the atfork child hook (one thread, nothing else running).
+pub unsafe fn reset_in_forked_child() {
+    // SAFETY: forwarded contract.
+    unsafe { HEAP.reset_in_forked_child(BinaryHeap::new()) };
+    NEXT.store(u64::MAX, Ordering::Release);
+}
+
 /// The earliest pending deadline (u64::MAX if none).
 #[inline]
 pub fn next_deadline() -> u64 {
