@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
@@ -112,6 +113,36 @@ static void *vforker(void *a) {
     return 0;
 }
 
+/* 3b. The same through libc's clone(CLONE_VM | CLONE_VFORK) on a stack of its own. */
+static int cpfd[2];
+static int clone_child(void *a) {
+    (void)a;
+    struct sigaction sa; memset(&sa, 0, sizeof sa); sa.sa_handler = SIG_DFL;
+    sigaction(SIGUSR1, &sa, 0);
+    dup2(cpfd[1], 1); close(cpfd[0]); close(cpfd[1]);
+    execl("/bin/echo", "echo", "from-clone-child", (char *)0);
+    _exit(127);
+}
+static void *cloner(void *a) {
+    (void)a;
+    CHECK(pipe(cpfd) == 0);
+    static char stack[64 * 1024] __attribute__((aligned(16)));
+    pid_t p = clone(clone_child, stack + sizeof stack, CLONE_VM | CLONE_VFORK | SIGCHLD, 0);
+    CHECK(p > 0);
+    close(cpfd[1]);
+    char buf[64] = {0}; ssize_t n, got = 0;
+    while ((n = read(cpfd[0], buf + got, sizeof buf - 1 - got)) > 0) got += n;
+    close(cpfd[0]);
+    int st = status_of(p);
+    struct sigaction cur; sigaction(SIGUSR1, 0, &cur);
+    usr1 = 0;
+    kill(getpid(), SIGUSR1);
+    for (int i = 0; i < 100 && !usr1; i++) msleep(1);
+    printf("clone(CLONE_VM|CLONE_VFORK) status=%d read=%s handler_kept=%d handler_ran=%d\n", st, strtok(buf, "\n"),
+           cur.sa_handler == on_usr1, usr1 == SIGUSR1);
+    return 0;
+}
+
 /* 4. A forked child closes the read end of a pipe that a parent thread is blocked on
  *    (and its own copy of the write end); the parent's reader still gets the data. */
 static int rp[2];
@@ -185,6 +216,10 @@ int main(int argc, char **argv) {
     if (want("vfork")) {
     signal(SIGUSR1, on_usr1);
     CHECK(pthread_create(&t, 0, vforker, 0) == 0 && pthread_join(t, 0) == 0);
+    }
+    if (want("clone")) {
+    signal(SIGUSR1, on_usr1);
+    CHECK(pthread_create(&t, 0, cloner, 0) == 0 && pthread_join(t, 0) == 0);
     }
     if (want("pipe")) {
     CHECK(pipe(rp) == 0);

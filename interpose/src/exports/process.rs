@@ -66,3 +66,40 @@ extern "C" fn on_load() {
 #[used]
 #[link_section = ".init_array"]
 static ON_LOAD: extern "C" fn() = on_load;
+
+mod real {
+    use libc::{c_int, c_void, pid_t};
+    fiberize_rt::real_fns! {
+        fn clone(f: *mut c_void, stack: *mut c_void, flags: c_int, arg: *mut c_void, ptid: *mut pid_t, tls: *mut c_void, ctid: *mut pid_t) -> c_int;
+    }
+}
+
+/// `clone(fn, stack, flags, arg, ...)` through libc. A `CLONE_VM | CLONE_VFORK` child
+/// without a TLS of its own is a vfork child on a stack of its own: it borrows the
+/// caller's TCB while the caller sleeps, so the TCB is marked as `vfork` marks it.
+/// (A `CLONE_VM` child without `CLONE_VFORK` runs beside its parent on the same TCB,
+/// which cannot be marked; its `sigaction` is still recognized by its pid.)
+///
+/// The variadic tail (`ptid`, `tls`, `ctid`) is taken as fixed arguments: on x86_64
+/// the first two arrive in registers and the third on the stack either way, and glibc
+/// reads each only when a flag asks for it (see the ABI note in `syscall.rs`).
+///
+/// # Safety
+/// As glibc's `clone`.
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn clone(f: *mut libc::c_void, stack: *mut libc::c_void, flags: libc::c_int, arg: *mut libc::c_void,
+    ptid: *mut libc::pid_t, tls: *mut libc::c_void, ctid: *mut libc::pid_t) -> libc::c_int {
+    let borrows_tcb = flags & libc::CLONE_VM != 0
+        && flags & libc::CLONE_VFORK != 0
+        && flags & (libc::CLONE_THREAD | libc::CLONE_SETTLS) == 0;
+    if borrows_tcb {
+        fiberize_rt::lifecycle::vfork_enter();
+    }
+    // SAFETY: forwarded contract.
+    let r = unsafe { real::clone(f, stack, flags, arg, ptid, tls, ctid) };
+    if borrows_tcb {
+        // The child exec'd or exited (CLONE_VFORK): the TCB is ours again.
+        fiberize_rt::fiber::set_vfork_child(false);
+    }
+    r
+}
