@@ -16,6 +16,18 @@ static REGISTRY: RawLock<BTreeMap<u64, FiberRef>> = RawLock::new(BTreeMap::new()
 /// Live fibers by `pthread_t`, for `pthread_kill` and friends.
 static BY_PTHREAD: RawLock<BTreeMap<usize, FiberRef>> = RawLock::new(BTreeMap::new());
 
+/// In a forked child: no fiber of the parent exists here.
+///
+/// # Safety
+/// Only from the atfork child hook (one thread, nothing else running).
+pub unsafe fn reset_in_forked_child() {
+    // SAFETY: forwarded contract.
+    unsafe {
+        REGISTRY.reset_in_forked_child(BTreeMap::new());
+        BY_PTHREAD.reset_in_forked_child(BTreeMap::new());
+    }
+}
+
 pub fn register(f: &FiberRef) {
     REGISTRY.lock().insert(f.id, f.clone());
     register_pthread_early(f, f.pthread.load(Ordering::Relaxed));

@@ -172,6 +172,10 @@ pub struct Fiber {
     pub cancel_disabled: core::sync::atomic::AtomicBool,
     /// The fiber's cancelability type is PTHREAD_CANCEL_ASYNCHRONOUS.
     pub cancel_async: core::sync::atomic::AtomicBool,
+    /// While the donor sleeps waiting for a hand-off: its saved stack pointer, where
+    /// its callee-saved registers lie (0 while it is awake). A forked child of this
+    /// fiber resumes its copy of the donor there (`crate::thread`, "Fork").
+    pub donor_sleep_sp: AtomicUsize,
 }
 
 /// Foreign blocking episodes after which a fiber runs as a plain thread on its donor
@@ -224,6 +228,7 @@ impl Fiber {
             cancel_requested: core::sync::atomic::AtomicBool::new(false),
             cancel_disabled: core::sync::atomic::AtomicBool::new(false),
             cancel_async: core::sync::atomic::AtomicBool::new(false),
+            donor_sleep_sp: AtomicUsize::new(0),
         }
     }
 
@@ -308,10 +313,13 @@ impl Fiber {
 // in fiber context reads the donor's copy, which the donor set to its fiber; on a
 // worker (scheduler context), on the main thread or on any foreign thread it is 0.
 // Bit 0 marks "this fiber currently runs on its donor" (see run_on_donor), where the
-// caller must behave like a plain OS thread.
+// caller must behave like a plain OS thread. Bit 1 marks "this TCB is borrowed by a
+// vfork child" (see `crate::lifecycle`): the child shares our memory, so it must touch
+// none of the runtime's tables and behave as a plain thread too.
 // ---------------------------------------------------------------------------------
 
 const ON_DONOR_BIT: usize = 1;
+const VFORK_CHILD_BIT: usize = 2;
 
 thread_local! {
     static CURRENT: Cell<usize> = const { Cell::new(0) };
@@ -321,7 +329,7 @@ thread_local! {
 #[inline]
 pub fn current() -> Option<&'static Fiber> {
     let v = CURRENT.with(|c| c.get());
-    if v == 0 || v & ON_DONOR_BIT != 0 || crate::config::in_forked_child() {
+    if v == 0 || v & (ON_DONOR_BIT | VFORK_CHILD_BIT) != 0 || crate::config::in_forked_child() {
         return None;
     }
     // SAFETY: the donor set this to its fiber, which it keeps alive (an Arc) until it
@@ -335,11 +343,41 @@ pub fn is_fiber() -> bool {
     current().is_some()
 }
 
+/// The fiber this TCB belongs to, wherever it runs (worker or donor), ignoring the
+/// fork state: for the fork hooks, which must know who forked.
+pub(crate) fn owner_of_tcb() -> Option<&'static Fiber> {
+    let v = CURRENT.with(|c| c.get()) & !(ON_DONOR_BIT | VFORK_CHILD_BIT);
+    // SAFETY: as in `current`.
+    (v != 0).then(|| unsafe { &*(v as *const Fiber) })
+}
+
+/// Whether the caller runs on a worker (not on its donor): read before the fork
+/// state changes `current`'s answer.
+pub(crate) fn runs_on_worker() -> bool {
+    let v = CURRENT.with(|c| c.get());
+    v != 0 && v & (ON_DONOR_BIT | VFORK_CHILD_BIT) == 0
+}
+
+/// Whether the caller is a vfork child borrowing this thread's TCB (and memory).
+#[inline]
+pub fn in_vfork_child() -> bool {
+    CURRENT.with(|c| c.get()) & VFORK_CHILD_BIT != 0
+}
+
+/// Marks (or unmarks) this TCB as borrowed by a vfork child: set by the interposed
+/// `vfork` just before the system call, cleared in the parent when it returns.
+pub fn set_vfork_child(on: bool) {
+    CURRENT.with(|c| {
+        let v = c.get();
+        c.set(if on { v | VFORK_CHILD_BIT } else { v & !VFORK_CHILD_BIT });
+    });
+}
+
 pub(crate) fn set_current(f: *const Fiber) {
     CURRENT.with(|c| c.set(f as usize));
 }
 
-fn set_on_donor(on: bool) {
+pub(crate) fn set_on_donor(on: bool) {
     CURRENT.with(|c| {
         let v = c.get();
         c.set(if on { v | ON_DONOR_BIT } else { v & !ON_DONOR_BIT });

@@ -53,6 +53,15 @@
 //!
 //! Synchronous signals (SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGTRAP, SIGSYS) are never
 //! wrapped: they must run where they happen, and runtime code does not raise them.
+//!
+//! # Children
+//!
+//! A forked child has its own copy of the table; the atfork hooks hold `TABLE_LOCK`
+//! across the fork, so the copy is never half-written. A **vfork child** (or any child
+//! made with `CLONE_VM` that did not go through `fork`'s hooks) shares the parent's
+//! memory but has its own kernel dispositions: its `sigaction` (spawning code resets
+//! every handler before `exec`) must change the kernel's action only and leave the
+//! table, which is the parent's, alone ([`program_sigaction`]).
 
 use core::cell::Cell;
 use core::sync::atomic::{AtomicI32, AtomicU64, AtomicUsize, Ordering};
@@ -259,12 +268,56 @@ pub unsafe fn program_sigaction(sig: c_int, act: *const libc::sigaction, old: *m
         // SAFETY: forwarded contract.
         return unsafe { sigaction(sig, act, old) };
     }
+    if crate::fiber::in_vfork_child() || crate::lifecycle::in_unannounced_child() {
+        // SAFETY: forwarded contract.
+        return unsafe { child_sigaction(sig, act, old) };
+    }
     let _shield = Shield::new();
     TABLE_LOCK.lock();
     // SAFETY: forwarded contract; TABLE_LOCK is released on every path below.
     let r = unsafe { program_sigaction_locked(sig, act, old) };
     TABLE_LOCK.unlock();
     r
+}
+
+/// `sigaction` in a child that shares the parent's memory: the kernel's action changes,
+/// the table does not. The previous action reads as the program's own while the kernel
+/// still holds our trampoline (inherited from the parent).
+///
+/// # Safety
+/// As glibc's `sigaction`.
+unsafe fn child_sigaction(sig: c_int, act: *const libc::sigaction, old: *mut libc::sigaction) -> c_int {
+    let slot = &ACTIONS[sig as usize];
+    // SAFETY: a zeroed sigaction is a valid out-parameter.
+    let mut prev: libc::sigaction = unsafe { core::mem::zeroed() };
+    // SAFETY: query only.
+    if unsafe { sigaction(sig, core::ptr::null(), &mut prev) } != 0 {
+        return -1;
+    }
+    if slot.wrapped.load(Ordering::Relaxed) != 0 && prev.sa_sigaction == trampoline as *const () as usize {
+        prev.sa_sigaction = slot.handler.load(Ordering::Relaxed);
+        prev.sa_flags = slot.flags.load(Ordering::Relaxed);
+        set_kernel_mask(&mut prev.sa_mask, slot.mask.load(Ordering::Relaxed));
+    }
+    // SAFETY: `act` is null or valid (caller's contract).
+    if !act.is_null() && unsafe { sigaction(sig, act, core::ptr::null_mut()) } != 0 {
+        return -1;
+    }
+    // SAFETY: `old` is null or valid (caller's contract).
+    if let Some(o) = unsafe { old.as_mut() } {
+        *o = prev;
+    }
+    0
+}
+
+/// Atfork prepare: no `sigaction` is half-way through the table when the child's copy
+/// is taken. Released by [`unlock_table_after_fork`] in the parent and in the child.
+pub fn lock_table_for_fork() {
+    TABLE_LOCK.lock();
+}
+
+pub fn unlock_table_after_fork() {
+    TABLE_LOCK.unlock();
 }
 
 unsafe fn program_sigaction_locked(sig: c_int, act: *const libc::sigaction, old: *mut libc::sigaction) -> c_int {

@@ -64,6 +64,20 @@ unsafe impl Sync for Bucket {}
 const EMPTY_BUCKET: Bucket = Bucket { lock: RawMutex::new(), head: AtomicPtr::new(ptr::null_mut()), tail: Cell::new(ptr::null()) };
 static TABLE: [Bucket; BUCKETS] = [EMPTY_BUCKET; BUCKETS];
 
+/// In a forked child: every queue empty and unlocked. No waiter of the parent exists in
+/// the child (the forking thread was not waiting), and a bucket lock held by another
+/// thread at the fork would never be released.
+///
+/// # Safety
+/// Only from the atfork child hook (one thread, nothing else running).
+pub unsafe fn forget_all_waiters_in_forked_child() {
+    for b in TABLE.iter() {
+        b.lock.reset_in_forked_child();
+        b.head.store(ptr::null_mut(), Ordering::Relaxed);
+        b.tail.set(ptr::null());
+    }
+}
+
 #[inline]
 fn bucket(key: usize) -> &'static Bucket {
     // Fibonacci hashing of the address.

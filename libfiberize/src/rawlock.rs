@@ -74,6 +74,14 @@ impl RawMutex {
     }
 }
 
+impl RawMutex {
+    /// In a forked child: unlocked, whoever held it in the parent (that thread does
+    /// not exist here). No wake-up, no shield change: nobody else is left to wake.
+    pub fn reset_in_forked_child(&self) {
+        self.state.store(0, Ordering::Relaxed);
+    }
+}
+
 impl Default for RawMutex {
     fn default() -> Self {
         Self::new()
@@ -99,6 +107,18 @@ impl<T> RawLock<T> {
     pub fn lock(&self) -> RawLockGuard<'_, T> {
         self.mutex.lock();
         RawLockGuard { lock: self }
+    }
+
+    /// In a forked child: unlocked and holding `value`. The parent's value is forgotten,
+    /// not dropped: another thread may have been changing it at the fork.
+    ///
+    /// # Safety
+    /// Only in a forked child, on its one thread, before anything else uses the lock.
+    pub unsafe fn reset_in_forked_child(&self, value: T) {
+        self.mutex.reset_in_forked_child();
+        // SAFETY: nobody else runs in the child (caller's contract); ptr::write does not
+        // drop the old contents.
+        unsafe { core::ptr::write(self.value.get(), value) };
     }
 }
 

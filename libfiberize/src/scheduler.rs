@@ -349,6 +349,17 @@ impl Runtime {
         })
     }
 
+    /// Forgets every worker's timers in a forked child.
+    ///
+    /// # Safety
+    /// Only from the atfork child hook (one thread, nothing else running).
+    pub unsafe fn reset_timers_in_forked_child(&self) {
+        for w in self.workers() {
+            // SAFETY: forwarded contract.
+            unsafe { w.timers.reset_in_forked_child() };
+        }
+    }
+
     /// Timers armed on all workers (for the dump).
     pub fn pending_timers(&self) -> usize {
         self.workers().iter().map(|w| w.timers.pending()).sum()
@@ -898,6 +909,10 @@ fn run_fiber(w: &WorkerShared, f: FiberRef) {
         corosensei::CoroutineResult::Yield(Switch::RunOnDonor) => {
             f.set_life(Life::OnDonor);
             f.worker.store(0, Ordering::Relaxed);
+            if crate::config::in_forked_child() {
+                // The fiber forked and is the child's thread now (thread.rs, "Fork").
+                crate::thread::resume_donor_in_forked_child(&f);
+            }
             f.donor_word.store(DONOR_RUN, Ordering::Release);
             sys::futex_wake(&f.donor_word, 1);
         }

@@ -29,9 +29,44 @@
 //! `pthread_join` from a fiber runs the real `pthread_join` on the joiner's own donor
 //! ([`crate::fiber::run_on_donor`]); so "join returns after the destructors ran" is
 //! glibc's own guarantee, and no worker blocks.
+//!
+//! # Fork: the child's thread goes back to its donor's frames
+//!
+//! A fiber that calls `fork` runs on a worker, so the child's only OS thread is a copy
+//! of that worker, in the middle of the fiber's coroutine, with FS on the donor's TCB
+//! (which glibc, after `fork`, counts as the child's one thread). The child has no
+//! other worker, no monitor and no donor thread. Two ways were possible:
+//!
+//! * **a fresh runtime in the child** (new pool, queues, reactor, timers): every static
+//!   of the runtime would need a reset path, ghost fibers copied from the parent would
+//!   still sit in the queues and tables, and the fiber's coroutine would still return
+//!   into the copied worker's frames — not into glibc's `start_thread`, which is what
+//!   runs the thread-exit protocol (TLS and key destructors, "last thread: exit(0)")
+//!   and what `pthread_exit`'s unwinding must end in;
+//! * **the child's thread becomes a plain thread on its donor's frames**, which is
+//!   what it is natively. This is the one we use.
+//!
+//! The donor's frames are in the child's memory, frozen where the donor slept; only its
+//! registers are missing. So the donor sleeps through [`donor_sleep`], a few
+//! instructions of assembly that push the callee-saved registers (and the SSE/x87
+//! control words) and publish the stack pointer in `Fiber::donor_sleep_sp` before the
+//! futex system call. In the child (`crate::lifecycle`'s atfork child hook, which runs
+//! on the forking fiber) the fiber suspends with `RunOnDonor`; the worker code that
+//! receives it sees the forked child and calls [`resume_donor_in_forked_child`], which
+//! points FS at the donor's TCB and loads that stack pointer: the donor's copy returns
+//! from `donor_sleep` with "woken in a forked child" and resumes the coroutine like a
+//! `DONOR_RUN`. From there on the fiber runs on its donor for good (a `BackToPool`
+//! resumes it again at once), every call takes its plain-thread path, and the end of
+//! the start routine (or `pthread_exit`, which unwinds into `start_thread` exactly as
+//! it does for a fiber on its donor in the parent) ends the child as glibc does.
+//!
+//! The atfork prepare hook waits until the forking fiber's donor has published its
+//! stack pointer (it may still be on its way to sleep right after handing the fiber to
+//! the pool); a donor asleep there is woken only by a hand-off, which cannot come
+//! while its fiber runs on a worker, so the snapshot the child gets is consistent.
 
 use core::ptr;
-use core::sync::atomic::Ordering;
+use core::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use libc::{c_int, c_void, pthread_attr_t, pthread_t};
@@ -224,17 +259,30 @@ fn donor_main_inner(fiber: FiberRef, start: StartRoutine, arg: *mut c_void) -> *
 /// The donor's service loop: sleep until a worker hands the fiber back, run it here
 /// when asked, return its value when it finished. TLS-free.
 fn donor_serve(fiber: &FiberRef) -> usize {
+    // Set when the fiber must run here at once: woken in a forked child, or asked to
+    // go back to a pool that a forked child does not have.
+    let mut run_here = false;
     loop {
-        match fiber.donor_word.load(Ordering::Acquire) {
+        let word = if run_here { DONOR_RUN } else { fiber.donor_word.load(Ordering::Acquire) };
+        match word {
             DONOR_IDLE => {
-                sys::futex_wait(&fiber.donor_word, DONOR_IDLE, None);
+                // SAFETY: the word and the slot belong to our fiber, which we keep alive.
+                if unsafe { donor_sleep(&fiber.donor_word, DONOR_IDLE, &fiber.donor_sleep_sp) } == WOKEN_IN_FORKED_CHILD {
+                    run_here = true;
+                }
             }
             DONOR_RUN => {
+                run_here = false;
                 fiber.donor_word.store(DONOR_IDLE, Ordering::Relaxed);
                 // SAFETY: the worker handed the fiber to us (DONOR_RUN) and let go of
                 // it; FS already is this TCB, so no switch of the thread pointer.
                 let r = unsafe { fiber.coroutine_mut().resume(()) };
                 match r {
+                    corosensei::CoroutineResult::Yield(Switch::BackToPool) if crate::config::in_forked_child() => {
+                        // No pool in a forked child (it forked while on its donor):
+                        // the fiber stays here as the child's plain thread.
+                        run_here = true;
+                    }
                     corosensei::CoroutineResult::Yield(Switch::BackToPool) => {
                         fiber.set_life(Life::Runnable);
                         scheduler::push_from_donor(fiber.clone());
@@ -248,6 +296,150 @@ fn donor_serve(fiber: &FiberRef) -> usize {
             DONOR_FINISH => return fiber.retval.load(Ordering::Relaxed),
             _ => crate::fatal(&["corrupt donor word"]),
         }
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// The donor's sleep, resumable in a forked child (module docs, "Fork")
+// ---------------------------------------------------------------------------------
+
+/// What [`donor_sleep`] returns in the copy of the donor that a forked child resumed.
+const WOKEN_IN_FORKED_CHILD: usize = 1;
+
+// fiberize_donor_sleep(word: *const u32, expected: u32, sp_slot: *mut usize) -> usize
+//   Saves rbp, rbx, r12-r15, MXCSR and the x87 control word (everything the SysV ABI
+//   makes callee-saved) on the stack, publishes the stack pointer in *sp_slot, waits
+//   with FUTEX_WAIT_PRIVATE (no timeout) while *word == expected, clears *sp_slot and
+//   returns 0.
+// fiberize_donor_wake_in_child(sp: usize) -> !
+//   Loads such a published stack pointer and returns 1 from that donor_sleep.
+core::arch::global_asm!(
+    ".pushsection .text.fiberize_donor_sleep,\"ax\",@progbits",
+    ".p2align 4",
+    ".globl fiberize_donor_sleep",
+    ".hidden fiberize_donor_sleep",
+    ".type fiberize_donor_sleep,@function",
+    "fiberize_donor_sleep:",
+    ".cfi_startproc",
+    "push rbp",
+    ".cfi_adjust_cfa_offset 8",
+    ".cfi_rel_offset rbp, 0",
+    "push rbx",
+    ".cfi_adjust_cfa_offset 8",
+    ".cfi_rel_offset rbx, 0",
+    "push r12",
+    ".cfi_adjust_cfa_offset 8",
+    ".cfi_rel_offset r12, 0",
+    "push r13",
+    ".cfi_adjust_cfa_offset 8",
+    ".cfi_rel_offset r13, 0",
+    "push r14",
+    ".cfi_adjust_cfa_offset 8",
+    ".cfi_rel_offset r14, 0",
+    "push r15",
+    ".cfi_adjust_cfa_offset 8",
+    ".cfi_rel_offset r15, 0",
+    "sub rsp, 8",
+    ".cfi_adjust_cfa_offset 8",
+    "stmxcsr [rsp]",
+    "fnstcw [rsp + 4]",
+    "mov r8, rdx",
+    "mov [r8], rsp",
+    "mov edx, esi",
+    "mov esi, {futex_wait_private}",
+    "xor r10d, r10d",
+    "mov eax, {sys_futex}",
+    "syscall",
+    "mov qword ptr [r8], 0",
+    "xor eax, eax",
+    ".Lfiberize_donor_sleep_return:",
+    "ldmxcsr [rsp]",
+    "fldcw [rsp + 4]",
+    "add rsp, 8",
+    ".cfi_adjust_cfa_offset -8",
+    "pop r15",
+    ".cfi_adjust_cfa_offset -8",
+    "pop r14",
+    ".cfi_adjust_cfa_offset -8",
+    "pop r13",
+    ".cfi_adjust_cfa_offset -8",
+    "pop r12",
+    ".cfi_adjust_cfa_offset -8",
+    "pop rbx",
+    ".cfi_adjust_cfa_offset -8",
+    "pop rbp",
+    ".cfi_adjust_cfa_offset -8",
+    "ret",
+    ".cfi_endproc",
+    ".size fiberize_donor_sleep, . - fiberize_donor_sleep",
+    ".p2align 4",
+    ".globl fiberize_donor_wake_in_child",
+    ".hidden fiberize_donor_wake_in_child",
+    ".type fiberize_donor_wake_in_child,@function",
+    "fiberize_donor_wake_in_child:",
+    "mov rsp, rdi",
+    "mov eax, {woken}",
+    "jmp .Lfiberize_donor_sleep_return",
+    ".size fiberize_donor_wake_in_child, . - fiberize_donor_wake_in_child",
+    ".popsection",
+    futex_wait_private = const libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
+    sys_futex = const libc::SYS_futex,
+    woken = const WOKEN_IN_FORKED_CHILD,
+);
+
+extern "C" {
+    fn fiberize_donor_sleep(word: *const AtomicU32, expected: u32, sp_slot: *const AtomicUsize) -> usize;
+    fn fiberize_donor_wake_in_child(sp: usize) -> !;
+}
+
+/// The donor's futex wait for a hand-off, resumable in a forked child. Returns
+/// [`WOKEN_IN_FORKED_CHILD`] there, 0 after an ordinary wake-up (or a spurious one).
+///
+/// # Safety
+/// `word` and `sp_slot` are the donor's own fiber's fields; only a donor calls this.
+unsafe fn donor_sleep(word: &AtomicU32, expected: u32, sp_slot: &AtomicUsize) -> usize {
+    // SAFETY: valid pointers for the whole call; the routine preserves every register
+    // the ABI asks a callee to preserve.
+    unsafe { fiberize_donor_sleep(word, expected, sp_slot) }
+}
+
+/// The forking fiber's signal mask, as the child's thread had it at the fork.
+static FORK_CHILD_MASK: AtomicU64 = AtomicU64::new(0);
+
+/// Atfork prepare, on the forking fiber (running on a worker): waits until its donor
+/// sleeps in [`donor_sleep`] with its registers published. The donor is at most a few
+/// hundred instructions away from it (it just handed the fiber to the pool), and
+/// nothing can wake it while the fiber runs elsewhere.
+pub fn wait_for_donor_asleep(f: &Fiber) {
+    while f.donor_sleep_sp.load(Ordering::Acquire) == 0 {
+        sys::sched_yield_raw();
+    }
+}
+
+/// Atfork child, on the forking fiber (running on the worker's copy): continue as a
+/// plain thread on the donor's frames (module docs, "Fork"). Returns on the donor.
+pub fn move_to_donor_in_forked_child(f: &Fiber) {
+    FORK_CHILD_MASK.store(sys::sigmask_get(), Ordering::Relaxed);
+    // SAFETY: we are this fiber, on its stack; the worker side hands us to
+    // `resume_donor_in_forked_child`, which resumes us on the donor's copy.
+    unsafe { f.suspend(Switch::RunOnDonor) };
+    fiber::set_on_donor(true);
+}
+
+/// The worker side of [`move_to_donor_in_forked_child`]: abandons the worker's frames
+/// and continues in the donor's copy, which resumes `f`. Never returns.
+pub fn resume_donor_in_forked_child(f: &Fiber) -> ! {
+    let sp = f.donor_sleep_sp.load(Ordering::Acquire);
+    if sp == 0 {
+        crate::fatal(&["forked child: the forking fiber's donor was not asleep"]);
+    }
+    sys::sigmask_set(FORK_CHILD_MASK.load(Ordering::Relaxed));
+    // SAFETY: the donor's TCB is the child's one glibc thread; from here on no worker
+    // TLS is used. `sp` was published by the donor's donor_sleep, whose frames (and
+    // those above them) are intact in the child's copy of the donor's stack.
+    unsafe {
+        sys::set_thread_pointer(f.tp.load(Ordering::Relaxed));
+        fiberize_donor_wake_in_child(sp)
     }
 }
 

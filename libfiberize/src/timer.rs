@@ -116,6 +116,17 @@ impl TimerHeap {
         }
     }
 
+    /// In a forked child: the parent's fibers' timers do not apply (no fiber exists
+    /// there), and the lock may have been held by a parent thread at the fork.
+    ///
+    /// # Safety
+    /// Only from the atfork child hook (one thread, nothing else running).
+    pub unsafe fn reset_in_forked_child(&self) {
+        // SAFETY: forwarded contract.
+        unsafe { self.heap.reset_in_forked_child(BinaryHeap::new()) };
+        self.next.store(u64::MAX, Ordering::Release);
+    }
+
     /// Number of armed timers (for the dump).
     pub fn pending(&self) -> usize {
         self.heap.lock().len()

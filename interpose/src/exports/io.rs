@@ -4,7 +4,13 @@
 
 use libc::{c_int, c_long, c_uint, c_ulong, c_void, nfds_t, pollfd, size_t, sockaddr, socklen_t, ssize_t};
 
-use crate::gate::enabled;
+/// The runtime's I/O paths apply: enabled, and not a vfork child (which shares our
+/// memory, so it must not change the fd table or the parent's epoll set: its `close`
+/// and `dup2` before `exec` go straight to the kernel).
+#[inline]
+fn enabled() -> bool {
+    crate::gate::enabled() && !fiberize_rt::fiber::in_vfork_child()
+}
 use fiberize_rt::io::ops::{self, api, fd_api, wait_api};
 
 /// Defines an export that calls `$ours` when enabled, else the real function.

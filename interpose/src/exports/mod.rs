@@ -13,4 +13,5 @@ pub mod rwlock;
 pub mod sem;
 pub mod barrier;
 pub mod once;
+pub mod process;
 pub mod spin;

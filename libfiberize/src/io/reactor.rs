@@ -79,6 +79,18 @@ pub fn init() {
     }
 }
 
+/// In a forked child: let go of the parent's epoll set. The child's descriptor of it
+/// names the very same epoll instance, so an `EPOLL_CTL_DEL` there (when the child
+/// closes an inherited socket or pipe) would take the fd out of the *parent's* set and
+/// strand the parent's waiters. The child has no fibers, so it needs no reactor.
+pub fn detach_in_forked_child() {
+    let ep = EPFD.swap(-1, Ordering::AcqRel);
+    if ep >= 0 {
+        // SAFETY: closes our own descriptor (the child's copy); the parent's stays.
+        unsafe { syscall6(libc::SYS_close as usize, ep as usize, 0, 0, 0, 0, 0) };
+    }
+}
+
 #[inline]
 fn epfd() -> i32 {
     EPFD.load(Ordering::Acquire)
