@@ -2,7 +2,7 @@
 //! signal, and the exit-time stats line and dump.
 
 use crate::stats::STATS;
-use crate::{config, dump, scheduler, sys};
+use crate::{config, dump, sys};
 
 extern "C" fn child_after_fork() {
     // Only the forking OS thread exists in the child: no worker will ever run a fiber
@@ -26,8 +26,8 @@ extern "C" fn at_exit() {
 }
 
 extern "C" fn on_dump_signal(_: libc::c_int) {
-    // Async-signal-safe: atomics and a futex wake only.
-    scheduler::request_dump();
+    // Async-signal-safe: an atomic increment and a futex wake (crate::dump).
+    dump::request();
 }
 
 /// Called once, right after the worker pool started.
@@ -38,7 +38,9 @@ pub fn after_pool_started() {
         libc::pthread_atfork(None, None, Some(child_after_fork));
         libc::atexit(at_exit);
         crate::signal::install_kick_handler();
+        crate::watchdog::start();
         if cfg.dump_signal > 0 {
+            dump::start_dump_thread();
             let mut sa: libc::sigaction = core::mem::zeroed();
             sa.sa_sigaction = on_dump_signal as *const () as usize;
             sa.sa_flags = libc::SA_RESTART;
