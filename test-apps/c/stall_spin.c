@@ -24,8 +24,7 @@ static long now_ms(void) {
 static void *waiter_main(void *arg) {
     (void)arg;
     sem_wait(&go);
-    printf("waiter ran\n");
-    return NULL;
+    return "waiter ran";
 }
 
 static void *spinner_main(void *arg) {
@@ -35,8 +34,7 @@ static void *spinner_main(void *arg) {
     long end = now_ms() + spin_ms;
     volatile unsigned long x = 0;
     while (now_ms() < end) x++;
-    printf("spinner done\n");
-    return NULL;
+    return "spinner done";
 }
 
 int main(int argc, char **argv) {
@@ -45,8 +43,10 @@ int main(int argc, char **argv) {
     pthread_t w, s;
     pthread_create(&w, NULL, waiter_main, NULL);
     pthread_create(&s, NULL, spinner_main, NULL);
-    pthread_join(s, NULL);
-    pthread_join(w, NULL);
+    void *rs, *rw;
+    pthread_join(s, &rs);
+    pthread_join(w, &rw);
+    printf("%s\n%s\n", (char *)rw, (char *)rs);
     int (*active)(void) = (int (*)(void))dlsym(RTLD_DEFAULT, "fiberize_active");
     fprintf(stderr, "preloaded=%d\n", active ? active() : 0);
     return 0;
