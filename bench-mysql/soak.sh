@@ -196,7 +196,7 @@ errors=$((errors + ledger_bad))
 dumps_printed=$(grep -c "fiber dump:" "$WORK/err-1.log" "$WORK/out-1.log" 2>/dev/null | awk -F: '{ s += $2 } END { print s + 0 }')
 [ "$dumps_printed" -ge "$dumps" ] || errors=$((errors + dumps - dumps_printed))
 watchdog=$(grep -c "fiberize: watchdog" "$WORK/watchdog.txt" 2>/dev/null); watchdog=${watchdog:-0}
-minutes=$(( ($(date +%s) - start) / 60 ))
+minutes=$(awk -v s=$start -v e="$(date +%s)" 'BEGIN { printf "%.1f", (e - s) / 60 }')
 
 # Crash under write load: every acknowledged autocommit insert must survive kill -9.
 "${SB[@]}" --threads=8 --time=60 oltp_write_only run >/dev/null 2>&1 &
