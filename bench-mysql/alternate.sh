@@ -9,7 +9,8 @@
 #
 # Environment: ROUNDS (20), SECS (10 per run), PS_THREADS (2048), RW_THREADS (64),
 # DUMP_EVERY (5 s; 0 = no dumps), TABLES/TABLE_SIZE (4 x 10000), HANG_GRACE (60),
-# FIBERIZE_LIB, EXTRA_ENV (more VAR=value for the server, e.g. FIBERIZE_WORKERS=1).
+# FIBERIZE_LIB, EXTRA_ENV (more VAR=value for the server, e.g. FIBERIZE_WORKERS=1),
+# CLIENT_PRELOAD=1 (sysbench preloaded too: a second process of fibers on the CPUs).
 # Prints one line per run and a summary line; exit status 0 only with no stall, no
 # hang and 0 errors.
 set -uo pipefail
@@ -62,6 +63,7 @@ grep -q libfiberize /proc/$SRV_PID/maps || fail "library not loaded in mariadbd"
 SB=(sysbench --db-driver=mysql --mysql-host=127.0.0.1 --mysql-port=$PORT --mysql-user=root --mysql-db=sbtest
     --tables=$TABLES --table-size=$TABLE_SIZE --rand-type=uniform)
 "${SB[@]}" --threads=4 oltp_read_write prepare >/dev/null || fail "prepare"
+[ "${CLIENT_PRELOAD:-0}" = 1 ] && SB=(env LD_PRELOAD="$LIB" GLIBC_TUNABLES=glibc.pthread.rseq=0 "${SB[@]}")
 
 if [ "$DUMP_EVERY" != 0 ]; then
     ( while sleep "$DUMP_EVERY"; do kill -12 $SRV_PID 2>/dev/null || exit 0; done ) &

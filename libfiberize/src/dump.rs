@@ -12,10 +12,11 @@
 //!   futex (atomics and one system call: async-signal-safe whatever lock the
 //!   interrupted context holds). The dump thread is a runtime thread of its own with
 //!   every signal blocked, started with the pool when dumps are enabled. The monitor
-//!   used to print the dump itself: for the seconds that took with ~2000 fibers
-//!   (two `dladdr` scans of a 30 000-symbol table per fiber) nobody moved fibers out
-//!   of stuck workers' queues, woke sleepers for queued work or replaced blocked
-//!   workers.
+//!   used to print the dump itself: for as long as that took (with ~2000 MariaDB
+//!   fibers, two `dladdr` calls per fiber, each a linear scan of mariadbd's ~30 000
+//!   dynamic symbols), and *forever* when stderr blocked (a pipe nobody reads), nobody
+//!   moved fibers out of stuck workers' queues, woke sleepers for queued work or
+//!   replaced blocked workers (test `a_dump_with_blocked_output_does_not_stop_the_monitor`).
 //! * The registry lock (which `pthread_create` and thread exit need) is held only to
 //!   clone the fiber handles; every field is read, every symbol resolved and every
 //!   byte written after it is released. Symbols are resolved once per distinct start
@@ -97,7 +98,8 @@ pub fn live_fibers() -> usize {
 }
 
 fn symbol(addr: usize) -> String {
-    // SAFETY: dladdr only reads loader tables; `info` is a valid out-parameter.
+    // SAFETY: dladdr only reads loader tables; `info` is a valid out-parameter, and the
+    // names it fills in are NUL-terminated strings of a loaded object.
     unsafe {
         let mut info: libc::Dl_info = core::mem::zeroed();
         if libc::dladdr(addr as *const libc::c_void, &mut info) == 0 {

@@ -28,7 +28,7 @@ static LIMIT_NS: AtomicU64 = AtomicU64::new(0);
 fn limit_from_env() -> Option<u64> {
     let v = crate::config::env_str(b"FIBERIZE_WATCHDOG\0")?;
     let secs: f64 = core::str::from_utf8(v).ok()?.trim().parse().ok()?;
-    (secs > 0.0 && secs.is_finite()).then(|| (secs * 1e9) as u64)
+    (secs > 0.0 && secs.is_finite()).then_some((secs * 1e9) as u64)
 }
 
 /// Starts the watchdog thread if `FIBERIZE_WATCHDOG` asks for it (once, with the pool).

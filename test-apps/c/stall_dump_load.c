@@ -9,7 +9,7 @@
  * 1 ms timed wait that times out. Meanwhile, under the preload, a dumper thread
  * raises FIBERIZE_DUMP_SIGNAL (when set) every 2 ms, so dumps run during every kind
  * of runtime activity. A progress thread checks that the churners never stand still
- * for a whole second (it prints "stall" lines: the stdout comparison with the native
+ * for two seconds (it prints "stall" lines: the stdout comparison with the native
  * run then fails). Stdout is deterministic: the totals.
  *
  * With "stuck-stderr", before the churn: stderr becomes a pipe nobody reads, one dump
@@ -173,7 +173,7 @@ static void *watch_main(void *arg) {
         usleep(100000);
         long p = atomic_load(&progress);
         still = (p == last) ? still + 1 : 0;
-        if (still == 10) printf("stall: no progress for 1 s at %ld\n", p);
+        if (still == 20) printf("stall: no progress for 2 s at %ld\n", p);
         last = p;
     }
     return NULL;
