@@ -73,7 +73,8 @@ start_server() { # log-suffix
         FIBERIZE_WATCHDOG=5 FIBERIZE_WATCHDOG_FILE="$WORK/watchdog.txt" ${EXTRA_ENV:-} \
         /usr/sbin/mariadbd --no-defaults --datadir="$WORK/data" --socket="$WORK/sock" --port=$PORT \
         --bind-address=127.0.0.1 --user=root --pid-file="$WORK/pid" --log-error="$WORK/err-$1.log" \
-        --max-connections=$((PS_THREADS + RW_THREADS + 300)) --innodb-buffer-pool-size=256M \
+        --max-connections=$((PS_THREADS + RW_THREADS + 300)) --max-prepared-stmt-count=1048576 \
+        --innodb-buffer-pool-size=256M \
         --skip-log-bin >"$WORK/out-$1.log" 2>&1 &
     SRV_PID=$!
     for _ in $(seq 1 240); do
