@@ -7,6 +7,7 @@
 //! | `FIBERIZE_STATS=1`    | print one `fiberize: stats …` line to stderr at exit      |
 //! | `FIBERIZE_DUMP_SIGNAL=N` | on signal N, print every fiber (state, wait, origin) to stderr |
 //! | `FIBERIZE_DUMP_AT_EXIT=1` | print the fiber dump at exit as well                 |
+//! | `FIBERIZE_WATCHDOG=SECONDS` | stall watchdog (read by `crate::watchdog`; `FIBERIZE_WATCHDOG_FILE` for its output) |
 //! | `FIBERIZE_SYNC_INLINE=1` | run `fsync`/`fdatasync`/`sync_file_range` on the worker instead of the fiber's donor |
 //!
 //! The on/off decision is taken at the first call into any export and never changes:

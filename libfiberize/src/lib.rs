@@ -18,6 +18,7 @@
 //! | [`sys`]       | raw system calls, FS base, futex, clocks (no exports, no TLS)  |
 //! | [`rawlock`]   | the runtime's own futex lock                                   |
 //! | [`config`], [`stats`], [`dump`], [`lifecycle`] | environment, counters, fiber dump, fork/exit hooks |
+//! | [`watchdog`]  | the stall watchdog (`FIBERIZE_WATCHDOG`)                        |
 //! | [`io`]        | readiness I/O: fd table, epoll reactor, blocking wrappers      |
 //! | [`tz`]        | the mktime/tzset throttle                                      |
 //! | [`signal`], [`handlers`] | per-fiber masks and kills; program handlers vs. the runtime's critical sections |
@@ -57,6 +58,7 @@ pub mod sem;
 pub mod barrier;
 pub mod once;
 pub mod spin;
+pub mod watchdog;
 
 /// Aborts the process with `fiberize: fatal: <parts>` on stderr. For runtime bugs and
 /// broken installations only; a program's bad argument gets an error code instead.

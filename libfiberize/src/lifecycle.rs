@@ -34,7 +34,7 @@ use core::sync::atomic::{AtomicI32, Ordering};
 
 use crate::rawlock::RawOnce;
 use crate::stats::STATS;
-use crate::{config, dump, fiber, scheduler, sys};
+use crate::{config, dump, fiber, sys};
 
 /// Our process id, as the hooks last saw it: at load, and in every forked child.
 static RECORDED_PID: AtomicI32 = AtomicI32::new(0);
@@ -144,8 +144,8 @@ extern "C" fn at_exit() {
 }
 
 extern "C" fn on_dump_signal(_: libc::c_int) {
-    // Async-signal-safe: atomics and a futex wake only.
-    scheduler::request_dump();
+    // Async-signal-safe: an atomic increment and a futex wake (crate::dump).
+    dump::request();
 }
 
 /// Called once, right after the worker pool started.
@@ -156,7 +156,9 @@ pub fn after_pool_started() {
     unsafe {
         libc::atexit(at_exit);
         crate::signal::install_kick_handler();
+        crate::watchdog::start();
         if cfg.dump_signal > 0 {
+            dump::start_dump_thread();
             let mut sa: libc::sigaction = core::mem::zeroed();
             sa.sa_sigaction = on_dump_signal as *const () as usize;
             sa.sa_flags = libc::SA_RESTART;

@@ -17,7 +17,7 @@
 
 use core::cell::UnsafeCell;
 use core::ops::{Deref, DerefMut};
-use core::sync::atomic::{AtomicU32, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 use crate::sys;
 
@@ -60,9 +60,14 @@ impl RawMutex {
             }
         }
         // Announce a sleeper (2) and sleep until we are the one that moves 0 -> 2.
+        if self.state.swap(2, Ordering::Acquire) == 0 {
+            return;
+        }
+        let slot = claim_wait_slot();
         while self.state.swap(2, Ordering::Acquire) != 0 {
             sys::futex_wait(&self.state, 2, None);
         }
+        release_wait_slot(slot);
     }
 
     #[inline]
@@ -86,6 +91,41 @@ impl Default for RawMutex {
     fn default() -> Self {
         Self::new()
     }
+}
+
+// ---------------------------------------------------------------------------------
+// Long waits, for the stall watchdog (crate::watchdog)
+// ---------------------------------------------------------------------------------
+
+/// Start times (CLOCK_MONOTONIC ns, 0 = free) of contended waits that went to sleep,
+/// while the watchdog is on. Origin of the size: more sleepers than this at once on
+/// runtime-internal locks is itself a sign of trouble, and one long wait is enough
+/// for the watchdog to see it; waiters that find every slot taken are not tracked.
+static WAIT_STARTS: [AtomicU64; 32] = [const { AtomicU64::new(0) }; 32];
+static TRACK_WAITS: AtomicBool = AtomicBool::new(false);
+
+/// Turns the bookkeeping of contended waits on (the watchdog does, once).
+pub fn track_contended_waits() {
+    TRACK_WAITS.store(true, Ordering::Release);
+}
+
+fn claim_wait_slot() -> Option<usize> {
+    if !TRACK_WAITS.load(Ordering::Relaxed) {
+        return None;
+    }
+    let now = sys::now_ns().max(1);
+    WAIT_STARTS.iter().position(|s| s.compare_exchange(0, now, Ordering::Relaxed, Ordering::Relaxed).is_ok())
+}
+
+fn release_wait_slot(slot: Option<usize>) {
+    if let Some(i) = slot {
+        WAIT_STARTS[i].store(0, Ordering::Relaxed);
+    }
+}
+
+/// The start time of the oldest contended wait in progress (None: none tracked).
+pub fn oldest_contended_wait() -> Option<u64> {
+    WAIT_STARTS.iter().map(|s| s.load(Ordering::Relaxed)).filter(|&t| t != 0).min()
 }
 
 /// A value protected by a [`RawMutex`].

@@ -217,7 +217,6 @@ pub struct Runtime {
     num_sleeping: AtomicUsize,
     num_spinning: AtomicUsize,
     monitor_word: AtomicU32,
-    pub dump_requested: AtomicBool,
     /// Signal mask of the thread that started the pool; workers adopt it, so fibers
     /// see the mask a native thread created at that point would have inherited.
     initial_sigmask: libc::sigset_t,
@@ -295,7 +294,6 @@ fn start_pool() {
         num_sleeping: AtomicUsize::new(0),
         num_spinning: AtomicUsize::new(0),
         monitor_word: AtomicU32::new(0),
-        dump_requested: AtomicBool::new(false),
         initial_sigmask,
     }));
     crate::io::reactor::init();
@@ -309,7 +307,7 @@ fn start_pool() {
 
 /// Starts one of the runtime's own OS threads with the real `pthread_create`, with all
 /// asynchronous signals blocked: signals belong to the program's threads.
-fn spawn_runtime_thread(f: extern "C" fn(*mut libc::c_void) -> *mut libc::c_void, arg: *mut libc::c_void) {
+pub(crate) fn spawn_runtime_thread(f: extern "C" fn(*mut libc::c_void) -> *mut libc::c_void, arg: *mut libc::c_void) {
     // SAFETY: plain libc calls with valid out-parameters; the new thread receives `arg`,
     // which points into the leaked runtime.
     unsafe {
@@ -1023,12 +1021,9 @@ extern "C" fn monitor_main(_: *mut libc::c_void) -> *mut libc::c_void {
     loop {
         let deadline = sys::now_ns() + MONITOR_TICK_NS;
         let seen = rt.monitor_word.load(Ordering::Acquire);
-        if !rt.dump_requested.load(Ordering::Acquire) {
-            sys::futex_wait(&rt.monitor_word, seen, Some(deadline));
-        }
-        if rt.dump_requested.swap(false, Ordering::AcqRel) {
-            crate::dump::dump_all();
-        }
+        // The fiber dump is printed by its own thread (crate::dump), never here: the
+        // monitor must keep ticking while thousands of lines are written.
+        sys::futex_wait(&rt.monitor_word, seen, Some(deadline));
         reactor::poll_if_stale(MONITOR_TICK_NS);
         crate::thread::exit_if_main_left_and_all_done();
         if rt.num_sleeping.load(Ordering::SeqCst) > 0 && rt.num_spinning.load(Ordering::SeqCst) == 0 && rt.has_work(None) {
@@ -1254,14 +1249,5 @@ pub fn note_deferred_signal(tid: u32, bit: u64) {
     let Some(rt) = try_runtime() else { return };
     if let Some(w) = rt.workers().iter().find(|w| w.tid.load(Ordering::Relaxed) == tid) {
         w.deferred.fetch_or(bit, Ordering::Relaxed);
-    }
-}
-
-/// Asks the monitor to print the fiber dump (async-signal-safe).
-pub fn request_dump() {
-    if let Some(rt) = try_runtime() {
-        rt.dump_requested.store(true, Ordering::Release);
-        rt.monitor_word.fetch_add(1, Ordering::Release);
-        sys::futex_wake(&rt.monitor_word, 1);
     }
 }
