@@ -93,6 +93,9 @@ pub fn render() -> String {
     let fibers: Vec<FiberRef> = REGISTRY.lock().values().cloned().collect();
     let mut s = String::new();
     let _ = writeln!(s, "fiberize: ---- fiber dump: {} fibers, {} armed timers ----", fibers.len(), timer::pending());
+    let st = &crate::stats::STATS;
+    let _ = writeln!(s, "fiberize: preemptions {} preempt-refused {} preempt-fallbacks {}", st.preemptions.get(),
+        st.preempt_refused.get(), st.preempt_fallbacks.get());
     if let Some(rt) = scheduler::try_runtime() {
         for w in rt.workers() {
             let _ = writeln!(s, "fiberize: worker {} tid {} {} running fiber {} switches {} deferred-signals {:#x}", w.index,

@@ -57,6 +57,7 @@ pub mod sem;
 pub mod barrier;
 pub mod once;
 pub mod spin;
+pub mod preempt;
 
 /// Aborts the process with `fiberize: fatal: <parts>` on stderr. For runtime bugs and
 /// broken installations only; a program's bad argument gets an error code instead.

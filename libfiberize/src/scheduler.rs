@@ -174,6 +174,9 @@ pub struct WorkerShared {
     /// Program signals deferred on this kernel thread (blocked here until the worker's
     /// next safe point; see `crate::handlers`).
     deferred: AtomicU64,
+    /// The monitor asks the kick handler to preempt the run whose `progress` value
+    /// this is (0: no request; see `crate::preempt`).
+    pub preempt_request: AtomicU64,
 }
 
 // SAFETY: `local` is only used from the owning OS thread (see the field's comment);
@@ -258,6 +261,7 @@ fn start_pool() {
             wake_fd: AtomicI32::new(-1),
             base_sigmask: AtomicU64::new(0),
             deferred: AtomicU64::new(0),
+            preempt_request: AtomicU64::new(0),
         });
     }
     let rt = Box::leak(Box::new(Runtime {
@@ -274,6 +278,7 @@ fn start_pool() {
         initial_sigmask,
     }));
     crate::io::reactor::init();
+    crate::preempt::init();
     RUNTIME.store(rt, Ordering::Release);
     for i in 0..n {
         spawn_runtime_thread(worker_main, &rt.workers[i] as *const WorkerShared as *mut libc::c_void);
@@ -308,7 +313,7 @@ impl Runtime {
         &self.workers[..self.started.load(Ordering::Acquire).min(self.workers.len())]
     }
 
-    fn has_work(&self) -> bool {
+    pub(crate) fn has_work(&self) -> bool {
         !self.injector.is_empty()
             || !self.handoff_head.load(Ordering::SeqCst).is_null()
             || self.workers().iter().any(|w| {
@@ -850,6 +855,15 @@ fn run_fiber(w: &WorkerShared, f: FiberRef) {
             f.donor_word.store(DONOR_RUN, Ordering::Release);
             sys::futex_wake(&f.donor_word, 1);
         }
+        corosensei::CoroutineResult::Yield(Switch::Preempt) => {
+            // Suspended inside the kick handler (crate::preempt), whose mask this thread
+            // still has; to the back of the global queue, behind the fibers that waited.
+            sys::sigmask_set(base);
+            f.set_life(Life::Runnable);
+            let rt = runtime_unchecked();
+            rt.injector.push(f);
+            rt.notify();
+        }
         corosensei::CoroutineResult::Yield(Switch::BackToPool) => {
             crate::fatal(&["fiber asked to return to the pool while on a worker"]);
         }
@@ -951,6 +965,7 @@ extern "C" fn monitor_main(_: *mut libc::c_void) -> *mut libc::c_void {
     // a fiber that computes (or a worker the kernel preempted) costs the monitor a
     // /proc read every few ms instead of every tick.
     let mut check_after = vec![STUCK_TICKS; rt.workers.len()];
+    let mut preempt_watch = crate::preempt::Watch::new(rt.workers.len());
     loop {
         let deadline = sys::now_ns() + MONITOR_TICK_NS;
         let seen = rt.monitor_word.load(Ordering::Acquire);
@@ -992,6 +1007,7 @@ extern "C" fn monitor_main(_: *mut libc::c_void) -> *mut libc::c_void {
                 }
             }
         }
+        preempt_watch.tick(rt);
     }
 }
 
@@ -1023,7 +1039,7 @@ fn release_queued(rt: &Runtime, w: &WorkerShared) {
 }
 
 /// Declares `w` blocked and brings a spare in if the pool is short.
-fn mark_blocked(rt: &Runtime, w: &WorkerShared) {
+pub(crate) fn mark_blocked(rt: &Runtime, w: &WorkerShared) {
     if w.state.compare_exchange(W_ACTIVE, W_BLOCKED, Ordering::AcqRel, Ordering::Acquire).is_err() {
         return;
     }
@@ -1057,7 +1073,7 @@ fn mark_blocked(rt: &Runtime, w: &WorkerShared) {
 }
 
 /// Whether kernel thread `tid` of this process is sleeping (state S or D).
-fn thread_sleeps_in_kernel(tid: u32) -> bool {
+pub(crate) fn thread_sleeps_in_kernel(tid: u32) -> bool {
     let mut path = *b"/proc/self/task/0000000000/stat\0";
     // Write the tid right-aligned into the 10-digit field, then squeeze out the gap.
     let mut digits = [0u8; 10];
@@ -1111,6 +1127,11 @@ impl WorkerShared {
             W_BLOCKED => "blocked",
             _ => "spare",
         }
+    }
+
+    /// Whether this worker is ACTIVE and runs a fiber on the CPU (not in a direct wait).
+    pub(crate) fn runs_fiber_on_cpu(&self) -> bool {
+        self.state.load(Ordering::Acquire) == W_ACTIVE && self.running.load(Ordering::Relaxed) != 0 && !self.direct.load(Ordering::Relaxed)
     }
 
     /// Program signals deferred on this worker's kernel thread, not yet unblocked.

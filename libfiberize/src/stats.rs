@@ -40,6 +40,9 @@ counters! {
     workers_retired,
     fibers_demoted,
     signals_deferred,
+    preemptions,
+    preempt_refused,
+    preempt_fallbacks,
 }
 
 /// One counter per cache line: workers bump different counters on hot paths, and
