@@ -299,7 +299,13 @@ impl Watch {
                 self.refusals[i] = 0;
                 continue;
             }
-            if core::mem::take(&mut self.asked[i]) && w.preempt_request.load(Ordering::Acquire) == 0 {
+            if self.asked[i] {
+                if w.preempt_request.load(Ordering::Acquire) == p {
+                    // Not taken yet (the kernel has not run the worker's thread since):
+                    // a second kick would only queue another instance of the signal.
+                    continue;
+                }
+                self.asked[i] = false;
                 self.refusals[i] += 1;
             }
             let ran = now.saturating_sub(self.run_since[i]);
