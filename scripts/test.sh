@@ -11,6 +11,8 @@ command -v gdb >/dev/null || need+=(gdb)
 command -v sysbench >/dev/null || need+=(sysbench)
 [ -x /usr/sbin/mariadbd ] || need+=(mariadb-server mariadb-client)
 command -v ss >/dev/null || need+=(iproute2)
+command -v redis-server >/dev/null || need+=(redis-server)
+command -v redis-benchmark >/dev/null || need+=(redis-tools)
 if [ ${#need[@]} -gt 0 ]; then
     echo "== installing ${need[*]}"
     export DEBIAN_FRONTEND=noninteractive
@@ -18,6 +20,7 @@ if [ ${#need[@]} -gt 0 ]; then
     apt-get install -y -qq "${need[@]}" >/dev/null
     # The package may start its own service; the tests run private instances.
     (systemctl stop mariadb || service mariadb stop) >/dev/null 2>&1 || true
+    (systemctl stop redis-server || service redis-server stop) >/dev/null 2>&1 || true
 fi
 
 echo "== build"

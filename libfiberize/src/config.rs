@@ -8,6 +8,7 @@
 //! | `FIBERIZE_DUMP_SIGNAL=N` | on signal N, print every fiber (state, wait, origin) to stderr |
 //! | `FIBERIZE_DUMP_AT_EXIT=1` | print the fiber dump at exit as well                 |
 //! | `FIBERIZE_WATCHDOG=SECONDS` | stall watchdog (read by `crate::watchdog`; `FIBERIZE_WATCHDOG_FILE` for its output) |
+//! | `FIBERIZE_PREEMPT_MS=N` | time slice after which a fiber that does not switch is preempted while other fibers wait (default 5; 0: off; see `crate::preempt`) |
 //! | `FIBERIZE_SYNC_INLINE=1` | run `fsync`/`fdatasync`/`sync_file_range` on the worker instead of the fiber's donor |
 //!
 //! The on/off decision is taken at the first call into any export and never changes:
@@ -100,10 +101,12 @@ pub struct Config {
     /// A fiber alone on its worker waits for its descriptor in the kernel directly
     /// (`FIBERIZE_DIRECT_WAIT=0` turns it off; see `scheduler::direct_wait`).
     pub direct_wait: bool,
+    /// Time slice of a fiber before preemption, in ms (`FIBERIZE_PREEMPT_MS`; 0: off).
+    pub preempt_ms: u64,
 }
 
 static CONFIG_ONCE: RawOnce = RawOnce::new();
-static mut CONFIG: Config = Config { sync_inline: false, workers: 1, stats: false, dump_signal: 0, dump_at_exit: false, spin_rounds: 0, direct_wait: false };
+static mut CONFIG: Config = Config { sync_inline: false, workers: 1, stats: false, dump_signal: 0, dump_at_exit: false, spin_rounds: 0, direct_wait: false, preempt_ms: 0 };
 
 /// The configuration, read on first use.
 pub fn config() -> &'static Config {
@@ -120,6 +123,7 @@ pub fn config() -> &'static Config {
             dump_at_exit: env_flag(b"FIBERIZE_DUMP_AT_EXIT\0"),
             spin_rounds: env_u64(b"FIBERIZE_SPIN\0").map_or(crate::scheduler::SPIN_ROUNDS, |n| n.min(100_000) as u32),
             direct_wait: !matches!(env_str(b"FIBERIZE_DIRECT_WAIT\0"), Some(v) if is_off(v)),
+            preempt_ms: env_u64(b"FIBERIZE_PREEMPT_MS\0").map_or(crate::preempt::DEFAULT_SLICE_MS, |ms| ms.min(60_000)),
         };
         // SAFETY: written once, inside the RawOnce, before any reader passes is_done().
         unsafe { *core::ptr::addr_of_mut!(CONFIG) = c };

@@ -183,6 +183,9 @@ fn produce(reason: Option<&str>, flush: &mut dyn FnMut(&str)) {
         let _ = writeln!(out, "fiberize: {r}");
     }
     let _ = writeln!(out, "fiberize: ---- fiber dump: {} fibers, {} armed timers ----", rows.len(), scheduler::try_runtime().map_or(0, |rt| rt.pending_timers()));
+    let st = &crate::stats::STATS;
+    let _ = writeln!(out, "fiberize: preemptions {} preempt-refused {} preempt-fallbacks {}", st.preemptions.get(),
+        st.preempt_refused.get(), st.preempt_fallbacks.get());
     if let Some(rt) = scheduler::try_runtime() {
         for w in rt.workers() {
             let _ = writeln!(out, "fiberize: worker {} tid {} {} running fiber {} switches {} deferred-signals {:#x}", w.index,

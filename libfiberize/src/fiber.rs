@@ -72,6 +72,9 @@ pub enum Switch {
     RunOnDonor,
     /// I am done on the donor; queue me in the pool again (donor → pool).
     BackToPool,
+    /// Preempted inside the kick handler: queue me at the back of the global queue
+    /// (see `crate::preempt`).
+    Preempt,
 }
 
 pub type FiberCoroutine = Coroutine<(), Switch, usize, DonorStack>;

@@ -59,6 +59,7 @@ pub mod barrier;
 pub mod once;
 pub mod spin;
 pub mod watchdog;
+pub mod preempt;
 
 /// Aborts the process with `fiberize: fatal: <parts>` on stderr. For runtime bugs and
 /// broken installations only; a program's bad argument gets an error code instead.

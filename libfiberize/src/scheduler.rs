@@ -198,6 +198,9 @@ pub struct WorkerShared {
     deferred: AtomicU64,
     /// Timers armed by fibers that parked on this worker (see `crate::timer`).
     timers: Padded<timer::TimerHeap>,
+    /// The monitor asks the kick handler to preempt the run whose `progress` value
+    /// this is (0: no request; see `crate::preempt`).
+    pub preempt_request: AtomicU64,
 }
 
 // SAFETY: `local` is only used from the owning OS thread (see the field's comment);
@@ -282,6 +285,7 @@ fn start_pool() {
             base_sigmask: AtomicU64::new(0),
             deferred: AtomicU64::new(0),
             timers: Padded(timer::TimerHeap::new()),
+            preempt_request: AtomicU64::new(0),
         });
     }
     let rt = Box::leak(Box::new(Runtime {
@@ -297,6 +301,7 @@ fn start_pool() {
         initial_sigmask,
     }));
     crate::io::reactor::init();
+    crate::preempt::init();
     RUNTIME.store(rt, Ordering::Release);
     for i in 0..n {
         spawn_runtime_thread(worker_main, &rt.workers[i] as *const WorkerShared as *mut libc::c_void);
@@ -335,7 +340,7 @@ impl Runtime {
     /// fibers anywhere, or `me`'s own due timers (another worker's timers are fired by
     /// their owner or the monitor; counting them made idle workers spin on work they
     /// cannot take).
-    fn has_work(&self, me: Option<&WorkerShared>) -> bool {
+    pub(crate) fn has_work(&self, me: Option<&WorkerShared>) -> bool {
         if !self.injector.is_empty() || !self.handoff_head.load(Ordering::SeqCst).is_null() {
             return true;
         }
@@ -914,6 +919,15 @@ fn run_fiber(w: &WorkerShared, f: FiberRef) {
             f.donor_word.store(DONOR_RUN, Ordering::Release);
             sys::futex_wake(&f.donor_word, 1);
         }
+        corosensei::CoroutineResult::Yield(Switch::Preempt) => {
+            // Suspended inside the kick handler (crate::preempt), whose mask this thread
+            // still has; to the back of the global queue, behind the fibers that waited.
+            sys::sigmask_set(base);
+            f.set_life(Life::Runnable);
+            let rt = runtime_unchecked();
+            rt.injector.push(f);
+            rt.notify();
+        }
         corosensei::CoroutineResult::Yield(Switch::BackToPool) => {
             crate::fatal(&["fiber asked to return to the pool while on a worker"]);
         }
@@ -1016,8 +1030,9 @@ extern "C" fn monitor_main(_: *mut libc::c_void) -> *mut libc::c_void {
     // /proc read every few ms instead of every tick.
     let mut check_after = vec![STUCK_TICKS; rt.workers.len()];
     // (CPU time, clock) of the worker's kernel thread at the first look in this
-    // no-progress stretch; see `mark_blocked_if_idle_in_kernel`.
+    // no-progress stretch; see `BLOCKED_CPU_SHARE`.
     let mut cpu_baseline: Vec<Option<(u64, u64)>> = vec![None; rt.workers.len()];
+    let mut preempt_watch = crate::preempt::Watch::new(rt.workers.len());
     loop {
         let deadline = sys::now_ns() + MONITOR_TICK_NS;
         let seen = rt.monitor_word.load(Ordering::Acquire);
@@ -1081,6 +1096,7 @@ extern "C" fn monitor_main(_: *mut libc::c_void) -> *mut libc::c_void {
                 }
             }
         }
+        preempt_watch.tick(rt);
     }
 }
 
@@ -1112,7 +1128,7 @@ fn release_queued(rt: &Runtime, w: &WorkerShared) {
 }
 
 /// Declares `w` blocked and brings a spare in if the pool is short.
-fn mark_blocked(rt: &Runtime, w: &WorkerShared) {
+pub(crate) fn mark_blocked(rt: &Runtime, w: &WorkerShared) {
     if w.state.compare_exchange(W_ACTIVE, W_BLOCKED, Ordering::AcqRel, Ordering::Acquire).is_err() {
         return;
     }
@@ -1208,7 +1224,7 @@ fn thread_cpu_ns(tid: u32) -> Option<u64> {
 }
 
 /// Whether kernel thread `tid` of this process is sleeping (state S or D).
-fn thread_sleeps_in_kernel(tid: u32) -> bool {
+pub(crate) fn thread_sleeps_in_kernel(tid: u32) -> bool {
     let mut buf = [0u8; 512];
     let Some(n) = read_task_file(tid, b"stat", &mut buf) else { return false };
     // Format: "tid (comm) S ...": the state follows the last ')'.
@@ -1228,6 +1244,11 @@ impl WorkerShared {
             W_BLOCKED => "blocked",
             _ => "spare",
         }
+    }
+
+    /// Whether this worker is ACTIVE and runs a fiber on the CPU (not in a direct wait).
+    pub(crate) fn runs_fiber_on_cpu(&self) -> bool {
+        self.state.load(Ordering::Acquire) == W_ACTIVE && self.running.load(Ordering::Relaxed) != 0 && !self.direct.load(Ordering::Relaxed)
     }
 
     /// Program signals deferred on this worker's kernel thread, not yet unblocked.

@@ -188,26 +188,39 @@ pub const KICK_SIGNAL: c_int = 64;
 
 /// Handler of [`KICK_SIGNAL`]: runs on a worker, in whatever context it interrupted.
 /// `fiber::current()` reads the running fiber through its own TLS, so a pending
-/// signal is only ever delivered to the fiber it was sent to. Async-signal-safe: TLS
-/// reads, atomics and raw system calls.
-extern "C" fn on_kick(_: c_int) {
+/// signal is only ever delivered to the fiber it was sent to. The kick has two
+/// reasons, both looked at: signals held for the fiber (and an asynchronous
+/// cancellation), and a preemption request of the monitor (`crate::preempt`, which
+/// may suspend the fiber right here, inside the handler). Async-signal-safe: TLS
+/// reads, atomics, raw system calls and the fiber switch.
+extern "C" fn on_kick(_: c_int, _info: *mut libc::siginfo_t, uc: *mut libc::c_void) {
     if let Some(f) = crate::fiber::current() {
+        let saved_errno = sys::errno();
         if f.pending_signals.load(Ordering::Acquire) != 0 {
             deliver_pending(f);
         }
         crate::cancel::act_on_async_cancel(f);
+        crate::preempt::on_kick(f, uc);
+        sys::set_errno(saved_errno);
     }
 }
 
+/// Set once the kick handler is installed: before that a kick would kill the process
+/// (the default action of a real-time signal).
+pub static KICK_INSTALLED: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(false);
+
 /// Installs the kick handler (once, when the pool starts).
 pub fn install_kick_handler() {
-    // SAFETY: installing a plain handler with a valid sigaction.
+    // SAFETY: installing an SA_SIGINFO handler of the matching type with a valid
+    // sigaction.
     unsafe {
         let mut sa: libc::sigaction = core::mem::zeroed();
         sa.sa_sigaction = on_kick as *const () as usize;
-        sa.sa_flags = libc::SA_RESTART;
+        sa.sa_flags = libc::SA_RESTART | libc::SA_SIGINFO;
         libc::sigemptyset(&mut sa.sa_mask);
-        crate::handlers::sigaction(KICK_SIGNAL, &sa, core::ptr::null_mut());
+        if crate::handlers::sigaction(KICK_SIGNAL, &sa, core::ptr::null_mut()) == 0 {
+            KICK_INSTALLED.store(true, Ordering::Release);
+        }
     }
 }
 

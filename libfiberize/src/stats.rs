@@ -61,6 +61,9 @@ counters! {
     workers_retired,
     fibers_demoted,
     signals_deferred,
+    preemptions,
+    preempt_refused,
+    preempt_fallbacks,
 }
 
 /// One shard: a slot for every counter, padded so that two shards never share a line.

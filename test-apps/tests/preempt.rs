@@ -1,0 +1,62 @@
+//! Issue 16: preemption. Fibers that busy-wait without calling into the library must
+//! not starve the fiber they wait for: spinning hand-offs with more spinners than
+//! workers finish under the preload as natively, with 1 and 2 workers; a spin inside
+//! libc (never preempted there) falls back to a spare worker; with preemption off the
+//! same program livelocks (so these tests do exercise it).
+
+mod harness;
+use harness::*;
+
+use std::process::Command;
+use std::time::Duration;
+
+const LIMIT: Duration = Duration::from_secs(60);
+
+/// Runs `sync_spin_handoff args` natively and preloaded with `workers` workers;
+/// asserts the same stdout and exit status; returns the preloaded run.
+fn handoffs(args: &[&str], workers: &str) -> Run {
+    let bin = build_c("sync_spin_handoff");
+    let native = run(&bin, args, false, LIMIT);
+    assert_eq!(native.status, Some(0), "native run failed:\n{}{}", native.stdout, native.stderr);
+    let pre = run_with(&bin, args, true, &[("FIBERIZE_WORKERS", workers)], LIMIT);
+    assert_eq!(pre.status, native.status, "exit status differs:\n{}{}", pre.stdout, pre.stderr);
+    assert_eq!(pre.stdout, native.stdout, "stdout differs; preloaded stderr:\n{}", pre.stderr);
+    assert!(pre.stderr.contains("preloaded=1"), "library not active:\n{}", pre.stderr);
+    pre
+}
+
+#[test]
+fn spinning_handoffs_one_worker() {
+    let pre = handoffs(&["8", "4"], "1");
+    assert!(stat(&pre, "preemptions") >= 8, "hand-offs between 8 spinners on 1 worker need preemptions:\n{}", pre.stderr);
+}
+
+#[test]
+fn spinning_handoffs_two_workers() {
+    let pre = handoffs(&["8", "4"], "2");
+    assert!(stat(&pre, "preemptions") >= 4, "{}", pre.stderr);
+}
+
+#[test]
+fn spin_inside_libc_falls_back_to_a_spare_worker() {
+    let pre = handoffs(&["4", "2", "libc"], "1");
+    assert!(stat(&pre, "preempt_refused") > 0, "a spin in memchr must be refused:\n{}", pre.stderr);
+    assert!(stat(&pre, "preempt_fallbacks") > 0, "{}", pre.stderr);
+}
+
+/// The control: without preemption one worker and eight spinners never finish.
+#[test]
+fn without_preemption_spinners_livelock() {
+    let bin = build_c("sync_spin_handoff");
+    let out = Command::new("timeout")
+        .args(["3"])
+        .arg(&bin)
+        .args(["8", "4"])
+        .env("LD_PRELOAD", lib_path())
+        .env("GLIBC_TUNABLES", "glibc.pthread.rseq=0")
+        .env("FIBERIZE_WORKERS", "1")
+        .env("FIBERIZE_PREEMPT_MS", "0")
+        .output()
+        .expect("run timeout");
+    assert_eq!(out.status.code(), Some(124), "expected a livelock without preemption: {}", String::from_utf8_lossy(&out.stdout));
+}
