@@ -65,15 +65,17 @@ fn a_dump_with_blocked_output_does_not_stop_the_monitor() {
 #[test]
 fn watchdog_reports_a_fiber_that_keeps_its_worker() {
     // One worker; a fiber wakes another, then computes for 1.5 s without switching.
+    // Preemption off: with it, the computing fiber would be preempted and no stall
+    // would happen (the watchdog is for the stalls preemption cannot end).
     let file = std::env::temp_dir().join(format!("fiberize-watchdog-{}.txt", std::process::id()));
     let _ = std::fs::remove_file(&file);
     let pre = same_with_env("stall_spin", &["1500"],
-        &[("FIBERIZE_WORKERS", "1"), ("FIBERIZE_WATCHDOG", "0.5")]);
+        &[("FIBERIZE_WORKERS", "1"), ("FIBERIZE_WATCHDOG", "0.5"), ("FIBERIZE_PREEMPT_MS", "0")]);
     assert_eq!(count(&pre.stderr, "watchdog: no fiber switch"), 1, "{}", pre.stderr);
     assert!(pre.stderr.contains("runnable waits on semaphore"), "{}", pre.stderr);
     // The same to a file, and nothing on stderr.
     let pre = same_with_env("stall_spin", &["1500"],
-        &[("FIBERIZE_WORKERS", "1"), ("FIBERIZE_WATCHDOG", "0.5"), ("FIBERIZE_WATCHDOG_FILE", file.to_str().unwrap())]);
+        &[("FIBERIZE_WORKERS", "1"), ("FIBERIZE_WATCHDOG", "0.5"), ("FIBERIZE_PREEMPT_MS", "0"), ("FIBERIZE_WATCHDOG_FILE", file.to_str().unwrap())]);
     assert!(!pre.stderr.contains("watchdog"), "{}", pre.stderr);
     let text = std::fs::read_to_string(&file).unwrap_or_default();
     let _ = std::fs::remove_file(&file);
