@@ -23,6 +23,11 @@ if [ ${#need[@]} -gt 0 ]; then
     (systemctl stop redis-server || service redis-server stop) >/dev/null 2>&1 || true
 fi
 
+echo "== format and lints (cargo fmt --check, cargo clippy -D warnings)"
+# A formatting or lint failure fails the suite, but the tests still run first.
+lint_failed=0
+cargo fmt --all --check >/dev/null || { echo "cargo fmt --check: the tree is not formatted (run cargo fmt)"; lint_failed=1; }
+cargo clippy --workspace --release --all-targets -q -- -D warnings || { echo "cargo clippy reported warnings"; lint_failed=1; }
 echo "== build"
 cargo build --release -p interpose
 # Every test binary the workspace builds; a binary that crashes or fails to build never
@@ -42,7 +47,7 @@ set -e
 # The closing lines for the whole suite (cargo's own last line is a doc-test summary):
 # test binaries (ran / failed / did not run), then "tests: N passed, N failed" last,
 # in that plain format (CI reads it).
-awk -v expected="$expected" '
+awk -v expected="$expected" -v lint="$lint_failed" '
     /^ *Running / { started++ }
     /^test result:/ {
         if ($0 ~ /^test result: FAILED/) failed_bins++
@@ -59,6 +64,9 @@ awk -v expected="$expected" '
         # A binary that crashed or was never built counts as one failed test: its
         # own tests are unknown, and a closing line with "0 failed" would hide it.
         f += missing
+        # A fmt/clippy failure counts as one failed test too.
+        if (lint) { print "format/lint check: failed (see the top of the log)"; f += 1 }
         printf "tests: %d passed, %d failed\n", p, f
     }' "$LOG"
+[ "$status" = 0 ] && [ "$lint_failed" = 1 ] && status=1
 exit "$status"

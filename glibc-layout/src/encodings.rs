@@ -98,14 +98,11 @@ pub const fn mutex_initializer(kind: i32) -> [u8; MUTEX_SIZE] {
 /// `PTHREAD_MUTEX_INITIALIZER`: 40 zero bytes.
 pub const PTHREAD_MUTEX_INITIALIZER: [u8; MUTEX_SIZE] = mutex_initializer(MUTEX_KIND_NORMAL);
 /// `PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP`: `__kind` (byte 16) = 1.
-pub const PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP: [u8; MUTEX_SIZE] =
-    mutex_initializer(MUTEX_KIND_RECURSIVE);
+pub const PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP: [u8; MUTEX_SIZE] = mutex_initializer(MUTEX_KIND_RECURSIVE);
 /// `PTHREAD_ERRORCHECK_MUTEX_INITIALIZER_NP`: `__kind` = 2.
-pub const PTHREAD_ERRORCHECK_MUTEX_INITIALIZER_NP: [u8; MUTEX_SIZE] =
-    mutex_initializer(MUTEX_KIND_ERRORCHECK);
+pub const PTHREAD_ERRORCHECK_MUTEX_INITIALIZER_NP: [u8; MUTEX_SIZE] = mutex_initializer(MUTEX_KIND_ERRORCHECK);
 /// `PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP`: `__kind` = 3.
-pub const PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP: [u8; MUTEX_SIZE] =
-    mutex_initializer(MUTEX_KIND_ADAPTIVE);
+pub const PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP: [u8; MUTEX_SIZE] = mutex_initializer(MUTEX_KIND_ADAPTIVE);
 
 // ---------------------------------------------------------------------------------
 // Cond `__wrefs` (byte 36), as `pthread_cond_init` writes it
@@ -149,8 +146,7 @@ pub const RWLOCK_SHARED_OFFSET: usize = 28;
 pub const RWLOCK_FLAGS_OFFSET: usize = 48;
 
 /// `PTHREAD_RWLOCK_INITIALIZER`: 56 zero bytes.
-pub const PTHREAD_RWLOCK_INITIALIZER: [u8; RWLOCK_SIZE] =
-    with_word(RWLOCK_FLAGS_OFFSET, RWLOCK_PREFER_READER);
+pub const PTHREAD_RWLOCK_INITIALIZER: [u8; RWLOCK_SIZE] = with_word(RWLOCK_FLAGS_OFFSET, RWLOCK_PREFER_READER);
 /// `PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP`: `__flags` (byte 48) = 2.
 pub const PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP: [u8; RWLOCK_SIZE] =
     with_word(RWLOCK_FLAGS_OFFSET, RWLOCK_PREFER_WRITER_NONRECURSIVE);
@@ -175,18 +171,9 @@ mod tests {
 
     #[test]
     fn zero_initializers_match_libc() {
-        assert_eq!(
-            bytes(&libc::PTHREAD_MUTEX_INITIALIZER),
-            &PTHREAD_MUTEX_INITIALIZER[..]
-        );
-        assert_eq!(
-            bytes(&libc::PTHREAD_COND_INITIALIZER),
-            &PTHREAD_COND_INITIALIZER[..]
-        );
-        assert_eq!(
-            bytes(&libc::PTHREAD_RWLOCK_INITIALIZER),
-            &PTHREAD_RWLOCK_INITIALIZER[..]
-        );
+        assert_eq!(bytes(&libc::PTHREAD_MUTEX_INITIALIZER), &PTHREAD_MUTEX_INITIALIZER[..]);
+        assert_eq!(bytes(&libc::PTHREAD_COND_INITIALIZER), &PTHREAD_COND_INITIALIZER[..]);
+        assert_eq!(bytes(&libc::PTHREAD_RWLOCK_INITIALIZER), &PTHREAD_RWLOCK_INITIALIZER[..]);
     }
 
     #[test]
@@ -197,22 +184,10 @@ mod tests {
             (PTHREAD_ERRORCHECK_MUTEX_INITIALIZER_NP, 2),
             (PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP, 3),
         ] {
-            assert_eq!(
-                GlibcMutex::from_bytes(b),
-                GlibcMutex {
-                    kind: k,
-                    ..Default::default()
-                }
-            );
+            assert_eq!(GlibcMutex::from_bytes(b), GlibcMutex { kind: k, ..Default::default() });
         }
         let rw = GlibcRwlock::from_bytes(PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP);
-        assert_eq!(
-            rw,
-            GlibcRwlock {
-                flags: 2,
-                ..Default::default()
-            }
-        );
+        assert_eq!(rw, GlibcRwlock { flags: 2, ..Default::default() });
     }
 
     #[test]

@@ -99,19 +99,10 @@ impl MutexOverlay {
                     }
                     if self
                         .init_state
-                        .compare_exchange(
-                            INIT_STATIC,
-                            INIT_INITIALIZING,
-                            Ordering::Acquire,
-                            Ordering::Relaxed,
-                        )
+                        .compare_exchange(INIT_STATIC, INIT_INITIALIZING, Ordering::Acquire, Ordering::Relaxed)
                         .is_ok()
                     {
-                        let next = if mutex_kind_is_valid_runtime(kind) {
-                            INIT_READY
-                        } else {
-                            INIT_DESTROYED
-                        };
+                        let next = if mutex_kind_is_valid_runtime(kind) { INIT_READY } else { INIT_DESTROYED };
                         self.init_state.store(next, Ordering::Release);
                         return;
                     }
@@ -128,9 +119,7 @@ impl MutexOverlay {
         self.lock.store(0, Ordering::Relaxed);
         self.count.store(0, Ordering::Relaxed);
         self.owner.store(0, Ordering::Relaxed);
-        self.reserved
-            .iter()
-            .for_each(|r| r.store(0, Ordering::Relaxed));
+        self.reserved.iter().for_each(|r| r.store(0, Ordering::Relaxed));
         self.kind.store(kind, Ordering::Relaxed);
         self.init_state.store(INIT_READY, Ordering::Release);
     }
@@ -138,8 +127,7 @@ impl MutexOverlay {
     /// What `pthread_mutex_destroy` leaves: `kind` = -1 (as glibc) and
     /// [`INIT_DESTROYED`].
     pub fn mark_destroyed(&self) {
-        self.kind
-            .store(crate::MUTEX_KIND_DESTROYED, Ordering::Relaxed);
+        self.kind.store(crate::MUTEX_KIND_DESTROYED, Ordering::Relaxed);
         self.init_state.store(INIT_DESTROYED, Ordering::Release);
     }
 }
@@ -282,13 +270,7 @@ mod tests {
             o.ensure_initialized();
             assert_eq!(o.init_state.load(Ordering::Relaxed), INIT_READY);
             assert_eq!(o.kind.load(Ordering::Relaxed), kind);
-            assert_eq!(
-                (
-                    o.lock.load(Ordering::Relaxed),
-                    o.owner.load(Ordering::Relaxed)
-                ),
-                (0, 0)
-            );
+            assert_eq!((o.lock.load(Ordering::Relaxed), o.owner.load(Ordering::Relaxed)), (0, 0));
             o.mark_destroyed();
             o.ensure_initialized();
             assert_eq!(o.init_state.load(Ordering::Relaxed), INIT_DESTROYED);
@@ -310,11 +292,7 @@ mod tests {
         // SAFETY: as above.
         let o = unsafe { MutexOverlay::from_ptr(&mut *m) };
         o.ensure_initialized();
-        assert_eq!(
-            o.init_state.load(Ordering::Relaxed),
-            INIT_STATIC,
-            "glibc's bytes untouched"
-        );
+        assert_eq!(o.init_state.load(Ordering::Relaxed), INIT_STATIC, "glibc's bytes untouched");
     }
 
     #[test]
@@ -346,10 +324,7 @@ mod tests {
             unsafe { core::mem::transmute(PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP) };
         // SAFETY: live and aligned.
         let o = unsafe { RwlockOverlay::from_ptr(&mut rw) };
-        assert_eq!(
-            o.flags.load(Ordering::Relaxed),
-            RWLOCK_PREFER_WRITER_NONRECURSIVE
-        );
+        assert_eq!(o.flags.load(Ordering::Relaxed), RWLOCK_PREFER_WRITER_NONRECURSIVE);
         assert_eq!(o.shared.load(Ordering::Relaxed), 0);
 
         let mut c = libc::PTHREAD_COND_INITIALIZER;

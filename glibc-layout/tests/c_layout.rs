@@ -135,11 +135,7 @@ fn run_c_program() -> BTreeMap<String, String> {
         .arg("-pthread")
         .output()
         .expect("run cc");
-    assert!(
-        cc.status.success(),
-        "cc failed:\n{}",
-        String::from_utf8_lossy(&cc.stderr)
-    );
+    assert!(cc.status.success(), "cc failed:\n{}", String::from_utf8_lossy(&cc.stderr));
     let out = Command::new(&exe).output().expect("run the C program");
     assert!(out.status.success());
     let text = String::from_utf8(out.stdout).unwrap();
@@ -147,10 +143,7 @@ fn run_c_program() -> BTreeMap<String, String> {
     for line in text.lines() {
         let (k, v) = line.split_once(' ').expect("key value");
         assert!(!k.starts_with("error."), "C program: {line}");
-        assert!(
-            map.insert(k.to_owned(), v.to_owned()).is_none(),
-            "duplicate {k}"
-        );
+        assert!(map.insert(k.to_owned(), v.to_owned()).is_none(), "duplicate {k}");
     }
     map
 }
@@ -204,33 +197,15 @@ fn glibc_matches_the_crate() {
 
     for (name, bytes) in [
         ("PTHREAD_MUTEX_INITIALIZER", &PTHREAD_MUTEX_INITIALIZER),
-        (
-            "PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP",
-            &PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP,
-        ),
-        (
-            "PTHREAD_ERRORCHECK_MUTEX_INITIALIZER_NP",
-            &PTHREAD_ERRORCHECK_MUTEX_INITIALIZER_NP,
-        ),
-        (
-            "PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP",
-            &PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP,
-        ),
+        ("PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP", &PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP),
+        ("PTHREAD_ERRORCHECK_MUTEX_INITIALIZER_NP", &PTHREAD_ERRORCHECK_MUTEX_INITIALIZER_NP),
+        ("PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP", &PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP),
     ] {
         put(&format!("bytes.{name}"), hex(bytes));
     }
-    put(
-        "bytes.PTHREAD_COND_INITIALIZER",
-        hex(&PTHREAD_COND_INITIALIZER),
-    );
-    put(
-        "bytes.PTHREAD_RWLOCK_INITIALIZER",
-        hex(&PTHREAD_RWLOCK_INITIALIZER),
-    );
-    put(
-        "bytes.PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP",
-        hex(&PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP),
-    );
+    put("bytes.PTHREAD_COND_INITIALIZER", hex(&PTHREAD_COND_INITIALIZER));
+    put("bytes.PTHREAD_RWLOCK_INITIALIZER", hex(&PTHREAD_RWLOCK_INITIALIZER));
+    put("bytes.PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP", hex(&PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP));
 
     // pthread_mutex_init: everything zero but __kind (and the PP ceiling in __lock).
     let fifo_min: u32 = got["fifo_min_prio"].parse().unwrap();
@@ -239,27 +214,15 @@ fn glibc_matches_the_crate() {
     for (name, kind, lock) in [
         ("mutex_init_null", MUTEX_KIND_NORMAL, 0),
         ("mutex_destroyed", MUTEX_KIND_DESTROYED, 0),
-        (
-            "mutex_init_normal",
-            MUTEX_KIND_NORMAL | MUTEX_KIND_NO_ELISION,
-            0,
-        ),
+        ("mutex_init_normal", MUTEX_KIND_NORMAL | MUTEX_KIND_NO_ELISION, 0),
         ("mutex_init_recursive", MUTEX_KIND_RECURSIVE, 0),
         ("mutex_init_errorcheck", MUTEX_KIND_ERRORCHECK, 0),
         ("mutex_init_adaptive", MUTEX_KIND_ADAPTIVE, 0),
-        (
-            "mutex_init_robust",
-            MUTEX_KIND_ROBUST | MUTEX_KIND_PSHARED,
-            0,
-        ),
+        ("mutex_init_robust", MUTEX_KIND_ROBUST | MUTEX_KIND_PSHARED, 0),
         ("mutex_init_prio_inherit", MUTEX_KIND_PRIO_INHERIT, 0),
         ("mutex_init_prio_protect", MUTEX_KIND_PRIO_PROTECT, pp_lock),
         ("mutex_init_pshared", MUTEX_KIND_PSHARED, 0),
-        (
-            "mutex_init_recursive_pshared",
-            MUTEX_KIND_RECURSIVE | MUTEX_KIND_PSHARED,
-            0,
-        ),
+        ("mutex_init_recursive_pshared", MUTEX_KIND_RECURSIVE | MUTEX_KIND_PSHARED, 0),
     ] {
         let b: [u8; 40] = words(&[(0, lock), (offset_of!(MutexOverlay, kind), kind as u32)]);
         put(&format!("bytes.{name}"), hex(&b));
@@ -273,36 +236,20 @@ fn glibc_matches_the_crate() {
         ("cond_init_default", 0),
         ("cond_init_monotonic", COND_WREFS_CLOCK_MONOTONIC),
         ("cond_init_pshared", COND_WREFS_PSHARED),
-        (
-            "cond_init_monotonic_pshared",
-            COND_WREFS_CLOCK_MONOTONIC | COND_WREFS_PSHARED,
-        ),
+        ("cond_init_monotonic_pshared", COND_WREFS_CLOCK_MONOTONIC | COND_WREFS_PSHARED),
     ] {
-        put(
-            &format!("bytes.{name}"),
-            hex(&words::<48>(&[(flags, wrefs)])),
-        );
+        put(&format!("bytes.{name}"), hex(&words::<48>(&[(flags, wrefs)])));
     }
 
     // pthread_rwlock_init: zero but __shared and __flags.
-    let (shared, flags) = (
-        offset_of!(RwlockOverlay, shared),
-        offset_of!(RwlockOverlay, flags),
-    );
+    let (shared, flags) = (offset_of!(RwlockOverlay, shared), offset_of!(RwlockOverlay, flags));
     for (name, s, f) in [
         ("rwlock_init_default", 0, RWLOCK_PREFER_READER),
         ("rwlock_init_prefer_writer", 0, RWLOCK_PREFER_WRITER),
-        (
-            "rwlock_init_writer_nonrecursive",
-            0,
-            RWLOCK_PREFER_WRITER_NONRECURSIVE,
-        ),
+        ("rwlock_init_writer_nonrecursive", 0, RWLOCK_PREFER_WRITER_NONRECURSIVE),
         ("rwlock_init_pshared", 1, RWLOCK_PREFER_READER),
     ] {
-        put(
-            &format!("bytes.{name}"),
-            hex(&words::<56>(&[(shared, s), (flags, f)])),
-        );
+        put(&format!("bytes.{name}"), hex(&words::<56>(&[(shared, s), (flags, f)])));
     }
 
     // Compare every key both ways, listing all differences at once.
@@ -312,23 +259,13 @@ fn glibc_matches_the_crate() {
         .filter(|k| got.get(*k) != expected.get(*k))
         .map(|k| format!("{k}: glibc {:?}, crate {:?}", got.get(k), expected.get(k)))
         .collect();
-    assert!(
-        diffs.is_empty(),
-        "layout differences:\n{}",
-        diffs.join("\n")
-    );
+    assert!(diffs.is_empty(), "layout differences:\n{}", diffs.join("\n"));
 
     // The overlays' glibc-owned fields sit on glibc's offsets.
     let off = |k: &str| got[k].parse::<usize>().unwrap();
     assert_eq!(offset_of!(MutexOverlay, kind), off("off.mutex.__kind"));
-    assert_eq!(
-        offset_of!(MutexOverlay, init_state),
-        off("off.mutex.__spins")
-    );
+    assert_eq!(offset_of!(MutexOverlay, init_state), off("off.mutex.__spins"));
     assert_eq!(offset_of!(CondOverlay, flags), off("off.cond.__wrefs"));
-    assert_eq!(
-        offset_of!(RwlockOverlay, shared),
-        off("off.rwlock.__shared")
-    );
+    assert_eq!(offset_of!(RwlockOverlay, shared), off("off.rwlock.__shared"));
     assert_eq!(offset_of!(RwlockOverlay, flags), off("off.rwlock.__flags"));
 }

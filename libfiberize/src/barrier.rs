@@ -133,7 +133,11 @@ pub unsafe fn wait(b: *const BarrierOverlay) -> c_int {
     };
     // SAFETY: still inside; leave() is our last access.
     unsafe { leave(b) };
-    if serial { PTHREAD_BARRIER_SERIAL_THREAD } else { 0 }
+    if serial {
+        PTHREAD_BARRIER_SERIAL_THREAD
+    } else {
+        0
+    }
 }
 
 /// Waits until the round `round` completed.
@@ -152,7 +156,15 @@ fn wait_round(bar: &BarrierOverlay, round: u32) {
             spins += 1;
             continue;
         }
-        parking::park(key, u32::MAX, WaitKind::Barrier, || round_of(bar.state.load(Ordering::SeqCst)) == round, || {}, |_| {}, None);
+        parking::park(
+            key,
+            u32::MAX,
+            WaitKind::Barrier,
+            || round_of(bar.state.load(Ordering::SeqCst)) == round,
+            || {},
+            |_| {},
+            None,
+        );
     }
 }
 
@@ -176,7 +188,15 @@ pub fn destroy(b: &BarrierOverlay) -> c_int {
     let before = b.inside.fetch_or(DESTROYING, Ordering::Acquire);
     if before & !DESTROYING != 0 {
         loop {
-            parking::park(key, u32::MAX, WaitKind::Barrier, || b.inside.load(Ordering::SeqCst) & !DESTROYING != 0, || {}, |_| {}, None);
+            parking::park(
+                key,
+                u32::MAX,
+                WaitKind::Barrier,
+                || b.inside.load(Ordering::SeqCst) & !DESTROYING != 0,
+                || {},
+                |_| {},
+                None,
+            );
             if b.inside.load(Ordering::Acquire) & !DESTROYING == 0 {
                 break;
             }
@@ -219,7 +239,11 @@ pub mod api {
         }
         // SAFETY: same size, compatible alignment (checked above), atomics only.
         let o = unsafe { &*(b as *const BarrierOverlay) };
-        if o.shared.load(Ordering::Relaxed) != 0 { None } else { Some(o) }
+        if o.shared.load(Ordering::Relaxed) != 0 {
+            None
+        } else {
+            Some(o)
+        }
     }
 
     /// # Safety

@@ -150,7 +150,11 @@ pub unsafe fn wait(c: *mut pthread_cond_t, m: *mut pthread_mutex_t, abstime: *co
     // A cancelled waiter leaves with the mutex held, as POSIX requires for cleanup
     // handlers.
     crate::cancel::testcancel();
-    if r == ParkResult::TimedOut { libc::ETIMEDOUT } else { 0 }
+    if r == ParkResult::TimedOut {
+        libc::ETIMEDOUT
+    } else {
+        0
+    }
 }
 
 /// A fiber's wait on a process-shared condvar sleeps in glibc for at most this long
@@ -165,8 +169,14 @@ const SHARED_WAIT_SLICE_NS: u64 = crate::cancel::DONOR_WAIT_SLICE_NS;
 ///
 /// # Safety
 /// As `pthread_cond_timedwait`.
-unsafe fn shared_wait_for_fiber(me: &crate::fiber::Fiber, o: &CondOverlay, c: *mut pthread_cond_t, m: *mut pthread_mutex_t,
-    abstime: *const timespec, clock: Option<clockid_t>) -> c_int {
+unsafe fn shared_wait_for_fiber(
+    me: &crate::fiber::Fiber,
+    o: &CondOverlay,
+    c: *mut pthread_cond_t,
+    m: *mut pthread_mutex_t,
+    abstime: *const timespec,
+    clock: Option<clockid_t>,
+) -> c_int {
     // SAFETY: forwarded contract.
     let user_deadline = match unsafe { wait_deadline(o, abstime, clock) } {
         Ok(d) => d,
@@ -183,7 +193,11 @@ unsafe fn shared_wait_for_fiber(me: &crate::fiber::Fiber, o: &CondOverlay, c: *m
         let ts = crate::sys::ns_to_timespec(end);
         // SAFETY: forwarded contract; a valid CLOCK_MONOTONIC deadline.
         let r = unsafe { pthread_cond_clockwait(c, m, libc::CLOCK_MONOTONIC, &ts) };
-        if r == libc::ETIMEDOUT && !last { 0 } else { r }
+        if r == libc::ETIMEDOUT && !last {
+            0
+        } else {
+            r
+        }
     });
     // Cancelled meanwhile: leave with the mutex held, as glibc's cancellation does.
     crate::cancel::testcancel();

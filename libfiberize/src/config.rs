@@ -42,8 +42,12 @@ pub fn enabled() -> bool {
 fn decide() -> bool {
     let on = !matches!(env_str(b"FIBERIZE\0"), Some(v) if is_off(v));
     // Racing first callers compute the same answer from the same environment.
-    let _ = STATE.compare_exchange(STATE_UNDECIDED, if on { STATE_ENABLED } else { STATE_DISABLED },
-        Ordering::Relaxed, Ordering::Relaxed);
+    let _ = STATE.compare_exchange(
+        STATE_UNDECIDED,
+        if on { STATE_ENABLED } else { STATE_DISABLED },
+        Ordering::Relaxed,
+        Ordering::Relaxed,
+    );
     STATE.load(Ordering::Relaxed) == STATE_ENABLED
 }
 
@@ -106,7 +110,16 @@ pub struct Config {
 }
 
 static CONFIG_ONCE: RawOnce = RawOnce::new();
-static mut CONFIG: Config = Config { sync_inline: false, workers: 1, stats: false, dump_signal: 0, dump_at_exit: false, spin_rounds: 0, direct_wait: false, preempt_ms: 0 };
+static mut CONFIG: Config = Config {
+    sync_inline: false,
+    workers: 1,
+    stats: false,
+    dump_signal: 0,
+    dump_at_exit: false,
+    spin_rounds: 0,
+    direct_wait: false,
+    preempt_ms: 0,
+};
 
 /// The configuration, read on first use.
 pub fn config() -> &'static Config {
@@ -138,9 +151,20 @@ pub fn default_workers() -> usize {
     // SAFETY: `set` is a valid out-parameter of the size we pass.
     let cpus = unsafe {
         let mut set: libc::cpu_set_t = core::mem::zeroed();
-        let r = crate::sys::syscall6(libc::SYS_sched_getaffinity as usize, 0,
-            core::mem::size_of::<libc::cpu_set_t>(), &mut set as *mut libc::cpu_set_t as usize, 0, 0, 0);
-        if r > 0 { libc::CPU_COUNT(&set) as usize } else { 1 }
+        let r = crate::sys::syscall6(
+            libc::SYS_sched_getaffinity as usize,
+            0,
+            core::mem::size_of::<libc::cpu_set_t>(),
+            &mut set as *mut libc::cpu_set_t as usize,
+            0,
+            0,
+            0,
+        );
+        if r > 0 {
+            libc::CPU_COUNT(&set) as usize
+        } else {
+            1
+        }
     };
     let quota = cgroup_cpu_limit();
     let n = match quota {
@@ -177,8 +201,15 @@ fn read_small_file<'a>(path_nul: &'static [u8], buf: &'a mut [u8]) -> Option<&'a
     use crate::sys::syscall6;
     // SAFETY: path is NUL-terminated; buf is a valid writable region.
     unsafe {
-        let fd = syscall6(libc::SYS_openat as usize, libc::AT_FDCWD as usize, path_nul.as_ptr() as usize,
-            (libc::O_RDONLY | libc::O_CLOEXEC) as usize, 0, 0, 0);
+        let fd = syscall6(
+            libc::SYS_openat as usize,
+            libc::AT_FDCWD as usize,
+            path_nul.as_ptr() as usize,
+            (libc::O_RDONLY | libc::O_CLOEXEC) as usize,
+            0,
+            0,
+            0,
+        );
         if fd < 0 {
             return None;
         }

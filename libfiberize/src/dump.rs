@@ -130,7 +130,8 @@ fn symbol(addr: usize) -> String {
 }
 
 const LIFE: [&str; 6] = ["starting", "runnable", "running", "parked", "on-donor", "finished"];
-const WAIT: [&str; 12] = ["-", "mutex", "cond", "futex", "sleep", "rwlock", "other", "semaphore", "barrier", "once", "io", "join"];
+const WAIT: [&str; 12] =
+    ["-", "mutex", "cond", "futex", "sleep", "rwlock", "other", "semaphore", "barrier", "once", "io", "join"];
 
 /// One fiber as the dump saw it (plain values: no handle is kept while writing).
 struct Row {
@@ -182,15 +183,32 @@ fn produce(reason: Option<&str>, flush: &mut dyn FnMut(&str)) {
     if let Some(r) = reason {
         let _ = writeln!(out, "fiberize: {r}");
     }
-    let _ = writeln!(out, "fiberize: ---- fiber dump: {} fibers, {} armed timers ----", rows.len(), scheduler::try_runtime().map_or(0, |rt| rt.pending_timers()));
+    let _ = writeln!(
+        out,
+        "fiberize: ---- fiber dump: {} fibers, {} armed timers ----",
+        rows.len(),
+        scheduler::try_runtime().map_or(0, |rt| rt.pending_timers())
+    );
     let st = &crate::stats::STATS;
-    let _ = writeln!(out, "fiberize: preemptions {} preempt-refused {} preempt-fallbacks {}", st.preemptions.get(),
-        st.preempt_refused.get(), st.preempt_fallbacks.get());
+    let _ = writeln!(
+        out,
+        "fiberize: preemptions {} preempt-refused {} preempt-fallbacks {}",
+        st.preemptions.get(),
+        st.preempt_refused.get(),
+        st.preempt_fallbacks.get()
+    );
     if let Some(rt) = scheduler::try_runtime() {
         for w in rt.workers() {
-            let _ = writeln!(out, "fiberize: worker {} tid {} {} running fiber {} switches {} deferred-signals {:#x}", w.index,
-                w.tid.load(Ordering::Relaxed), w.state_name(), w.running.load(Ordering::Relaxed),
-                w.progress.load(Ordering::Relaxed), w.deferred_signals());
+            let _ = writeln!(
+                out,
+                "fiberize: worker {} tid {} {} running fiber {} switches {} deferred-signals {:#x}",
+                w.index,
+                w.tid.load(Ordering::Relaxed),
+                w.state_name(),
+                w.running.load(Ordering::Relaxed),
+                w.progress.load(Ordering::Relaxed),
+                w.deferred_signals()
+            );
         }
     }
     let mut symbols: BTreeMap<usize, String> = BTreeMap::new();

@@ -34,8 +34,10 @@ const FUTEX_CMD_MASK: c_int = !(FUTEX_PRIVATE_FLAG | FUTEX_CLOCK_REALTIME);
 /// Whether we serve `op` (else the caller passes it to the kernel).
 pub fn emulated(op: c_int) -> bool {
     op & FUTEX_PRIVATE_FLAG != 0
-        && matches!(op & FUTEX_CMD_MASK,
-            FUTEX_WAIT | FUTEX_WAKE | FUTEX_REQUEUE | FUTEX_CMP_REQUEUE | FUTEX_WAKE_OP | FUTEX_WAIT_BITSET | FUTEX_WAKE_BITSET)
+        && matches!(
+            op & FUTEX_CMD_MASK,
+            FUTEX_WAIT | FUTEX_WAKE | FUTEX_REQUEUE | FUTEX_CMP_REQUEUE | FUTEX_WAKE_OP | FUTEX_WAIT_BITSET | FUTEX_WAKE_BITSET
+        )
 }
 
 /// Performs an emulated futex operation. Ok(value) or Err(errno), as the kernel would.
@@ -43,7 +45,14 @@ pub fn emulated(op: c_int) -> bool {
 /// # Safety
 /// `uaddr` (and `uaddr2` for the two-address operations) must be valid futex words, and
 /// `timeout` null or a valid timespec, as for the real system call.
-pub unsafe fn futex(uaddr: *const u32, op: c_int, val: u32, timeout: *const timespec, uaddr2: *const u32, val3: u32) -> Result<isize, c_int> {
+pub unsafe fn futex(
+    uaddr: *const u32,
+    op: c_int,
+    val: u32,
+    timeout: *const timespec,
+    uaddr2: *const u32,
+    val3: u32,
+) -> Result<isize, c_int> {
     if uaddr.is_null() {
         return Err(libc::EFAULT);
     }
@@ -95,7 +104,9 @@ pub unsafe fn futex(uaddr: *const u32, op: c_int, val: u32, timeout: *const time
             // For requeue, the kernel reads the "timeout" argument as val2 (a count).
             let max_requeue = (timeout as usize).min(i32::MAX as usize);
             let check = cmd == FUTEX_CMP_REQUEUE;
-            match parking::unpark_requeue(key, uaddr2 as usize, val as usize, max_requeue, || !check || word.load(Ordering::SeqCst) == val3) {
+            match parking::unpark_requeue(key, uaddr2 as usize, val as usize, max_requeue, || {
+                !check || word.load(Ordering::SeqCst) == val3
+            }) {
                 None => Err(libc::EAGAIN),
                 // FUTEX_REQUEUE returns the woken count; CMP_REQUEUE woken + requeued.
                 Some((w, r)) => Ok(if check { (w + r) as isize } else { w as isize }),

@@ -193,13 +193,28 @@ fn hand_to_process(bits: u64) {
                 continue;
             }
             let mut info: siginfo_t = core::mem::zeroed();
-            let sig = sys::syscall6(libc::SYS_rt_sigtimedwait as usize, &one as *const u64 as usize,
-                &mut info as *mut siginfo_t as usize, &zero as *const libc::timespec as usize, 8, 0, 0);
+            let sig = sys::syscall6(
+                libc::SYS_rt_sigtimedwait as usize,
+                &one as *const u64 as usize,
+                &mut info as *mut siginfo_t as usize,
+                &zero as *const libc::timespec as usize,
+                8,
+                0,
+                0,
+            );
             if sig <= 0 {
                 continue;
             }
             if info.si_code < 0 && info.si_code != libc::SI_TKILL {
-                sys::syscall6(libc::SYS_rt_sigqueueinfo as usize, pid as usize, sig as usize, &info as *const siginfo_t as usize, 0, 0, 0);
+                sys::syscall6(
+                    libc::SYS_rt_sigqueueinfo as usize,
+                    pid as usize,
+                    sig as usize,
+                    &info as *const siginfo_t as usize,
+                    0,
+                    0,
+                    0,
+                );
             } else {
                 sys::syscall6(libc::SYS_kill as usize, pid as usize, sig as usize, 0, 0, 0, 0);
             }
@@ -223,6 +238,8 @@ struct ProgramAction {
     wrapped: AtomicI32,
 }
 
+// A template for the table initializer only: each slot gets its own copy.
+#[allow(clippy::declare_interior_mutable_const)]
 const NO_ACTION: ProgramAction =
     ProgramAction { handler: AtomicUsize::new(0), flags: AtomicI32::new(0), mask: AtomicU64::new(0), wrapped: AtomicI32::new(0) };
 static ACTIONS: [ProgramAction; 65] = [NO_ACTION; 65];
@@ -484,8 +501,15 @@ fn defer(sig: c_int, info: *mut siginfo_t, uc: *mut c_void) {
     // one). A worker hands on what its own mask blocks at its safe point.
     // SAFETY: `info` is the kernel's siginfo for this delivery (valid for reading).
     unsafe {
-        sys::syscall6(libc::SYS_rt_tgsigqueueinfo as usize, libc::getpid() as usize, sys::gettid() as usize,
-            sig as usize, info as usize, 0, 0);
+        sys::syscall6(
+            libc::SYS_rt_tgsigqueueinfo as usize,
+            libc::getpid() as usize,
+            sys::gettid() as usize,
+            sig as usize,
+            info as usize,
+            0,
+            0,
+        );
     }
     DEFERRED.with(|d| d.set(d.get() | bit));
     crate::scheduler::note_deferred_signal(sys::gettid() as u32, bit);

@@ -30,36 +30,36 @@
 //!    moment it hands its fiber to the pool until the fiber is gone.
 #![deny(unsafe_op_in_unsafe_fn)]
 
-pub mod real;
-pub mod sys;
-pub mod rawlock;
-pub mod config;
-pub mod stats;
-pub mod fiber;
-pub mod scheduler;
-pub mod timer;
-pub mod parking;
-pub mod time;
-pub mod layout;
-pub mod mutex;
-pub mod cond;
-pub mod futex;
-pub mod sleep;
-pub mod thread;
-pub mod dump;
-pub mod lifecycle;
-pub mod io;
-pub mod signal;
-pub mod handlers;
-pub mod cancel;
-pub mod tz;
-pub mod rwlock;
-pub mod sem;
 pub mod barrier;
+pub mod cancel;
+pub mod cond;
+pub mod config;
+pub mod dump;
+pub mod fiber;
+pub mod futex;
+pub mod handlers;
+pub mod io;
+pub mod layout;
+pub mod lifecycle;
+pub mod mutex;
 pub mod once;
-pub mod spin;
-pub mod watchdog;
+pub mod parking;
 pub mod preempt;
+pub mod rawlock;
+pub mod real;
+pub mod rwlock;
+pub mod scheduler;
+pub mod sem;
+pub mod signal;
+pub mod sleep;
+pub mod spin;
+pub mod stats;
+pub mod sys;
+pub mod thread;
+pub mod time;
+pub mod timer;
+pub mod tz;
+pub mod watchdog;
 
 /// Aborts the process with `fiberize: fatal: <parts>` on stderr. For runtime bugs and
 /// broken installations only; a program's bad argument gets an error code instead.

@@ -181,9 +181,7 @@ fn lock_slow(m: &MutexOverlay, timeout: Timeout) -> c_int {
             }
             continue;
         }
-        if s & PARKED == 0
-            && m.lock.compare_exchange_weak(s, s | PARKED, Ordering::Relaxed, Ordering::Relaxed).is_err()
-        {
+        if s & PARKED == 0 && m.lock.compare_exchange_weak(s, s | PARKED, Ordering::Relaxed, Ordering::Relaxed).is_err() {
             continue;
         }
         let r = parking::park(
@@ -273,7 +271,11 @@ fn unlock_slow(m: &MutexOverlay) {
         // Under the bucket lock: nobody can take the lock (LOCKED is set) or queue.
         // PARKED is cleared even if others wait: the wakee carries it back.
         m.lock.store(0, Ordering::Release);
-        if info.have_more { TOKEN_WAITERS_REMAIN } else { TOKEN_NORMAL }
+        if info.have_more {
+            TOKEN_WAITERS_REMAIN
+        } else {
+            TOKEN_NORMAL
+        }
     });
 }
 
@@ -389,7 +391,13 @@ pub mod api {
         let o = unsafe { overlay(m) };
         if is_delegated(o) {
             // SAFETY: forwarded contract.
-            return unsafe { if timed { pthread_mutex_timedlock(m, ts) } else { pthread_mutex_clocklock(m, clock, ts) } };
+            return unsafe {
+                if timed {
+                    pthread_mutex_timedlock(m, ts)
+                } else {
+                    pthread_mutex_clocklock(m, clock, ts)
+                }
+            };
         }
         super::lock(o, Timeout::At(clock, ts))
     }

@@ -61,7 +61,8 @@ struct Bucket {
 unsafe impl Sync for Bucket {}
 
 #[allow(clippy::declare_interior_mutable_const)]
-const EMPTY_BUCKET: Bucket = Bucket { lock: RawMutex::new(), head: AtomicPtr::new(ptr::null_mut()), tail: Cell::new(ptr::null()) };
+const EMPTY_BUCKET: Bucket =
+    Bucket { lock: RawMutex::new(), head: AtomicPtr::new(ptr::null_mut()), tail: Cell::new(ptr::null()) };
 static TABLE: [Bucket; BUCKETS] = [EMPTY_BUCKET; BUCKETS];
 
 /// In a forked child: every queue empty and unlocked. No waiter of the parent exists in
@@ -150,8 +151,16 @@ impl Bucket {
         // SAFETY: `w` is on this list, so it and its neighbours are live.
         unsafe {
             let (p, n) = ((*w).prev.get(), (*w).next.get());
-            if p.is_null() { self.head.store(n as *mut Waiter, Ordering::Relaxed) } else { (*p).next.set(n) }
-            if n.is_null() { self.tail.set(p) } else { (*n).prev.set(p) }
+            if p.is_null() {
+                self.head.store(n as *mut Waiter, Ordering::Relaxed)
+            } else {
+                (*p).next.set(n)
+            }
+            if n.is_null() {
+                self.tail.set(p)
+            } else {
+                (*n).prev.set(p)
+            }
         }
     }
 
@@ -221,7 +230,10 @@ pub fn park(
     let interruptible = matches!(kind, WaitKind::Futex | WaitKind::Semaphore);
     // Waits that are POSIX cancellation points end early on a pending cancellation
     // (the caller then acts on it, see `crate::cancel`).
-    let cancellation_point = matches!(kind, WaitKind::Cond | WaitKind::Semaphore | WaitKind::Io | WaitKind::Sleep | WaitKind::Barrier | WaitKind::Join);
+    let cancellation_point = matches!(
+        kind,
+        WaitKind::Cond | WaitKind::Semaphore | WaitKind::Io | WaitKind::Sleep | WaitKind::Barrier | WaitKind::Join
+    );
     // A mutex wait is no cancellation point, but with the asynchronous cancelability
     // type a request ends it as glibc's SIGCANCEL would (the waiter is unlinked first).
     let async_cancellable = kind == WaitKind::Mutex;
@@ -365,13 +377,14 @@ pub fn unpark_one(key: usize, callback: impl FnOnce(UnparkInfo) -> usize) -> boo
     // Another waiter on the key remains: `first`, if we chose a later one, else any
     // after it.
     // SAFETY: `p` is live under the lock.
-    let have_more = p != first || unsafe {
-        let mut q = (*p).next.get();
-        while !q.is_null() && (*q).key.load(Ordering::Relaxed) != key {
-            q = (*q).next.get();
-        }
-        !q.is_null()
-    };
+    let have_more = p != first
+        || unsafe {
+            let mut q = (*p).next.get();
+            while !q.is_null() && (*q).key.load(Ordering::Relaxed) != key {
+                q = (*q).next.get();
+            }
+            !q.is_null()
+        };
     let token = callback(UnparkInfo { unparked: true, have_more });
     let wake = take(b, p, token);
     b.lock.unlock();
@@ -428,7 +441,13 @@ pub fn unpark_some(key: usize, bitset: u32, max: usize, callback: impl FnOnce(us
 
 /// Moves up to `max_requeue` waiters of `from` (after waking `max_wake` of them) to
 /// `to`. Returns (woken, requeued). Used by FUTEX_REQUEUE / CMP_REQUEUE.
-pub fn unpark_requeue(from: usize, to: usize, max_wake: usize, max_requeue: usize, validate: impl FnOnce() -> bool) -> Option<(usize, usize)> {
+pub fn unpark_requeue(
+    from: usize,
+    to: usize,
+    max_wake: usize,
+    max_requeue: usize,
+    validate: impl FnOnce() -> bool,
+) -> Option<(usize, usize)> {
     let b1 = bucket(from);
     let b2 = bucket(to);
     // Lock both buckets in address order.

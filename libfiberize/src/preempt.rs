@@ -334,8 +334,15 @@ impl Watch {
             // SAFETY: tgkill to one of our own workers with the kick signal, whose
             // handler is installed (KICK_INSTALLED).
             unsafe {
-                sys::syscall6(libc::SYS_tgkill as usize, libc::getpid() as usize, tid as usize,
-                    crate::signal::KICK_SIGNAL as usize, 0, 0, 0)
+                sys::syscall6(
+                    libc::SYS_tgkill as usize,
+                    libc::getpid() as usize,
+                    tid as usize,
+                    crate::signal::KICK_SIGNAL as usize,
+                    0,
+                    0,
+                    0,
+                )
             };
         }
     }

@@ -211,9 +211,7 @@ fn rdlock_slow(o: &RwlockOverlay, timeout: Timeout<'_>) -> c_int {
             spins += 1;
             continue;
         }
-        if s & RPARKED == 0
-            && o.state.compare_exchange_weak(s, s | RPARKED, Ordering::Relaxed, Ordering::Relaxed).is_err()
-        {
+        if s & RPARKED == 0 && o.state.compare_exchange_weak(s, s | RPARKED, Ordering::Relaxed, Ordering::Relaxed).is_err() {
             continue;
         }
         if deadline.is_none() {
@@ -337,9 +335,7 @@ fn wrlock_slow(o: &RwlockOverlay, timeout: Timeout<'_>) -> c_int {
             spins += 1;
             continue;
         }
-        if s & WPARKED == 0
-            && o.state.compare_exchange_weak(s, s | WPARKED, Ordering::Relaxed, Ordering::Relaxed).is_err()
-        {
+        if s & WPARKED == 0 && o.state.compare_exchange_weak(s, s | WPARKED, Ordering::Relaxed, Ordering::Relaxed).is_err() {
             continue;
         }
         if deadline.is_none() {
@@ -601,7 +597,11 @@ pub mod api {
         }
         // SAFETY: non-null, aligned, the program's lock (caller's contract).
         let o = unsafe { RwlockOverlay::from_ptr(rw) };
-        if o.shared.load(Ordering::Relaxed) != 0 { None } else { Some(o) }
+        if o.shared.load(Ordering::Relaxed) != 0 {
+            None
+        } else {
+            Some(o)
+        }
     }
 
     /// The blocking real call for a shared lock: a fiber tries first and blocks on its
@@ -679,10 +679,19 @@ pub mod api {
             return match (timed, clock) {
                 (false, _) => delegated_lock(|| unsafe { pthread_rwlock_tryrdlock(rw) }, || unsafe { pthread_rwlock_rdlock(rw) }),
                 _ if !timed_args_ok(clk, ts) => unsafe {
-                    if clock.is_some() { pthread_rwlock_clockrdlock(rw, clk, ts) } else { pthread_rwlock_timedrdlock(rw, ts) }
+                    if clock.is_some() {
+                        pthread_rwlock_clockrdlock(rw, clk, ts)
+                    } else {
+                        pthread_rwlock_timedrdlock(rw, ts)
+                    }
                 },
-                (true, None) => delegated_lock(|| unsafe { pthread_rwlock_tryrdlock(rw) }, || unsafe { pthread_rwlock_timedrdlock(rw, ts) }),
-                (true, Some(c)) => delegated_lock(|| unsafe { pthread_rwlock_tryrdlock(rw) }, || unsafe { pthread_rwlock_clockrdlock(rw, c, ts) }),
+                (true, None) => {
+                    delegated_lock(|| unsafe { pthread_rwlock_tryrdlock(rw) }, || unsafe { pthread_rwlock_timedrdlock(rw, ts) })
+                }
+                (true, Some(c)) => delegated_lock(
+                    || unsafe { pthread_rwlock_tryrdlock(rw) },
+                    || unsafe { pthread_rwlock_clockrdlock(rw, c, ts) },
+                ),
             };
         };
         // SAFETY: the program's timespec pointer or NULL (NULL: no timeout, as glibc).
@@ -703,10 +712,19 @@ pub mod api {
             return match (timed, clock) {
                 (false, _) => delegated_lock(|| unsafe { pthread_rwlock_trywrlock(rw) }, || unsafe { pthread_rwlock_wrlock(rw) }),
                 _ if !timed_args_ok(clk, ts) => unsafe {
-                    if clock.is_some() { pthread_rwlock_clockwrlock(rw, clk, ts) } else { pthread_rwlock_timedwrlock(rw, ts) }
+                    if clock.is_some() {
+                        pthread_rwlock_clockwrlock(rw, clk, ts)
+                    } else {
+                        pthread_rwlock_timedwrlock(rw, ts)
+                    }
                 },
-                (true, None) => delegated_lock(|| unsafe { pthread_rwlock_trywrlock(rw) }, || unsafe { pthread_rwlock_timedwrlock(rw, ts) }),
-                (true, Some(c)) => delegated_lock(|| unsafe { pthread_rwlock_trywrlock(rw) }, || unsafe { pthread_rwlock_clockwrlock(rw, c, ts) }),
+                (true, None) => {
+                    delegated_lock(|| unsafe { pthread_rwlock_trywrlock(rw) }, || unsafe { pthread_rwlock_timedwrlock(rw, ts) })
+                }
+                (true, Some(c)) => delegated_lock(
+                    || unsafe { pthread_rwlock_trywrlock(rw) },
+                    || unsafe { pthread_rwlock_clockwrlock(rw, c, ts) },
+                ),
             };
         };
         // SAFETY: the program's timespec pointer or NULL (NULL: no timeout, as glibc).

@@ -106,9 +106,9 @@ use std::sync::Arc;
 use crossbeam_deque::{Injector, Steal, Stealer, Worker as Deque};
 
 use crate::fiber::{self, Fiber, FiberRef, Life, Switch, DONOR_FINISH, DONOR_RUN, PARK_NOTIFIED, PARK_PARKED, PARK_RUNNING};
+use crate::io::reactor;
 use crate::rawlock::RawOnce;
 use crate::stats::{bump, STATS};
-use crate::io::reactor;
 use crate::{sys, timer};
 
 /// Idle rounds before a worker sleeps (`FIBERIZE_SPIN` overrides): the first quarter
@@ -233,7 +233,11 @@ static START: RawOnce = RawOnce::new();
 pub fn try_runtime() -> Option<&'static Runtime> {
     let p = RUNTIME.load(Ordering::Acquire);
     // SAFETY: published once with Release, leaked, never freed.
-    if p.is_null() { None } else { Some(unsafe { &*p }) }
+    if p.is_null() {
+        None
+    } else {
+        Some(unsafe { &*p })
+    }
 }
 
 /// The runtime, starting the worker pool on first use.
@@ -481,7 +485,8 @@ pub fn unpark(f: &FiberRef) {
                 }
                 Err(x) => s = x,
             },
-            PARK_RUNNING => match f.park_state.compare_exchange(PARK_RUNNING, PARK_NOTIFIED, Ordering::SeqCst, Ordering::Acquire) {
+            PARK_RUNNING => match f.park_state.compare_exchange(PARK_RUNNING, PARK_NOTIFIED, Ordering::SeqCst, Ordering::Acquire)
+            {
                 Ok(_) => {
                     // A fiber in a direct wait is "running" on a worker blocked in the
                     // kernel: end the wait so that it sees the notification. The fence
@@ -561,7 +566,11 @@ thread_local! {
 fn worker_context() -> Option<&'static WorkerShared> {
     let w = WORKER.with(|c| c.get());
     // SAFETY: set by worker_main to its leaked WorkerShared.
-    if w.is_null() { None } else { Some(unsafe { &*w }) }
+    if w.is_null() {
+        None
+    } else {
+        Some(unsafe { &*w })
+    }
 }
 
 /// `sched_yield` for a fiber: back of the local queue.
@@ -875,7 +884,10 @@ fn run_fiber(w: &WorkerShared, f: FiberRef) {
     // differs from the worker's costs the two system calls.
     let base = w.base_sigmask.load(Ordering::Relaxed);
     let own_mask = |f: &Fiber| {
-        f.has_sigmask.load(Ordering::Acquire).then(|| f.sigmask.load(Ordering::Relaxed) & !crate::signal::KICK_BIT).filter(|&m| m != base)
+        f.has_sigmask
+            .load(Ordering::Acquire)
+            .then(|| f.sigmask.load(Ordering::Relaxed) & !crate::signal::KICK_BIT)
+            .filter(|&m| m != base)
     };
     let result = unsafe {
         let co = f.coroutine_mut();
@@ -1197,8 +1209,15 @@ fn read_task_file(tid: u32, file: &[u8], buf: &mut [u8]) -> Option<usize> {
     // path[out + file.len()] is already the terminating NUL.
     // SAFETY: `path` is NUL-terminated, `buf` is writable for its length; raw syscalls.
     let n = unsafe {
-        let fd = sys::syscall6(libc::SYS_openat as usize, libc::AT_FDCWD as usize, path.as_ptr() as usize,
-            (libc::O_RDONLY | libc::O_CLOEXEC) as usize, 0, 0, 0);
+        let fd = sys::syscall6(
+            libc::SYS_openat as usize,
+            libc::AT_FDCWD as usize,
+            path.as_ptr() as usize,
+            (libc::O_RDONLY | libc::O_CLOEXEC) as usize,
+            0,
+            0,
+            0,
+        );
         if fd < 0 {
             return None;
         }
@@ -1248,7 +1267,9 @@ impl WorkerShared {
 
     /// Whether this worker is ACTIVE and runs a fiber on the CPU (not in a direct wait).
     pub(crate) fn runs_fiber_on_cpu(&self) -> bool {
-        self.state.load(Ordering::Acquire) == W_ACTIVE && self.running.load(Ordering::Relaxed) != 0 && !self.direct.load(Ordering::Relaxed)
+        self.state.load(Ordering::Acquire) == W_ACTIVE
+            && self.running.load(Ordering::Relaxed) != 0
+            && !self.direct.load(Ordering::Relaxed)
     }
 
     /// Program signals deferred on this worker's kernel thread, not yet unblocked.

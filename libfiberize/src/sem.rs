@@ -166,7 +166,15 @@ fn wait_slow(s: &SemOverlay, timeout: Timeout<'_>) -> Result<(), c_int> {
             }
             continue;
         }
-        let r = parking::park(s.key(), u32::MAX, WaitKind::Semaphore, || value(s.data.load(Ordering::SeqCst)) == 0, || {}, |_| {}, deadline);
+        let r = parking::park(
+            s.key(),
+            u32::MAX,
+            WaitKind::Semaphore,
+            || value(s.data.load(Ordering::SeqCst)) == 0,
+            || {},
+            |_| {},
+            deadline,
+        );
         let err = match r {
             ParkResult::TimedOut => libc::ETIMEDOUT,
             // glibc's sem_wait fails with EINTR when a signal handler runs (produced
@@ -262,7 +270,11 @@ pub mod api {
         }
         // SAFETY: non-null and aligned; the program's sem_t (caller's contract).
         let o = unsafe { SemOverlay::from_ptr(s) };
-        if is_delegated(o) { None } else { Some(o) }
+        if is_delegated(o) {
+            None
+        } else {
+            Some(o)
+        }
     }
 
     #[inline]
@@ -340,8 +352,7 @@ pub mod api {
         // Try first, unless glibc would reject the arguments before trying.
         // SAFETY: the program's timespec pointer or NULL.
         let args_ok = !timed
-            || (time::supported_clock(clock.unwrap_or(libc::CLOCK_REALTIME))
-                && unsafe { ts.as_ref() }.is_some_and(time::valid));
+            || (time::supported_clock(clock.unwrap_or(libc::CLOCK_REALTIME)) && unsafe { ts.as_ref() }.is_some_and(time::valid));
         if !args_ok {
             return block(); // glibc fails with EINVAL at once
         }

@@ -92,7 +92,11 @@ pub fn intended_mask(f: &Fiber) -> u64 {
 }
 
 fn effective_mask(f: &Fiber) -> u64 {
-    if f.has_sigmask.load(Ordering::Acquire) { f.sigmask.load(Ordering::Relaxed) } else { sys::sigmask_get() }
+    if f.has_sigmask.load(Ordering::Acquire) {
+        f.sigmask.load(Ordering::Relaxed)
+    } else {
+        sys::sigmask_get()
+    }
 }
 
 fn tgkill_self(sig: c_int) -> c_int {
@@ -100,7 +104,11 @@ fn tgkill_self(sig: c_int) -> c_int {
     let r = unsafe {
         sys::syscall6(libc::SYS_tgkill as usize, libc::getpid() as usize, sys::gettid() as usize, sig as usize, 0, 0, 0)
     };
-    if r < 0 { -r as c_int } else { 0 }
+    if r < 0 {
+        -r as c_int
+    } else {
+        0
+    }
 }
 
 /// Delivers the fiber's pending signals that its mask lets through, on the current
@@ -177,7 +185,9 @@ pub fn kick(target: &Fiber) {
             // SAFETY: `worker` points into the leaked runtime.
             let tid = unsafe { (*w).tid.load(Ordering::Relaxed) };
             // SAFETY: tgkill to one of our own workers.
-            unsafe { sys::syscall6(libc::SYS_tgkill as usize, libc::getpid() as usize, tid as usize, KICK_SIGNAL as usize, 0, 0, 0) };
+            unsafe {
+                sys::syscall6(libc::SYS_tgkill as usize, libc::getpid() as usize, tid as usize, KICK_SIGNAL as usize, 0, 0, 0)
+            };
         }
     }
 }
@@ -291,8 +301,15 @@ pub unsafe fn fiber_sigtimedwait(f: &Fiber, set: &sigset_t, info: *mut libc::sig
         // SAFETY: a valid kernel sigset, the caller's info pointer (or null) and a live
         // relative timespec.
         let r = unsafe {
-            sys::syscall6(libc::SYS_rt_sigtimedwait as usize, &set as *const u64 as usize, info as usize,
-                &ts as *const libc::timespec as usize, 8, 0, 0)
+            sys::syscall6(
+                libc::SYS_rt_sigtimedwait as usize,
+                &set as *const u64 as usize,
+                info as usize,
+                &ts as *const libc::timespec as usize,
+                8,
+                0,
+                0,
+            )
         };
         // A slice that ran out is not the caller's timeout; EINTR is not an answer.
         let slice_ran_out = r == -(libc::EAGAIN as isize) && !last;

@@ -56,7 +56,13 @@ pub unsafe fn nanosleep(f: &Fiber, req: *const timespec, rem: *mut timespec) -> 
 ///
 /// # Safety
 /// `req` and `rem` are null or valid, as for the system call.
-pub unsafe fn clock_nanosleep(f: &Fiber, clock: clockid_t, flags: c_int, req: *const timespec, rem: *mut timespec) -> Option<c_int> {
+pub unsafe fn clock_nanosleep(
+    f: &Fiber,
+    clock: clockid_t,
+    flags: c_int,
+    req: *const timespec,
+    rem: *mut timespec,
+) -> Option<c_int> {
     let base = match clock {
         libc::CLOCK_REALTIME | libc::CLOCK_MONOTONIC | libc::CLOCK_BOOTTIME | libc::CLOCK_TAI => clock,
         _ => return None,

@@ -38,7 +38,6 @@ crate::real_fns! {
     fn sched_yield() -> c_int;
 }
 
-
 crate::real_fns! {
     fn pthread_spin_init(l: *mut pthread_spinlock_t, pshared: c_int) -> c_int;
     fn pthread_spin_lock(l: *mut pthread_spinlock_t) -> c_int;

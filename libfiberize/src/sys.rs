@@ -49,8 +49,15 @@ pub fn futex_wait(word: &AtomicU32, expected: u32, deadline_ns: Option<u64>) -> 
             // SAFETY: `word` is a valid, aligned u32 for the duration of the call; a
             // null timeout means "no limit".
             unsafe {
-                syscall6(libc::SYS_futex as usize, word.as_ptr() as usize,
-                    FUTEX_WAIT | FUTEX_PRIVATE_FLAG, expected as usize, 0, 0, 0)
+                syscall6(
+                    libc::SYS_futex as usize,
+                    word.as_ptr() as usize,
+                    FUTEX_WAIT | FUTEX_PRIVATE_FLAG,
+                    expected as usize,
+                    0,
+                    0,
+                    0,
+                )
             }
         }
         Some(ns) => {
@@ -58,9 +65,15 @@ pub fn futex_wait(word: &AtomicU32, expected: u32, deadline_ns: Option<u64>) -> 
             // SAFETY: as above; `ts` lives across the call. FUTEX_WAIT_BITSET takes an
             // absolute CLOCK_MONOTONIC deadline when FUTEX_CLOCK_REALTIME is not set.
             unsafe {
-                syscall6(libc::SYS_futex as usize, word.as_ptr() as usize,
-                    FUTEX_WAIT_BITSET | FUTEX_PRIVATE_FLAG, expected as usize,
-                    &ts as *const libc::timespec as usize, 0, FUTEX_BITSET_MATCH_ANY)
+                syscall6(
+                    libc::SYS_futex as usize,
+                    word.as_ptr() as usize,
+                    FUTEX_WAIT_BITSET | FUTEX_PRIVATE_FLAG,
+                    expected as usize,
+                    &ts as *const libc::timespec as usize,
+                    0,
+                    FUTEX_BITSET_MATCH_ANY,
+                )
             }
         }
     }
@@ -74,10 +87,7 @@ pub fn futex_wait(word: &AtomicU32, expected: u32, deadline_ns: Option<u64>) -> 
 pub fn futex_wake(word: *const AtomicU32, count: u32) -> isize {
     // SAFETY: FUTEX_WAKE only uses the address as a key; it does not dereference it
     // beyond checking that the page is mapped, and reports EFAULT otherwise.
-    unsafe {
-        syscall6(libc::SYS_futex as usize, word as usize, FUTEX_WAKE | FUTEX_PRIVATE_FLAG,
-            count as usize, 0, 0, 0)
-    }
+    unsafe { syscall6(libc::SYS_futex as usize, word as usize, FUTEX_WAKE | FUTEX_PRIVATE_FLAG, count as usize, 0, 0, 0) }
 }
 
 /// The current CLOCK_MONOTONIC time in nanoseconds.
@@ -166,11 +176,13 @@ pub fn write_stderr(bytes: &[u8]) {
     let mut done = 0;
     while done < bytes.len() {
         // SAFETY: the pointer/length pair describes the live remainder of `bytes`.
-        let r = unsafe {
-            syscall6(libc::SYS_write as usize, 2, bytes.as_ptr() as usize + done, bytes.len() - done, 0, 0, 0)
-        };
-        if r == -(libc::EINTR as isize) { continue; }
-        if r <= 0 { return; }
+        let r = unsafe { syscall6(libc::SYS_write as usize, 2, bytes.as_ptr() as usize + done, bytes.len() - done, 0, 0, 0) };
+        if r == -(libc::EINTR as isize) {
+            continue;
+        }
+        if r <= 0 {
+            return;
+        }
         done += r as usize;
     }
 }
@@ -213,7 +225,11 @@ pub fn getcpu() -> i32 {
     let mut cpu: u32 = 0;
     // SAFETY: getcpu writes one u32; the node and cache pointers may be null.
     let r = unsafe { syscall6(libc::SYS_getcpu as usize, &mut cpu as *mut u32 as usize, 0, 0, 0, 0, 0) };
-    if r < 0 { -1 } else { cpu as i32 }
+    if r < 0 {
+        -1
+    } else {
+        cpu as i32
+    }
 }
 
 /// `sched_yield` as a raw system call (our `sched_yield` export is for fibers).
@@ -228,7 +244,11 @@ pub fn sched_yield_raw() {
 pub fn eventfd_new() -> i32 {
     // SAFETY: eventfd2 takes no pointers.
     let r = unsafe { syscall6(libc::SYS_eventfd2 as usize, 0, (libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) as usize, 0, 0, 0, 0) };
-    if r < 0 { -1 } else { r as i32 }
+    if r < 0 {
+        -1
+    } else {
+        r as i32
+    }
 }
 
 /// Adds 1 to an eventfd counter (makes it readable).

@@ -110,10 +110,7 @@ static MAIN_EXITED: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicB
 /// no donor is left, the process exits with status 0, as it would natively when its
 /// last thread ends.
 pub fn exit_if_main_left_and_all_done() {
-    if MAIN_EXITED.load(Ordering::Acquire)
-        && DONORS_ALIVE.load(Ordering::Acquire) == 0
-        && crate::dump::live_fibers() == 0
-    {
+    if MAIN_EXITED.load(Ordering::Acquire) && DONORS_ALIVE.load(Ordering::Acquire) == 0 && crate::dump::live_fibers() == 0 {
         // SAFETY: exit runs atexit handlers and flushes stdio, as the end of the last
         // thread would.
         unsafe { libc::exit(0) };
@@ -193,7 +190,6 @@ extern "C" fn donor_main(boot: *mut c_void) -> *mut c_void {
 }
 
 fn donor_main_inner(fiber: FiberRef, start: StartRoutine, arg: *mut c_void) -> *mut c_void {
-
     // The fiber runs under its creator's signal mask on the worker (set in `create`);
     // the donor itself must never take an asynchronous signal while the fiber runs
     // elsewhere on its TLS.
@@ -620,5 +616,9 @@ pub unsafe fn exit(v: *mut c_void) -> ! {
 pub fn priority_target(which: c_int, who: libc::id_t) -> libc::id_t {
     let Some(f) = fiber::current().filter(|_| which == libc::PRIO_PROCESS as c_int) else { return who };
     let donor = f.donor_tid.load(Ordering::Relaxed);
-    if donor != 0 && (who == 0 || who == sys::gettid() as u32) { donor } else { who }
+    if donor != 0 && (who == 0 || who == sys::gettid() as u32) {
+        donor
+    } else {
+        who
+    }
 }

@@ -49,7 +49,7 @@
 //! from fibers and plain threads alike. Only the owner of the gate allocates (a zone's
 //! tables, once per zone file) and reads a file (with raw system calls).
 
-use core::sync::atomic::{AtomicI64, AtomicU64, AtomicU8, Ordering::Relaxed, Ordering::Acquire, Ordering::Release};
+use core::sync::atomic::{AtomicI64, AtomicU64, AtomicU8, Ordering::Acquire, Ordering::Relaxed, Ordering::Release};
 
 use libc::{c_char, c_int, time_t, tm};
 
@@ -91,8 +91,7 @@ pub fn enabled() -> bool {
 #[cold]
 fn decide() -> bool {
     // Set, non-empty and not a "yes" value (off, 0, false, no, disable...) means off.
-    let off = (matches!(config::env_str(b"FIBERIZE_TZ\0"), Some(v) if !v.is_empty())
-        && !config::env_flag(b"FIBERIZE_TZ\0"))
+    let off = (matches!(config::env_str(b"FIBERIZE_TZ\0"), Some(v) if !v.is_empty()) && !config::env_flag(b"FIBERIZE_TZ\0"))
         || !glibc_supported();
     let _ = STATE.compare_exchange(UNDECIDED, if off { OFF } else { ON }, Relaxed, Relaxed);
     STATE.load(Relaxed) == ON
@@ -321,10 +320,8 @@ pub unsafe fn ctime(t: *const time_t) -> *mut c_char {
 static OFFSET_GUESS: AtomicI64 = AtomicI64::new(0);
 
 /// Days before each month, normal and leap years.
-const MON_YDAY: [[u16; 13]; 2] = [
-    [0, 31, 59, 90, 120, 151, 181, 212, 243, 273, 304, 334, 365],
-    [0, 31, 60, 91, 121, 152, 182, 213, 244, 274, 305, 335, 366],
-];
+const MON_YDAY: [[u16; 13]; 2] =
+    [[0, 31, 59, 90, 120, 151, 181, 212, 243, 273, 304, 334, 365], [0, 31, 60, 91, 121, 152, 182, 213, 244, 274, 305, 335, 366]];
 
 /// Shortest DST (or non-DST between DST) period in the tz database, seconds.
 const ISDST_STRIDE: i32 = 601_200;
@@ -350,8 +347,18 @@ fn shr(a: i64, b: u32) -> i64 {
 /// Seconds from (year0, yday0 hour0:min0:sec0) to (year1, yday1 hour1:min1:sec1),
 /// years counted from 1900, fields not necessarily in range, no clock changes.
 #[allow(clippy::too_many_arguments)]
-fn ydhms_diff(year1: i64, yday1: i64, hour1: c_int, min1: c_int, sec1: c_int,
-              year0: c_int, yday0: c_int, hour0: c_int, min0: c_int, sec0: c_int) -> i64 {
+fn ydhms_diff(
+    year1: i64,
+    yday1: i64,
+    hour1: c_int,
+    min1: c_int,
+    sec1: c_int,
+    year0: c_int,
+    yday0: c_int,
+    hour0: c_int,
+    min0: c_int,
+    sec0: c_int,
+) -> i64 {
     // Leap days between the two years, valid for negative years too. The quotients
     // fit in 32 bits (as in glibc, where they are `int`).
     let leap4 = |y: i64| (shr(y, 2) + shr(1900, 2) - ((y & 3) == 0) as i64) as i32;
@@ -362,13 +369,10 @@ fn ydhms_diff(year1: i64, yday1: i64, hour1: c_int, min1: c_int, sec1: c_int,
     let (a4, b4) = (leap4(year1), leap4(year0 as i64));
     let (a100, b100) = (cent(a4), cent(b4));
     let (a400, b400) = (shr(a100 as i64, 2) as i32, shr(b100 as i64, 2) as i32);
-    let leaps = a4.wrapping_sub(b4)
-        .wrapping_sub(a100.wrapping_sub(b100))
-        .wrapping_add(a400.wrapping_sub(b400));
+    let leaps = a4.wrapping_sub(b4).wrapping_sub(a100.wrapping_sub(b100)).wrapping_add(a400.wrapping_sub(b400));
 
     let years = year1.wrapping_sub(year0 as i64);
-    let days = (365i64.wrapping_mul(years)).wrapping_add(yday1).wrapping_sub(yday0 as i64)
-        .wrapping_add(leaps as i64);
+    let days = (365i64.wrapping_mul(years)).wrapping_add(yday1).wrapping_sub(yday0 as i64).wrapping_add(leaps as i64);
     let hours = (24i64.wrapping_mul(days)).wrapping_add(hour1 as i64).wrapping_sub(hour0 as i64);
     let minutes = (60i64.wrapping_mul(hours)).wrapping_add(min1 as i64).wrapping_sub(min0 as i64);
     (60i64.wrapping_mul(minutes)).wrapping_add(sec1 as i64).wrapping_sub(sec0 as i64)
@@ -386,8 +390,18 @@ struct Want {
 impl Want {
     /// Requested time minus the converted `got`, in seconds.
     fn diff(&self, got: &tm) -> i64 {
-        ydhms_diff(self.year, self.yday, self.hour, self.min, self.sec,
-                   got.tm_year, got.tm_yday, got.tm_hour, got.tm_min, got.tm_sec)
+        ydhms_diff(
+            self.year,
+            self.yday,
+            self.hour,
+            self.min,
+            self.sec,
+            got.tm_year,
+            got.tm_yday,
+            got.tm_hour,
+            got.tm_min,
+            got.tm_sec,
+        )
     }
 }
 
@@ -498,10 +512,7 @@ fn mktime_local(tp: &mut tm) -> time_t {
         // are at; with tm_isdst = -1 prefer a DST result when only one of the two is.
         let got_dst = got.tm_isdst != 0;
         let oscillating = t == t1 && t != t2;
-        if oscillating
-            && (got.tm_isdst < 0
-                || if isdst < 0 { prev_dst <= got_dst } else { (isdst != 0) != got_dst })
-        {
+        if oscillating && (got.tm_isdst < 0 || if isdst < 0 { prev_dst <= got_dst } else { (isdst != 0) != got_dst }) {
             matched = false;
             break;
         }
@@ -623,8 +634,10 @@ fn find_isdst_neighbour(want: &Want, isdst: c_int, t: i64, got: &mut tm) -> Opti
 /// Zones are kept for the life of the process (readers never wait for a reclaim):
 /// at most [`MAX_ZONES`] distinct files; beyond that new zones go uncached.
 mod zone {
-    use core::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, AtomicPtr, AtomicU32, AtomicU8, AtomicUsize,
-                             Ordering::{Acquire, Relaxed, Release}};
+    use core::sync::atomic::{
+        AtomicBool, AtomicI32, AtomicI64, AtomicPtr, AtomicU32, AtomicU8, AtomicUsize,
+        Ordering::{Acquire, Relaxed, Release},
+    };
 
     use libc::{c_char, c_int, c_long, tm};
 
@@ -776,8 +789,15 @@ mod zone {
     fn open(path_nul: &[u8]) -> Option<usize> {
         // SAFETY: NUL-terminated path; raw system call (open may be one of our exports).
         let fd = unsafe {
-            syscall6(libc::SYS_openat as usize, libc::AT_FDCWD as usize, path_nul.as_ptr() as usize,
-                (libc::O_RDONLY | libc::O_CLOEXEC) as usize, 0, 0, 0)
+            syscall6(
+                libc::SYS_openat as usize,
+                libc::AT_FDCWD as usize,
+                path_nul.as_ptr() as usize,
+                (libc::O_RDONLY | libc::O_CLOEXEC) as usize,
+                0,
+                0,
+                0,
+            )
         };
         (fd >= 0).then_some(fd as usize)
     }
@@ -819,9 +839,8 @@ mod zone {
         let mut got = 0;
         while got < data.len() {
             // SAFETY: reading into the unfilled tail of `data`.
-            let n = unsafe {
-                syscall6(libc::SYS_read as usize, fd, data[got..].as_mut_ptr() as usize, data.len() - got, 0, 0, 0)
-            };
+            let n =
+                unsafe { syscall6(libc::SYS_read as usize, fd, data[got..].as_mut_ptr() as usize, data.len() - got, 0, 0, 0) };
             if n == -(libc::EINTR as isize) {
                 continue;
             }
@@ -898,7 +917,7 @@ mod zone {
         at += 6 * c.typ;
         let chars: Vec<u8> = d.get(at..at + c.chr)?.to_vec();
         at += c.chr + c.isstd + c.isut; // no leap records (checked above)
-        // Footer: "\n<POSIX TZ>\n"; glibc ignores an empty one.
+                                        // Footer: "\n<POSIX TZ>\n"; glibc ignores an empty one.
         if *d.get(at)? != b'\n' || *d.last()? != b'\n' || d.len() < at + 2 {
             return None;
         }
@@ -936,8 +955,12 @@ mod zone {
             }
         }
         let entries = (0..=trans.len())
-            .map(|_| Entry { state: AtomicU8::new(E_UNKNOWN), zone: AtomicUsize::new(0),
-                             tzname0: AtomicUsize::new(0), tzname1: AtomicUsize::new(0) })
+            .map(|_| Entry {
+                state: AtomicU8::new(E_UNKNOWN),
+                zone: AtomicUsize::new(0),
+                tzname0: AtomicUsize::new(0),
+                tzname1: AtomicUsize::new(0),
+            })
             .collect();
         Some(Zone {
             ident,
@@ -1100,9 +1123,7 @@ mod zone {
     /// everything, the interval goes into the cache.
     #[cold]
     fn fill(z: &Zone, k: usize, t: i64, out: &mut tm) -> Option<bool> {
-        if z.bad.load(Relaxed)
-            || z.entries[k].state.compare_exchange(E_UNKNOWN, E_FILLING, Acquire, Relaxed).is_err()
-        {
+        if z.bad.load(Relaxed) || z.entries[k].state.compare_exchange(E_UNKNOWN, E_FILLING, Acquire, Relaxed).is_err() {
             return None; // another thread is filling it, or the zone is unusable
         }
         let saved_errno = errno();
@@ -1283,9 +1304,11 @@ mod tests {
             let ok_a = zone::offtime(t, 0, &mut a);
             assert_eq!(ok_a, ok_b, "t={t}");
             if ok_a {
-                assert_eq!((a.tm_year, a.tm_mon, a.tm_mday, a.tm_hour, a.tm_min, a.tm_sec, a.tm_wday, a.tm_yday),
-                           (b.tm_year, b.tm_mon, b.tm_mday, b.tm_hour, b.tm_min, b.tm_sec, b.tm_wday, b.tm_yday),
-                           "t={t}");
+                assert_eq!(
+                    (a.tm_year, a.tm_mon, a.tm_mday, a.tm_hour, a.tm_min, a.tm_sec, a.tm_wday, a.tm_yday),
+                    (b.tm_year, b.tm_mon, b.tm_mday, b.tm_hour, b.tm_min, b.tm_sec, b.tm_wday, b.tm_yday),
+                    "t={t}"
+                );
             } else {
                 assert_eq!(errno(), libc::EOVERFLOW);
             }
@@ -1298,14 +1321,16 @@ mod tests {
         for d in -870_000i64..870_000 {
             let t = d * 86_400 + (d * 7919).rem_euclid(86_400);
             let off = (d * 104_729).rem_euclid(2 * 93_600) - 93_600; // within ±26 h
-            // SAFETY: all-zero is a valid struct tm.
+                                                                     // SAFETY: all-zero is a valid struct tm.
             let (mut a, mut b): (tm, tm) = unsafe { (core::mem::zeroed(), core::mem::zeroed()) };
             let shifted = t + off;
             assert!(!unsafe { libc::gmtime_r(&shifted, &mut b) }.is_null());
             assert!(zone::offtime(t, off, &mut a));
-            assert_eq!((a.tm_year, a.tm_mon, a.tm_mday, a.tm_hour, a.tm_min, a.tm_sec, a.tm_wday, a.tm_yday),
-                       (b.tm_year, b.tm_mon, b.tm_mday, b.tm_hour, b.tm_min, b.tm_sec, b.tm_wday, b.tm_yday),
-                       "t={t} off={off}");
+            assert_eq!(
+                (a.tm_year, a.tm_mon, a.tm_mday, a.tm_hour, a.tm_min, a.tm_sec, a.tm_wday, a.tm_yday),
+                (b.tm_year, b.tm_mon, b.tm_mday, b.tm_hour, b.tm_min, b.tm_sec, b.tm_wday, b.tm_yday),
+                "t={t} off={off}"
+            );
         }
     }
 
@@ -1341,9 +1366,22 @@ mod tests {
             set_errno(0);
             let ra = mktime_local(&mut a);
             let ea = errno();
-            assert_eq!((ra, ea), (rb, eb), "input #{i} {} {} {} {} {} {} {}", b.tm_year, b.tm_mon, b.tm_mday, b.tm_hour, b.tm_min, b.tm_sec, b.tm_isdst);
-            assert_eq!((a.tm_year, a.tm_yday, a.tm_hour, a.tm_min, a.tm_sec, a.tm_isdst, a.tm_gmtoff),
-                       (b.tm_year, b.tm_yday, b.tm_hour, b.tm_min, b.tm_sec, b.tm_isdst, b.tm_gmtoff));
+            assert_eq!(
+                (ra, ea),
+                (rb, eb),
+                "input #{i} {} {} {} {} {} {} {}",
+                b.tm_year,
+                b.tm_mon,
+                b.tm_mday,
+                b.tm_hour,
+                b.tm_min,
+                b.tm_sec,
+                b.tm_isdst
+            );
+            assert_eq!(
+                (a.tm_year, a.tm_yday, a.tm_hour, a.tm_min, a.tm_sec, a.tm_isdst, a.tm_gmtoff),
+                (b.tm_year, b.tm_yday, b.tm_hour, b.tm_min, b.tm_sec, b.tm_isdst, b.tm_gmtoff)
+            );
         }
     }
 }

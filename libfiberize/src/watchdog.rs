@@ -50,10 +50,21 @@ fn output_fd() -> (i32, bool) {
     buf.push(0);
     // SAFETY: `buf` is NUL-terminated and outlives the call.
     let fd = unsafe {
-        sys::syscall6(libc::SYS_openat as usize, libc::AT_FDCWD as usize, buf.as_ptr() as usize,
-            (libc::O_WRONLY | libc::O_CREAT | libc::O_APPEND | libc::O_CLOEXEC) as usize, 0o644, 0, 0)
+        sys::syscall6(
+            libc::SYS_openat as usize,
+            libc::AT_FDCWD as usize,
+            buf.as_ptr() as usize,
+            (libc::O_WRONLY | libc::O_CREAT | libc::O_APPEND | libc::O_CLOEXEC) as usize,
+            0o644,
+            0,
+            0,
+        )
     };
-    if fd < 0 { (2, false) } else { (fd as i32, true) }
+    if fd < 0 {
+        (2, false)
+    } else {
+        (fd as i32, true)
+    }
 }
 
 fn report(reason: &str) {
@@ -99,8 +110,11 @@ extern "C" fn watchdog_main(_: *mut libc::c_void) -> *mut libc::c_void {
             let since = *stalled_since.get_or_insert(now);
             if !stall_reported && now - since >= limit {
                 stall_reported = true;
-                report(&format!("watchdog: no fiber switch for {} ms while {} fibers are runnable",
-                    (now - since) / 1_000_000, runnable));
+                report(&format!(
+                    "watchdog: no fiber switch for {} ms while {} fibers are runnable",
+                    (now - since) / 1_000_000,
+                    runnable
+                ));
             }
         }
 
@@ -108,8 +122,10 @@ extern "C" fn watchdog_main(_: *mut libc::c_void) -> *mut libc::c_void {
             Some(start) if now.saturating_sub(start) >= limit => {
                 if !lock_reported {
                     lock_reported = true;
-                    report(&format!("watchdog: a thread has waited {} ms for a runtime-internal lock",
-                        (now - start) / 1_000_000));
+                    report(&format!(
+                        "watchdog: a thread has waited {} ms for a runtime-internal lock",
+                        (now - start) / 1_000_000
+                    ));
                 }
             }
             Some(_) => {}

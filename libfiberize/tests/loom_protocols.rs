@@ -315,7 +315,12 @@ fn mutex_model(carry: bool) {
     let mut builder = loom::model::Builder::new();
     builder.preemption_bound = Some(3);
     builder.check(move || {
-        let m = Arc::new(M { lock: AtomicU32::new(0), bucket: Mutex::new(VecDeque::new()), cv: Condvar::new(), counter: AtomicUsize::new(0) });
+        let m = Arc::new(M {
+            lock: AtomicU32::new(0),
+            bucket: Mutex::new(VecDeque::new()),
+            cv: Condvar::new(),
+            counter: AtomicUsize::new(0),
+        });
         let threads: Vec<_> = (0..2)
             .map(|_| {
                 let m = m.clone();

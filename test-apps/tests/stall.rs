@@ -41,8 +41,11 @@ fn dumps_under_load_change_nothing() {
     // 1500 idle fibers (each in every dump), 16 threads creating/joining threads,
     // locking, handing off and timing out, a dump requested every 2 ms.
     for workers in ["1", "2"] {
-        let pre = same_with_env("stall_dump_load", &["1500", "16", "300"],
-            &[("FIBERIZE_DUMP_SIGNAL", "12"), ("FIBERIZE_WORKERS", workers)]);
+        let pre = same_with_env(
+            "stall_dump_load",
+            &["1500", "16", "300"],
+            &[("FIBERIZE_DUMP_SIGNAL", "12"), ("FIBERIZE_WORKERS", workers)],
+        );
         let dumps = count(&pre.stderr, "fiber dump:");
         assert!(dumps >= 5, "only {dumps} dumps printed:\n{}", tail(&pre.stderr));
         // Only the last one may be cut short, by the program's exit.
@@ -56,8 +59,11 @@ fn a_dump_with_blocked_output_does_not_stop_the_monitor() {
     // stderr is a pipe nobody reads while a dump of 3000 fibers is written; then a
     // fiber blocks the only worker in a raw read() that only another fiber can end.
     // With the dump printed by the monitor, nothing replaced the blocked worker: hang.
-    let pre = same_with_env("stall_dump_load", &["3000", "4", "20", "stuck-stderr"],
-        &[("FIBERIZE_DUMP_SIGNAL", "12"), ("FIBERIZE_WORKERS", "1")]);
+    let pre = same_with_env(
+        "stall_dump_load",
+        &["3000", "4", "20", "stuck-stderr"],
+        &[("FIBERIZE_DUMP_SIGNAL", "12"), ("FIBERIZE_WORKERS", "1")],
+    );
     assert!(pre.stdout.contains("blocked worker replaced while stderr was stuck"), "{}", pre.stdout);
     assert!(stat(&pre, "workers_blocked") >= 1, "the raw read did not block the worker:\n{}", tail(&pre.stderr));
 }
@@ -69,13 +75,24 @@ fn watchdog_reports_a_fiber_that_keeps_its_worker() {
     // would happen (the watchdog is for the stalls preemption cannot end).
     let file = std::env::temp_dir().join(format!("fiberize-watchdog-{}.txt", std::process::id()));
     let _ = std::fs::remove_file(&file);
-    let pre = same_with_env("stall_spin", &["1500"],
-        &[("FIBERIZE_WORKERS", "1"), ("FIBERIZE_WATCHDOG", "0.5"), ("FIBERIZE_PREEMPT_MS", "0")]);
+    let pre = same_with_env(
+        "stall_spin",
+        &["1500"],
+        &[("FIBERIZE_WORKERS", "1"), ("FIBERIZE_WATCHDOG", "0.5"), ("FIBERIZE_PREEMPT_MS", "0")],
+    );
     assert_eq!(count(&pre.stderr, "watchdog: no fiber switch"), 1, "{}", pre.stderr);
     assert!(pre.stderr.contains("runnable waits on semaphore"), "{}", pre.stderr);
     // The same to a file, and nothing on stderr.
-    let pre = same_with_env("stall_spin", &["1500"],
-        &[("FIBERIZE_WORKERS", "1"), ("FIBERIZE_WATCHDOG", "0.5"), ("FIBERIZE_PREEMPT_MS", "0"), ("FIBERIZE_WATCHDOG_FILE", file.to_str().unwrap())]);
+    let pre = same_with_env(
+        "stall_spin",
+        &["1500"],
+        &[
+            ("FIBERIZE_WORKERS", "1"),
+            ("FIBERIZE_WATCHDOG", "0.5"),
+            ("FIBERIZE_PREEMPT_MS", "0"),
+            ("FIBERIZE_WATCHDOG_FILE", file.to_str().unwrap()),
+        ],
+    );
     assert!(!pre.stderr.contains("watchdog"), "{}", pre.stderr);
     let text = std::fs::read_to_string(&file).unwrap_or_default();
     let _ = std::fs::remove_file(&file);
@@ -84,8 +101,7 @@ fn watchdog_reports_a_fiber_that_keeps_its_worker() {
 
 #[test]
 fn watchdog_stays_quiet_under_load() {
-    let pre = same_with_env("stall_dump_load", &["500", "16", "300"],
-        &[("FIBERIZE_WATCHDOG", "1"), ("FIBERIZE_WORKERS", "1")]);
+    let pre = same_with_env("stall_dump_load", &["500", "16", "300"], &[("FIBERIZE_WATCHDOG", "1"), ("FIBERIZE_WORKERS", "1")]);
     assert!(!pre.stderr.contains("watchdog"), "{}", tail(&pre.stderr));
 }
 
@@ -108,14 +124,20 @@ fn mariadb_alternations_with_dumps_never_stall() {
     // The sequence, scaled to a small machine: point_select at 1024
     // connections then read_write at 64, 3 times, a fiber dump every 2 s. Any second
     // at 0 tps, a run without a result or an error fails.
-    let out = mariadb_script("bench-mysql/alternate.sh",
-        &[("ROUNDS", "3"), ("SECS", "8"), ("PS_THREADS", "1024"), ("DUMP_EVERY", "2"), ("HANG_GRACE", "45")], 500);
+    let out = mariadb_script(
+        "bench-mysql/alternate.sh",
+        &[("ROUNDS", "3"), ("SECS", "8"), ("PS_THREADS", "1024"), ("DUMP_EVERY", "2"), ("HANG_GRACE", "45")],
+        500,
+    );
     assert!(out.contains("stalls 0, hangs 0"), "{out}");
 }
 
 #[test]
 fn mariadb_short_soak() {
-    let out = mariadb_script("bench-mysql/soak.sh",
-        &[("DURATION", "60"), ("PS_THREADS", "512"), ("RW_THREADS", "64"), ("LEDGER_OPS", "400"), ("DUMP_EVERY", "10")], 500);
+    let out = mariadb_script(
+        "bench-mysql/soak.sh",
+        &[("DURATION", "60"), ("PS_THREADS", "512"), ("RW_THREADS", "64"), ("LEDGER_OPS", "400"), ("DUMP_EVERY", "10")],
+        500,
+    );
     assert!(out.contains("0 errors, 0 stalls, 0 lost commits"), "{out}");
 }

@@ -12,9 +12,19 @@ use fiberize_rt::barrier::api as real;
 /// # Safety
 /// As glibc's `pthread_barrier_init`.
 #[cfg_attr(not(test), no_mangle)]
-pub unsafe extern "C" fn pthread_barrier_init(b: *mut pthread_barrier_t, a: *const pthread_barrierattr_t, count: c_uint) -> c_int {
+pub unsafe extern "C" fn pthread_barrier_init(
+    b: *mut pthread_barrier_t,
+    a: *const pthread_barrierattr_t,
+    count: c_uint,
+) -> c_int {
     // SAFETY: forwarded contract.
-    unsafe { if enabled() { api::init(b, a, count) } else { real::pthread_barrier_init(b, a, count) } }
+    unsafe {
+        if enabled() {
+            api::init(b, a, count)
+        } else {
+            real::pthread_barrier_init(b, a, count)
+        }
+    }
 }
 
 /// # Safety
@@ -22,7 +32,13 @@ pub unsafe extern "C" fn pthread_barrier_init(b: *mut pthread_barrier_t, a: *con
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn pthread_barrier_wait(b: *mut pthread_barrier_t) -> c_int {
     // SAFETY: forwarded contract.
-    unsafe { if enabled() { api::wait(b) } else { real::pthread_barrier_wait(b) } }
+    unsafe {
+        if enabled() {
+            api::wait(b)
+        } else {
+            real::pthread_barrier_wait(b)
+        }
+    }
 }
 
 /// # Safety
@@ -30,5 +46,11 @@ pub unsafe extern "C" fn pthread_barrier_wait(b: *mut pthread_barrier_t) -> c_in
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn pthread_barrier_destroy(b: *mut pthread_barrier_t) -> c_int {
     // SAFETY: forwarded contract.
-    unsafe { if enabled() { api::destroy(b) } else { real::pthread_barrier_destroy(b) } }
+    unsafe {
+        if enabled() {
+            api::destroy(b)
+        } else {
+            real::pthread_barrier_destroy(b)
+        }
+    }
 }

@@ -16,7 +16,13 @@ use crate::gate::enabled;
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn pthread_cond_init(c: *mut pthread_cond_t, a: *const pthread_condattr_t) -> c_int {
     // SAFETY: forwarded contract.
-    unsafe { if enabled() { cond::init(c, a) } else { real::pthread_cond_init(c, a) } }
+    unsafe {
+        if enabled() {
+            cond::init(c, a)
+        } else {
+            real::pthread_cond_init(c, a)
+        }
+    }
 }
 
 /// # Safety
@@ -24,7 +30,13 @@ pub unsafe extern "C" fn pthread_cond_init(c: *mut pthread_cond_t, a: *const pth
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn pthread_cond_wait(c: *mut pthread_cond_t, m: *mut pthread_mutex_t) -> c_int {
     // SAFETY: forwarded contract.
-    unsafe { if enabled() { cond::wait(c, m, core::ptr::null(), None) } else { real::pthread_cond_wait(c, m) } }
+    unsafe {
+        if enabled() {
+            cond::wait(c, m, core::ptr::null(), None)
+        } else {
+            real::pthread_cond_wait(c, m)
+        }
+    }
 }
 
 /// # Safety
@@ -45,7 +57,12 @@ pub unsafe extern "C" fn pthread_cond_timedwait(c: *mut pthread_cond_t, m: *mut 
 /// # Safety
 /// As glibc's `pthread_cond_clockwait`.
 #[cfg_attr(not(test), no_mangle)]
-pub unsafe extern "C" fn pthread_cond_clockwait(c: *mut pthread_cond_t, m: *mut pthread_mutex_t, k: clockid_t, t: *const timespec) -> c_int {
+pub unsafe extern "C" fn pthread_cond_clockwait(
+    c: *mut pthread_cond_t,
+    m: *mut pthread_mutex_t,
+    k: clockid_t,
+    t: *const timespec,
+) -> c_int {
     if !enabled() {
         // SAFETY: forwarded contract.
         return unsafe { real::pthread_cond_clockwait(c, m, k, t) };
@@ -62,7 +79,13 @@ pub unsafe extern "C" fn pthread_cond_clockwait(c: *mut pthread_cond_t, m: *mut 
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn pthread_cond_signal(c: *mut pthread_cond_t) -> c_int {
     // SAFETY: forwarded contract.
-    unsafe { if enabled() { cond::signal(c) } else { real::pthread_cond_signal(c) } }
+    unsafe {
+        if enabled() {
+            cond::signal(c)
+        } else {
+            real::pthread_cond_signal(c)
+        }
+    }
 }
 
 /// # Safety
@@ -70,7 +93,13 @@ pub unsafe extern "C" fn pthread_cond_signal(c: *mut pthread_cond_t) -> c_int {
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn pthread_cond_broadcast(c: *mut pthread_cond_t) -> c_int {
     // SAFETY: forwarded contract.
-    unsafe { if enabled() { cond::broadcast(c) } else { real::pthread_cond_broadcast(c) } }
+    unsafe {
+        if enabled() {
+            cond::broadcast(c)
+        } else {
+            real::pthread_cond_broadcast(c)
+        }
+    }
 }
 
 /// # Safety
@@ -78,5 +107,11 @@ pub unsafe extern "C" fn pthread_cond_broadcast(c: *mut pthread_cond_t) -> c_int
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn pthread_cond_destroy(c: *mut pthread_cond_t) -> c_int {
     // SAFETY: forwarded contract.
-    unsafe { if enabled() { cond::destroy(c) } else { real::pthread_cond_destroy(c) } }
+    unsafe {
+        if enabled() {
+            cond::destroy(c)
+        } else {
+            real::pthread_cond_destroy(c)
+        }
+    }
 }

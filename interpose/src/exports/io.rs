@@ -103,7 +103,13 @@ pub unsafe extern "C" fn epoll_create(size: c_int) -> c_int {
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn fcntl(fd: c_int, cmd: c_int, arg: c_long) -> c_int {
     // SAFETY: forwarded contract.
-    unsafe { if enabled() { fd_api::fcntl(fd, cmd, arg) } else { ops::fcntl(fd, cmd, arg) } }
+    unsafe {
+        if enabled() {
+            fd_api::fcntl(fd, cmd, arg)
+        } else {
+            ops::fcntl(fd, cmd, arg)
+        }
+    }
 }
 
 /// glibc's LFS alias of `fcntl` (what programs built with _FILE_OFFSET_BITS=64 call).
@@ -123,5 +129,11 @@ pub unsafe extern "C" fn fcntl64(fd: c_int, cmd: c_int, arg: c_long) -> c_int {
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn ioctl(fd: c_int, req: c_ulong, arg: c_long) -> c_int {
     // SAFETY: forwarded contract.
-    unsafe { if enabled() { fd_api::ioctl(fd, req, arg) } else { ops::ioctl(fd, req, arg) } }
+    unsafe {
+        if enabled() {
+            fd_api::ioctl(fd, req, arg)
+        } else {
+            ops::ioctl(fd, req, arg)
+        }
+    }
 }

@@ -15,7 +15,13 @@ use crate::gate::enabled;
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn pthread_mutex_init(m: *mut pthread_mutex_t, a: *const pthread_mutexattr_t) -> c_int {
     // SAFETY (all calls below): forwarded contract.
-    unsafe { if enabled() { api::init(m, a) } else { real::pthread_mutex_init(m, a) } }
+    unsafe {
+        if enabled() {
+            api::init(m, a)
+        } else {
+            real::pthread_mutex_init(m, a)
+        }
+    }
 }
 
 /// # Safety
@@ -23,7 +29,13 @@ pub unsafe extern "C" fn pthread_mutex_init(m: *mut pthread_mutex_t, a: *const p
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn pthread_mutex_lock(m: *mut pthread_mutex_t) -> c_int {
     // SAFETY: forwarded contract.
-    unsafe { if enabled() { api::lock(m) } else { real::pthread_mutex_lock(m) } }
+    unsafe {
+        if enabled() {
+            api::lock(m)
+        } else {
+            real::pthread_mutex_lock(m)
+        }
+    }
 }
 
 /// # Safety
@@ -31,7 +43,13 @@ pub unsafe extern "C" fn pthread_mutex_lock(m: *mut pthread_mutex_t) -> c_int {
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn pthread_mutex_trylock(m: *mut pthread_mutex_t) -> c_int {
     // SAFETY: forwarded contract.
-    unsafe { if enabled() { api::trylock(m) } else { real::pthread_mutex_trylock(m) } }
+    unsafe {
+        if enabled() {
+            api::trylock(m)
+        } else {
+            real::pthread_mutex_trylock(m)
+        }
+    }
 }
 
 /// # Safety
@@ -39,7 +57,13 @@ pub unsafe extern "C" fn pthread_mutex_trylock(m: *mut pthread_mutex_t) -> c_int
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn pthread_mutex_timedlock(m: *mut pthread_mutex_t, t: *const timespec) -> c_int {
     // SAFETY: forwarded contract.
-    unsafe { if enabled() { api::clocklock(m, libc::CLOCK_REALTIME, t, true) } else { real::pthread_mutex_timedlock(m, t) } }
+    unsafe {
+        if enabled() {
+            api::clocklock(m, libc::CLOCK_REALTIME, t, true)
+        } else {
+            real::pthread_mutex_timedlock(m, t)
+        }
+    }
 }
 
 /// # Safety
@@ -47,7 +71,13 @@ pub unsafe extern "C" fn pthread_mutex_timedlock(m: *mut pthread_mutex_t, t: *co
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn pthread_mutex_clocklock(m: *mut pthread_mutex_t, c: clockid_t, t: *const timespec) -> c_int {
     // SAFETY: forwarded contract.
-    unsafe { if enabled() { api::clocklock(m, c, t, false) } else { real::pthread_mutex_clocklock(m, c, t) } }
+    unsafe {
+        if enabled() {
+            api::clocklock(m, c, t, false)
+        } else {
+            real::pthread_mutex_clocklock(m, c, t)
+        }
+    }
 }
 
 /// # Safety
@@ -55,7 +85,13 @@ pub unsafe extern "C" fn pthread_mutex_clocklock(m: *mut pthread_mutex_t, c: clo
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn pthread_mutex_unlock(m: *mut pthread_mutex_t) -> c_int {
     // SAFETY: forwarded contract.
-    unsafe { if enabled() { api::unlock(m) } else { real::pthread_mutex_unlock(m) } }
+    unsafe {
+        if enabled() {
+            api::unlock(m)
+        } else {
+            real::pthread_mutex_unlock(m)
+        }
+    }
 }
 
 /// # Safety
@@ -63,7 +99,13 @@ pub unsafe extern "C" fn pthread_mutex_unlock(m: *mut pthread_mutex_t) -> c_int 
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn pthread_mutex_destroy(m: *mut pthread_mutex_t) -> c_int {
     // SAFETY: forwarded contract.
-    unsafe { if enabled() { api::destroy(m) } else { real::pthread_mutex_destroy(m) } }
+    unsafe {
+        if enabled() {
+            api::destroy(m)
+        } else {
+            real::pthread_mutex_destroy(m)
+        }
+    }
 }
 
 /// glibc alias of `pthread_mutex_init`.

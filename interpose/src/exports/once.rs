@@ -15,7 +15,13 @@ use fiberize_rt::once as real;
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn pthread_once(o: *mut pthread_once_t, f: InitRoutine) -> c_int {
     // SAFETY: forwarded contract.
-    unsafe { if enabled() { once::once(o, f) } else { real::pthread_once(o, f) } }
+    unsafe {
+        if enabled() {
+            once::once(o, f)
+        } else {
+            real::pthread_once(o, f)
+        }
+    }
 }
 
 /// glibc alias of `pthread_once`.

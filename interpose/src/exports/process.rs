@@ -58,6 +58,7 @@ pub unsafe extern "C" fn __vfork() -> libc::pid_t {
 
 /// Runs when the library is loaded: registers the fork hooks before the program can
 /// register its own (so that ours run last in the prepare phase and first in the child).
+#[cfg_attr(test, allow(dead_code))]
 extern "C" fn on_load() {
     fiberize_rt::lifecycle::install_fork_hooks();
 }
@@ -87,11 +88,17 @@ mod real {
 /// # Safety
 /// As glibc's `clone`.
 #[cfg_attr(not(test), no_mangle)]
-pub unsafe extern "C" fn clone(f: *mut libc::c_void, stack: *mut libc::c_void, flags: libc::c_int, arg: *mut libc::c_void,
-    ptid: *mut libc::pid_t, tls: *mut libc::c_void, ctid: *mut libc::pid_t) -> libc::c_int {
-    let borrows_tcb = flags & libc::CLONE_VM != 0
-        && flags & libc::CLONE_VFORK != 0
-        && flags & (libc::CLONE_THREAD | libc::CLONE_SETTLS) == 0;
+pub unsafe extern "C" fn clone(
+    f: *mut libc::c_void,
+    stack: *mut libc::c_void,
+    flags: libc::c_int,
+    arg: *mut libc::c_void,
+    ptid: *mut libc::pid_t,
+    tls: *mut libc::c_void,
+    ctid: *mut libc::pid_t,
+) -> libc::c_int {
+    let borrows_tcb =
+        flags & libc::CLONE_VM != 0 && flags & libc::CLONE_VFORK != 0 && flags & (libc::CLONE_THREAD | libc::CLONE_SETTLS) == 0;
     if borrows_tcb {
         fiberize_rt::lifecycle::vfork_enter();
     }

@@ -18,7 +18,13 @@ use crate::gate::enabled;
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn pthread_rwlock_init(rw: *mut pthread_rwlock_t, a: *const pthread_rwlockattr_t) -> c_int {
     // SAFETY: forwarded contract.
-    unsafe { if enabled() { api::init(rw, a) } else { real::pthread_rwlock_init(rw, a) } }
+    unsafe {
+        if enabled() {
+            api::init(rw, a)
+        } else {
+            real::pthread_rwlock_init(rw, a)
+        }
+    }
 }
 
 /// # Safety
@@ -26,7 +32,13 @@ pub unsafe extern "C" fn pthread_rwlock_init(rw: *mut pthread_rwlock_t, a: *cons
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn pthread_rwlock_destroy(rw: *mut pthread_rwlock_t) -> c_int {
     // SAFETY: forwarded contract.
-    unsafe { if enabled() { api::destroy(rw) } else { real::pthread_rwlock_destroy(rw) } }
+    unsafe {
+        if enabled() {
+            api::destroy(rw)
+        } else {
+            real::pthread_rwlock_destroy(rw)
+        }
+    }
 }
 
 /// # Safety
@@ -34,7 +46,13 @@ pub unsafe extern "C" fn pthread_rwlock_destroy(rw: *mut pthread_rwlock_t) -> c_
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn pthread_rwlock_rdlock(rw: *mut pthread_rwlock_t) -> c_int {
     // SAFETY: forwarded contract.
-    unsafe { if enabled() { api::rdlock(rw, None, ptr::null(), false) } else { real::pthread_rwlock_rdlock(rw) } }
+    unsafe {
+        if enabled() {
+            api::rdlock(rw, None, ptr::null(), false)
+        } else {
+            real::pthread_rwlock_rdlock(rw)
+        }
+    }
 }
 
 /// # Safety
@@ -42,7 +60,13 @@ pub unsafe extern "C" fn pthread_rwlock_rdlock(rw: *mut pthread_rwlock_t) -> c_i
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn pthread_rwlock_tryrdlock(rw: *mut pthread_rwlock_t) -> c_int {
     // SAFETY: forwarded contract.
-    unsafe { if enabled() { api::tryrdlock(rw) } else { real::pthread_rwlock_tryrdlock(rw) } }
+    unsafe {
+        if enabled() {
+            api::tryrdlock(rw)
+        } else {
+            real::pthread_rwlock_tryrdlock(rw)
+        }
+    }
 }
 
 /// # Safety
@@ -50,7 +74,13 @@ pub unsafe extern "C" fn pthread_rwlock_tryrdlock(rw: *mut pthread_rwlock_t) -> 
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn pthread_rwlock_timedrdlock(rw: *mut pthread_rwlock_t, t: *const timespec) -> c_int {
     // SAFETY: forwarded contract.
-    unsafe { if enabled() { api::rdlock(rw, None, t, true) } else { real::pthread_rwlock_timedrdlock(rw, t) } }
+    unsafe {
+        if enabled() {
+            api::rdlock(rw, None, t, true)
+        } else {
+            real::pthread_rwlock_timedrdlock(rw, t)
+        }
+    }
 }
 
 /// # Safety
@@ -58,7 +88,13 @@ pub unsafe extern "C" fn pthread_rwlock_timedrdlock(rw: *mut pthread_rwlock_t, t
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn pthread_rwlock_clockrdlock(rw: *mut pthread_rwlock_t, c: clockid_t, t: *const timespec) -> c_int {
     // SAFETY: forwarded contract.
-    unsafe { if enabled() { api::rdlock(rw, Some(c), t, true) } else { real::pthread_rwlock_clockrdlock(rw, c, t) } }
+    unsafe {
+        if enabled() {
+            api::rdlock(rw, Some(c), t, true)
+        } else {
+            real::pthread_rwlock_clockrdlock(rw, c, t)
+        }
+    }
 }
 
 /// # Safety
@@ -66,7 +102,13 @@ pub unsafe extern "C" fn pthread_rwlock_clockrdlock(rw: *mut pthread_rwlock_t, c
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn pthread_rwlock_wrlock(rw: *mut pthread_rwlock_t) -> c_int {
     // SAFETY: forwarded contract.
-    unsafe { if enabled() { api::wrlock(rw, None, ptr::null(), false) } else { real::pthread_rwlock_wrlock(rw) } }
+    unsafe {
+        if enabled() {
+            api::wrlock(rw, None, ptr::null(), false)
+        } else {
+            real::pthread_rwlock_wrlock(rw)
+        }
+    }
 }
 
 /// # Safety
@@ -74,7 +116,13 @@ pub unsafe extern "C" fn pthread_rwlock_wrlock(rw: *mut pthread_rwlock_t) -> c_i
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn pthread_rwlock_trywrlock(rw: *mut pthread_rwlock_t) -> c_int {
     // SAFETY: forwarded contract.
-    unsafe { if enabled() { api::trywrlock(rw) } else { real::pthread_rwlock_trywrlock(rw) } }
+    unsafe {
+        if enabled() {
+            api::trywrlock(rw)
+        } else {
+            real::pthread_rwlock_trywrlock(rw)
+        }
+    }
 }
 
 /// # Safety
@@ -82,7 +130,13 @@ pub unsafe extern "C" fn pthread_rwlock_trywrlock(rw: *mut pthread_rwlock_t) -> 
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn pthread_rwlock_timedwrlock(rw: *mut pthread_rwlock_t, t: *const timespec) -> c_int {
     // SAFETY: forwarded contract.
-    unsafe { if enabled() { api::wrlock(rw, None, t, true) } else { real::pthread_rwlock_timedwrlock(rw, t) } }
+    unsafe {
+        if enabled() {
+            api::wrlock(rw, None, t, true)
+        } else {
+            real::pthread_rwlock_timedwrlock(rw, t)
+        }
+    }
 }
 
 /// # Safety
@@ -90,7 +144,13 @@ pub unsafe extern "C" fn pthread_rwlock_timedwrlock(rw: *mut pthread_rwlock_t, t
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn pthread_rwlock_clockwrlock(rw: *mut pthread_rwlock_t, c: clockid_t, t: *const timespec) -> c_int {
     // SAFETY: forwarded contract.
-    unsafe { if enabled() { api::wrlock(rw, Some(c), t, true) } else { real::pthread_rwlock_clockwrlock(rw, c, t) } }
+    unsafe {
+        if enabled() {
+            api::wrlock(rw, Some(c), t, true)
+        } else {
+            real::pthread_rwlock_clockwrlock(rw, c, t)
+        }
+    }
 }
 
 /// # Safety
@@ -98,7 +158,13 @@ pub unsafe extern "C" fn pthread_rwlock_clockwrlock(rw: *mut pthread_rwlock_t, c
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn pthread_rwlock_unlock(rw: *mut pthread_rwlock_t) -> c_int {
     // SAFETY: forwarded contract.
-    unsafe { if enabled() { api::unlock(rw) } else { real::pthread_rwlock_unlock(rw) } }
+    unsafe {
+        if enabled() {
+            api::unlock(rw)
+        } else {
+            real::pthread_rwlock_unlock(rw)
+        }
+    }
 }
 
 /// glibc alias of `pthread_rwlock_init`.

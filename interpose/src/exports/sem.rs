@@ -32,7 +32,13 @@ fn ret(o: Outcome) -> c_int {
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn sem_init(s: *mut sem_t, pshared: c_int, v: c_uint) -> c_int {
     // SAFETY: forwarded contract.
-    unsafe { if enabled() { ret(api::init(s, pshared, v)) } else { real::sem_init(s, pshared, v) } }
+    unsafe {
+        if enabled() {
+            ret(api::init(s, pshared, v))
+        } else {
+            real::sem_init(s, pshared, v)
+        }
+    }
 }
 
 /// # Safety
@@ -40,7 +46,13 @@ pub unsafe extern "C" fn sem_init(s: *mut sem_t, pshared: c_int, v: c_uint) -> c
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn sem_destroy(s: *mut sem_t) -> c_int {
     // SAFETY: forwarded contract.
-    unsafe { if enabled() { ret(api::destroy(s)) } else { real::sem_destroy(s) } }
+    unsafe {
+        if enabled() {
+            ret(api::destroy(s))
+        } else {
+            real::sem_destroy(s)
+        }
+    }
 }
 
 /// # Safety
@@ -48,7 +60,13 @@ pub unsafe extern "C" fn sem_destroy(s: *mut sem_t) -> c_int {
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn sem_wait(s: *mut sem_t) -> c_int {
     // SAFETY: forwarded contract.
-    unsafe { if enabled() { ret(api::wait(s, None, ptr::null(), false)) } else { real::sem_wait(s) } }
+    unsafe {
+        if enabled() {
+            ret(api::wait(s, None, ptr::null(), false))
+        } else {
+            real::sem_wait(s)
+        }
+    }
 }
 
 /// # Safety
@@ -56,7 +74,13 @@ pub unsafe extern "C" fn sem_wait(s: *mut sem_t) -> c_int {
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn sem_trywait(s: *mut sem_t) -> c_int {
     // SAFETY: forwarded contract.
-    unsafe { if enabled() { ret(api::trywait(s)) } else { real::sem_trywait(s) } }
+    unsafe {
+        if enabled() {
+            ret(api::trywait(s))
+        } else {
+            real::sem_trywait(s)
+        }
+    }
 }
 
 /// # Safety
@@ -64,7 +88,13 @@ pub unsafe extern "C" fn sem_trywait(s: *mut sem_t) -> c_int {
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn sem_timedwait(s: *mut sem_t, t: *const timespec) -> c_int {
     // SAFETY: forwarded contract.
-    unsafe { if enabled() { ret(api::wait(s, None, t, true)) } else { real::sem_timedwait(s, t) } }
+    unsafe {
+        if enabled() {
+            ret(api::wait(s, None, t, true))
+        } else {
+            real::sem_timedwait(s, t)
+        }
+    }
 }
 
 /// # Safety
@@ -72,7 +102,13 @@ pub unsafe extern "C" fn sem_timedwait(s: *mut sem_t, t: *const timespec) -> c_i
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn sem_clockwait(s: *mut sem_t, c: clockid_t, t: *const timespec) -> c_int {
     // SAFETY: forwarded contract.
-    unsafe { if enabled() { ret(api::wait(s, Some(c), t, true)) } else { real::sem_clockwait(s, c, t) } }
+    unsafe {
+        if enabled() {
+            ret(api::wait(s, Some(c), t, true))
+        } else {
+            real::sem_clockwait(s, c, t)
+        }
+    }
 }
 
 /// # Safety
@@ -80,7 +116,13 @@ pub unsafe extern "C" fn sem_clockwait(s: *mut sem_t, c: clockid_t, t: *const ti
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn sem_post(s: *mut sem_t) -> c_int {
     // SAFETY: forwarded contract.
-    unsafe { if enabled() { ret(api::post(s)) } else { real::sem_post(s) } }
+    unsafe {
+        if enabled() {
+            ret(api::post(s))
+        } else {
+            real::sem_post(s)
+        }
+    }
 }
 
 /// # Safety
@@ -88,5 +130,11 @@ pub unsafe extern "C" fn sem_post(s: *mut sem_t) -> c_int {
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn sem_getvalue(s: *mut sem_t, v: *mut c_int) -> c_int {
     // SAFETY: forwarded contract.
-    unsafe { if enabled() { ret(api::getvalue(s, v)) } else { real::sem_getvalue(s, v) } }
+    unsafe {
+        if enabled() {
+            ret(api::getvalue(s, v))
+        } else {
+            real::sem_getvalue(s, v)
+        }
+    }
 }

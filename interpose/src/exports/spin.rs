@@ -14,7 +14,13 @@ use fiberize_rt::spin as real;
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn pthread_spin_init(l: *mut pthread_spinlock_t, pshared: c_int) -> c_int {
     // SAFETY: forwarded contract.
-    unsafe { if enabled() { spin::init(l, pshared) } else { real::pthread_spin_init(l, pshared) } }
+    unsafe {
+        if enabled() {
+            spin::init(l, pshared)
+        } else {
+            real::pthread_spin_init(l, pshared)
+        }
+    }
 }
 
 /// # Safety
@@ -22,7 +28,13 @@ pub unsafe extern "C" fn pthread_spin_init(l: *mut pthread_spinlock_t, pshared: 
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn pthread_spin_lock(l: *mut pthread_spinlock_t) -> c_int {
     // SAFETY: forwarded contract.
-    unsafe { if enabled() { spin::lock(l) } else { real::pthread_spin_lock(l) } }
+    unsafe {
+        if enabled() {
+            spin::lock(l)
+        } else {
+            real::pthread_spin_lock(l)
+        }
+    }
 }
 
 /// # Safety
@@ -30,7 +42,13 @@ pub unsafe extern "C" fn pthread_spin_lock(l: *mut pthread_spinlock_t) -> c_int 
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn pthread_spin_trylock(l: *mut pthread_spinlock_t) -> c_int {
     // SAFETY: forwarded contract.
-    unsafe { if enabled() { spin::trylock(l) } else { real::pthread_spin_trylock(l) } }
+    unsafe {
+        if enabled() {
+            spin::trylock(l)
+        } else {
+            real::pthread_spin_trylock(l)
+        }
+    }
 }
 
 /// # Safety
@@ -38,7 +56,13 @@ pub unsafe extern "C" fn pthread_spin_trylock(l: *mut pthread_spinlock_t) -> c_i
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn pthread_spin_unlock(l: *mut pthread_spinlock_t) -> c_int {
     // SAFETY: forwarded contract.
-    unsafe { if enabled() { spin::unlock(l) } else { real::pthread_spin_unlock(l) } }
+    unsafe {
+        if enabled() {
+            spin::unlock(l)
+        } else {
+            real::pthread_spin_unlock(l)
+        }
+    }
 }
 
 /// # Safety
@@ -46,5 +70,11 @@ pub unsafe extern "C" fn pthread_spin_unlock(l: *mut pthread_spinlock_t) -> c_in
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn pthread_spin_destroy(l: *mut pthread_spinlock_t) -> c_int {
     // SAFETY: forwarded contract.
-    unsafe { if enabled() { spin::destroy(l) } else { real::pthread_spin_destroy(l) } }
+    unsafe {
+        if enabled() {
+            spin::destroy(l)
+        } else {
+            real::pthread_spin_destroy(l)
+        }
+    }
 }

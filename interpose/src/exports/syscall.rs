@@ -27,7 +27,8 @@ mod real {
 pub unsafe extern "C" fn syscall(nr: c_long, a1: c_long, a2: c_long, a3: c_long, a4: c_long, a5: c_long, a6: c_long) -> c_long {
     if nr == libc::SYS_futex && crate::gate::enabled() && futex::emulated(a2 as c_int) {
         // SAFETY: the program's futex arguments, with the kernel's contract.
-        let r = unsafe { futex::futex(a1 as *const u32, a2 as c_int, a3 as u32, a4 as *const timespec, a5 as *const u32, a6 as u32) };
+        let r =
+            unsafe { futex::futex(a1 as *const u32, a2 as c_int, a3 as u32, a4 as *const timespec, a5 as *const u32, a6 as u32) };
         return match r {
             Ok(v) => v as c_long,
             Err(e) => {

@@ -17,7 +17,12 @@ mod real {
 /// # Safety
 /// As glibc's `pthread_create`.
 #[cfg_attr(not(test), no_mangle)]
-pub unsafe extern "C" fn pthread_create(t: *mut pthread_t, attr: *const pthread_attr_t, start: StartRoutine, arg: *mut c_void) -> c_int {
+pub unsafe extern "C" fn pthread_create(
+    t: *mut pthread_t,
+    attr: *const pthread_attr_t,
+    start: StartRoutine,
+    arg: *mut c_void,
+) -> c_int {
     if !fiberize_rt::config::fibers_allowed() {
         // SAFETY: forwarded contract.
         return unsafe { real::pthread_create(t, attr, start, arg) };

@@ -117,8 +117,15 @@ fn wait(fd: c_int, st: &FdState, dir: Dir, seq: u32, deadline: Option<u64>, rest
         reactor::count_waiter(st, true);
         if reactor::ensure_registered(fd, st, dir == Dir::Write).is_ok() {
             let word = dir.seq(st);
-            let r = parking::park(word as *const AtomicU32 as usize, u32::MAX, WaitKind::Io,
-                || word.load(Ordering::Acquire) == seq, || {}, |_| {}, deadline);
+            let r = parking::park(
+                word as *const AtomicU32 as usize,
+                u32::MAX,
+                WaitKind::Io,
+                || word.load(Ordering::Acquire) == seq,
+                || {},
+                |_| {},
+                deadline,
+            );
             reactor::count_waiter(st, false);
             // Blocking reads, writes, accept, connect and poll are cancellation points.
             crate::cancel::testcancel();
@@ -136,7 +143,11 @@ fn wait(fd: c_int, st: &FdState, dir: Dir, seq: u32, deadline: Option<u64>, rest
         None => -1,
         Some(d) => {
             let now = sys::now_ns();
-            if d <= now { 0 } else { (d - now).div_ceil(1_000_000).min(i32::MAX as u64) as c_int }
+            if d <= now {
+                0
+            } else {
+                (d - now).div_ceil(1_000_000).min(i32::MAX as u64) as c_int
+            }
         }
     };
     let mut p = pollfd { fd, events: dir.poll_events(), revents: 0 };
@@ -292,7 +303,10 @@ fn iov_tail(iov: &[libc::iovec], mut done: usize) -> Vec<libc::iovec> {
             continue;
         }
         // SAFETY: stays inside the program's buffer (done < iov_len).
-        out.push(libc::iovec { iov_base: unsafe { (v.iov_base as *mut u8).add(done) } as *mut c_void, iov_len: v.iov_len - done });
+        out.push(libc::iovec {
+            iov_base: unsafe { (v.iov_base as *mut u8).add(done) } as *mut c_void,
+            iov_len: v.iov_len - done,
+        });
         done = 0;
     }
     out
@@ -370,7 +384,8 @@ pub mod api {
             blocking(fd, st, Dir::Read, || unsafe { super::recvmsg(fd, &mut m, DW) as isize }) as ssize_t
         } else {
             // SAFETY: forwarded contract; only called when readable.
-            blocking(fd, st, Dir::Read, || probe_then(fd, Dir::Read, || unsafe { super::readv(fd, iov, cnt) as isize })) as ssize_t
+            blocking(fd, st, Dir::Read, || probe_then(fd, Dir::Read, || unsafe { super::readv(fd, iov, cnt) as isize }))
+                as ssize_t
         }
     }
 
@@ -385,7 +400,10 @@ pub mod api {
                 blocking_sized(fd, st, Dir::Read, sized, || unsafe { super::recv(fd, buf, n, flags | DW) as isize }) as ssize_t
             }
             // SAFETY: forwarded contract (one attempt, non-blocking or not ours).
-            _ => nonblocking_read(fd, if flags & !DW == 0 { n } else { 0 }, || unsafe { super::recv(fd, buf, n, flags) as isize }) as ssize_t,
+            _ => {
+                nonblocking_read(fd, if flags & !DW == 0 { n } else { 0 }, || unsafe { super::recv(fd, buf, n, flags) as isize })
+                    as ssize_t
+            }
         }
     }
 
@@ -396,10 +414,13 @@ pub mod api {
             Some(st) if flags & DW == 0 && st.has(SOCKET) => {
                 let sized = if flags == 0 { n } else { 0 };
                 // SAFETY: forwarded contract, non-blocking for this call only.
-                blocking_sized(fd, st, Dir::Read, sized, || unsafe { super::recvfrom(fd, buf, n, flags | DW, a, l) as isize }) as ssize_t
+                blocking_sized(fd, st, Dir::Read, sized, || unsafe { super::recvfrom(fd, buf, n, flags | DW, a, l) as isize })
+                    as ssize_t
             }
             // SAFETY: forwarded contract (one attempt, non-blocking or not ours).
-            _ => nonblocking_read(fd, if flags & !DW == 0 { n } else { 0 }, || unsafe { super::recvfrom(fd, buf, n, flags, a, l) as isize }) as ssize_t,
+            _ => nonblocking_read(fd, if flags & !DW == 0 { n } else { 0 }, || unsafe {
+                super::recvfrom(fd, buf, n, flags, a, l) as isize
+            }) as ssize_t,
         }
     }
 
@@ -426,10 +447,13 @@ pub mod api {
         if st.has(SOCKET) {
             // write on a socket is send with no flags (SIGPIPE on EPIPE included).
             // SAFETY: the remainder of the program's buffer.
-            send_all(fd, st, n, |done| unsafe { super::send(fd, (buf as *const u8).add(done) as *const c_void, n - done, DW) as isize }) as ssize_t
+            send_all(fd, st, n, |done| unsafe {
+                super::send(fd, (buf as *const u8).add(done) as *const c_void, n - done, DW) as isize
+            }) as ssize_t
         } else {
             // SAFETY: forwarded contract; only called when writable.
-            blocking(fd, st, Dir::Write, || probe_then(fd, Dir::Write, || unsafe { super::write(fd, buf, n) as isize })) as ssize_t
+            blocking(fd, st, Dir::Write, || probe_then(fd, Dir::Write, || unsafe { super::write(fd, buf, n) as isize }))
+                as ssize_t
         }
     }
 
@@ -455,7 +479,8 @@ pub mod api {
             }) as ssize_t
         } else {
             // SAFETY: forwarded contract; only called when writable.
-            blocking(fd, st, Dir::Write, || probe_then(fd, Dir::Write, || unsafe { super::writev(fd, iov, cnt) as isize })) as ssize_t
+            blocking(fd, st, Dir::Write, || probe_then(fd, Dir::Write, || unsafe { super::writev(fd, iov, cnt) as isize }))
+                as ssize_t
         }
     }
 
@@ -465,7 +490,9 @@ pub mod api {
         match needs_loop(fd) {
             Some(st) if flags & DW == 0 && st.has(SOCKET) => {
                 // SAFETY: the remainder of the program's buffer.
-                send_all(fd, st, n, |done| unsafe { super::send(fd, (buf as *const u8).add(done) as *const c_void, n - done, flags | DW) as isize }) as ssize_t
+                send_all(fd, st, n, |done| unsafe {
+                    super::send(fd, (buf as *const u8).add(done) as *const c_void, n - done, flags | DW) as isize
+                }) as ssize_t
             }
             // SAFETY: forwarded contract.
             _ => unsafe { super::send(fd, buf, n, flags) },
@@ -478,7 +505,9 @@ pub mod api {
         match needs_loop(fd) {
             Some(st) if flags & DW == 0 && st.has(SOCKET) => {
                 // SAFETY: the remainder of the program's buffer.
-                send_all(fd, st, n, |done| unsafe { super::sendto(fd, (buf as *const u8).add(done) as *const c_void, n - done, flags | DW, a, l) as isize }) as ssize_t
+                send_all(fd, st, n, |done| unsafe {
+                    super::sendto(fd, (buf as *const u8).add(done) as *const c_void, n - done, flags | DW, a, l) as isize
+                }) as ssize_t
             }
             // SAFETY: forwarded contract.
             _ => unsafe { super::sendto(fd, buf, n, flags, a, l) },
@@ -492,7 +521,9 @@ pub mod api {
             Some(st) if flags & DW == 0 && st.has(SOCKET) && !m.is_null() => {
                 // SAFETY: the program's msghdr.
                 let hdr = unsafe { *m };
-                let all: &[libc::iovec] = if hdr.msg_iov.is_null() { &[] } else {
+                let all: &[libc::iovec] = if hdr.msg_iov.is_null() {
+                    &[]
+                } else {
                     // SAFETY: the program's iovec array.
                     unsafe { core::slice::from_raw_parts(hdr.msg_iov, hdr.msg_iovlen) }
                 };
@@ -594,7 +625,11 @@ pub mod api {
 // ---- readiness waits ------------------------------------------------------------
 
 fn ms_deadline(timeout_ms: c_int) -> Option<u64> {
-    if timeout_ms < 0 { None } else { Some(sys::now_ns().saturating_add(timeout_ms as u64 * 1_000_000)) }
+    if timeout_ms < 0 {
+        None
+    } else {
+        Some(sys::now_ns().saturating_add(timeout_ms as u64 * 1_000_000))
+    }
 }
 
 fn remaining_ms(deadline: Option<u64>) -> c_int {
@@ -602,7 +637,11 @@ fn remaining_ms(deadline: Option<u64>) -> c_int {
         None => -1,
         Some(d) => {
             let now = sys::now_ns();
-            if d <= now { 0 } else { (d - now).div_ceil(1_000_000).min(i32::MAX as u64) as c_int }
+            if d <= now {
+                0
+            } else {
+                (d - now).div_ceil(1_000_000).min(i32::MAX as u64) as c_int
+            }
         }
     }
 }
@@ -737,7 +776,13 @@ pub mod wait_api {
     ///
     /// # Safety
     /// As `select`.
-    pub unsafe fn select(nfds: c_int, r: *mut libc::fd_set, w: *mut libc::fd_set, e: *mut libc::fd_set, t: *mut libc::timeval) -> c_int {
+    pub unsafe fn select(
+        nfds: c_int,
+        r: *mut libc::fd_set,
+        w: *mut libc::fd_set,
+        e: *mut libc::fd_set,
+        t: *mut libc::timeval,
+    ) -> c_int {
         if fiber::current().is_none() {
             // SAFETY: forwarded contract.
             return unsafe { super::select(nfds, r, w, e, t) };
@@ -753,18 +798,24 @@ pub mod wait_api {
             return n;
         }
         // SAFETY: `t` is null or valid (caller).
-        let deadline = unsafe { t.as_ref() }.map(|t| {
-            sys::now_ns().saturating_add(t.tv_sec.max(0) as u64 * 1_000_000_000 + t.tv_usec.max(0) as u64 * 1000)
-        });
+        let deadline = unsafe { t.as_ref() }
+            .map(|t| sys::now_ns().saturating_add(t.tv_sec.max(0) as u64 * 1_000_000_000 + t.tv_usec.max(0) as u64 * 1000));
         // Each slice restores the sets a timed-out call cleared, then the real blocking
         // call on the donor.
         let n = wait_on_donor_in_slices(deadline, |ms| {
-            let mut slice = libc::timeval { tv_sec: (ms / 1000) as libc::time_t, tv_usec: (ms % 1000) as libc::suseconds_t * 1000 };
+            let mut slice =
+                libc::timeval { tv_sec: (ms / 1000) as libc::time_t, tv_usec: (ms % 1000) as libc::suseconds_t * 1000 };
             // SAFETY: the caller's sets (or null) and a live timeval.
             unsafe {
-                if let Some(s) = sr { *r = s; }
-                if let Some(s) = sw { *w = s; }
-                if let Some(s) = se { *e = s; }
+                if let Some(s) = sr {
+                    *r = s;
+                }
+                if let Some(s) = sw {
+                    *w = s;
+                }
+                if let Some(s) = se {
+                    *e = s;
+                }
                 super::select(nfds, r, w, e, if ms < 0 { core::ptr::null_mut() } else { &mut slice })
             }
         });
@@ -772,14 +823,24 @@ pub mod wait_api {
         // SAFETY: as above.
         if let (Some(t), Some(d)) = (unsafe { t.as_mut() }, deadline) {
             let left = d.saturating_sub(sys::now_ns());
-            *t = libc::timeval { tv_sec: (left / 1_000_000_000) as libc::time_t, tv_usec: (left % 1_000_000_000 / 1000) as libc::suseconds_t };
+            *t = libc::timeval {
+                tv_sec: (left / 1_000_000_000) as libc::time_t,
+                tv_usec: (left % 1_000_000_000 / 1000) as libc::suseconds_t,
+            };
         }
         n
     }
 
     /// # Safety
     /// As `pselect`.
-    pub unsafe fn pselect(nfds: c_int, r: *mut libc::fd_set, w: *mut libc::fd_set, e: *mut libc::fd_set, t: *const libc::timespec, m: *const libc::sigset_t) -> c_int {
+    pub unsafe fn pselect(
+        nfds: c_int,
+        r: *mut libc::fd_set,
+        w: *mut libc::fd_set,
+        e: *mut libc::fd_set,
+        t: *const libc::timespec,
+        m: *const libc::sigset_t,
+    ) -> c_int {
         // SAFETY: forwarded contract; on the donor for a fiber.
         fiber::run_on_donor(|| unsafe { super::pselect(nfds, r, w, e, t, m) })
     }
@@ -789,10 +850,22 @@ pub mod wait_api {
     ///
     /// # Safety
     /// As `epoll_pwait` (`mask` null for `epoll_wait`).
-    pub unsafe fn epoll_pwait(ep: c_int, ev: *mut libc::epoll_event, max: c_int, timeout_ms: c_int, mask: *const libc::sigset_t) -> c_int {
+    pub unsafe fn epoll_pwait(
+        ep: c_int,
+        ev: *mut libc::epoll_event,
+        max: c_int,
+        timeout_ms: c_int,
+        mask: *const libc::sigset_t,
+    ) -> c_int {
         let call = |ms: c_int| {
             // SAFETY: forwarded contract.
-            unsafe { if mask.is_null() { super::epoll_wait(ep, ev, max, ms) } else { super::epoll_pwait(ep, ev, max, ms, mask) } }
+            unsafe {
+                if mask.is_null() {
+                    super::epoll_wait(ep, ev, max, ms)
+                } else {
+                    super::epoll_pwait(ep, ev, max, ms, mask)
+                }
+            }
         };
         if fiber::current().is_none() {
             return call(timeout_ms);
@@ -978,7 +1051,12 @@ pub mod fd_api {
             release(b);
         }
         // SAFETY: forwarded contract.
-        let r = unsafe { match flags { None => super::dup2(a, b), Some(f) => super::dup3(a, b, f) } };
+        let r = unsafe {
+            match flags {
+                None => super::dup2(a, b),
+                Some(f) => super::dup3(a, b, f),
+            }
+        };
         if r >= 0 {
             copy_state(a, r);
         }
@@ -1027,7 +1105,9 @@ pub mod fd_api {
     pub unsafe fn setsockopt(fd: c_int, level: c_int, name: c_int, v: *const c_void, l: socklen_t) -> c_int {
         // SAFETY: forwarded contract.
         let r = unsafe { super::setsockopt(fd, level, name, v, l) };
-        if r == 0 && level == libc::SOL_SOCKET && (name == libc::SO_RCVTIMEO || name == libc::SO_SNDTIMEO)
+        if r == 0
+            && level == libc::SOL_SOCKET
+            && (name == libc::SO_RCVTIMEO || name == libc::SO_SNDTIMEO)
             && l as usize >= core::mem::size_of::<libc::timeval>()
         {
             if let Some(st) = fdtable::owned(fd) {
@@ -1046,11 +1126,16 @@ pub mod fd_api {
     /// As `fsync`.
     pub unsafe fn fsync(fd: c_int, data_only: bool) -> c_int {
         // SAFETY: forwarded contract.
-        let call = || unsafe { if data_only { fdatasync(fd) } else { super::fsync(fd) } };
+        let call = || unsafe {
+            if data_only {
+                fdatasync(fd)
+            } else {
+                super::fsync(fd)
+            }
+        };
         if crate::config::config().sync_inline {
             return call();
         }
         fiber::run_on_donor(call)
     }
 }
-

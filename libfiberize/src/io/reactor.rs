@@ -72,8 +72,15 @@ pub fn init() {
             crate::fatal(&["eventfd failed"]);
         }
         let mut e = libc::epoll_event { events: libc::EPOLLIN as u32, u64: WAKE_COOKIE };
-        syscall6(libc::SYS_epoll_ctl as usize, ep as usize, libc::EPOLL_CTL_ADD as usize, ev as usize,
-            &mut e as *mut libc::epoll_event as usize, 0, 0);
+        syscall6(
+            libc::SYS_epoll_ctl as usize,
+            ep as usize,
+            libc::EPOLL_CTL_ADD as usize,
+            ev as usize,
+            &mut e as *mut libc::epoll_event as usize,
+            0,
+            0,
+        );
         WAKE_FD.store(ev, Ordering::Release);
         EPFD.store(ep as i32, Ordering::Release);
     }
@@ -164,7 +171,11 @@ fn lock_registration(st: &FdState, done: impl Fn(u32) -> bool) -> Option<u32> {
         let f = st.flags.load(Ordering::SeqCst);
         if f & REG_BUSY != 0 {
             spins += 1;
-            if spins < 64 { sys::cpu_relax() } else { sys::sched_yield_raw() }
+            if spins < 64 {
+                sys::cpu_relax()
+            } else {
+                sys::sched_yield_raw()
+            }
             continue;
         }
         if done(f) {
@@ -179,8 +190,22 @@ fn lock_registration(st: &FdState, done: impl Fn(u32) -> bool) -> Option<u32> {
 fn ctl(ep: i32, op: i32, fd: i32, st: &FdState, write: bool) -> Result<(), i32> {
     let mut e = event_for(fd, st, write);
     // SAFETY: valid epoll fd and event pointer.
-    let r = unsafe { syscall6(libc::SYS_epoll_ctl as usize, ep as usize, op as usize, fd as usize, &mut e as *mut libc::epoll_event as usize, 0, 0) };
-    if r < 0 { Err(-r as i32) } else { Ok(()) }
+    let r = unsafe {
+        syscall6(
+            libc::SYS_epoll_ctl as usize,
+            ep as usize,
+            op as usize,
+            fd as usize,
+            &mut e as *mut libc::epoll_event as usize,
+            0,
+            0,
+        )
+    };
+    if r < 0 {
+        Err(-r as i32)
+    } else {
+        Ok(())
+    }
 }
 
 fn event_for(fd: i32, st: &FdState, write: bool) -> libc::epoll_event {
@@ -265,7 +290,9 @@ pub fn io_waiters() -> u32 {
 /// Tries to become the (non-blocking) poller.
 #[inline]
 pub fn try_acquire_poller() -> bool {
-    epfd() >= 0 && !POLLER.load(Ordering::Relaxed) && POLLER.compare_exchange(false, true, Ordering::AcqRel, Ordering::Relaxed).is_ok()
+    epfd() >= 0
+        && !POLLER.load(Ordering::Relaxed)
+        && POLLER.compare_exchange(false, true, Ordering::AcqRel, Ordering::Relaxed).is_ok()
 }
 
 #[inline]
@@ -291,7 +318,11 @@ pub fn poll(deadline: Option<u64>) -> usize {
         Some(0) => 0,
         Some(d) => {
             let now = sys::now_ns();
-            if d <= now { 0 } else { (d - now).div_ceil(1_000_000).min(i32::MAX as u64) as isize }
+            if d <= now {
+                0
+            } else {
+                (d - now).div_ceil(1_000_000).min(i32::MAX as u64) as isize
+            }
         }
     };
     // SAFETY: `events` is a writable array of MAX_EVENTS entries.

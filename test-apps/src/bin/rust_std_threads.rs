@@ -104,8 +104,10 @@ fn main() {
     });
 
     let writes: u64 = table.read().unwrap().iter().sum();
-    println!("threads={n} counter={} writes={writes} received={received} joined={joined} scoped={total} park_rounds=100",
-        *counter.lock().unwrap());
+    println!(
+        "threads={n} counter={} writes={writes} received={received} joined={joined} scoped={total} park_rounds=100",
+        *counter.lock().unwrap()
+    );
     println!("thread_local_drops={}", DROPS.load(Ordering::SeqCst));
     assert_eq!(DROPS.load(Ordering::SeqCst), n);
     // SAFETY: looking up an optional symbol in the global scope.

@@ -11,8 +11,8 @@ pub fn workspace() -> PathBuf {
 }
 
 pub fn lib_path() -> PathBuf {
-    let p = std::env::var_os("FIBERIZE_LIB").map(PathBuf::from)
-        .unwrap_or_else(|| workspace().join("target/release/libfiberize.so"));
+    let p =
+        std::env::var_os("FIBERIZE_LIB").map(PathBuf::from).unwrap_or_else(|| workspace().join("target/release/libfiberize.so"));
     assert!(p.exists(), "{} is missing: run `cargo build --release -p interpose` first", p.display());
     p
 }
@@ -38,7 +38,12 @@ pub fn build_c(name: &str) -> PathBuf {
     let st = if c.exists() {
         Command::new("cc").args(["-O2", "-g", "-pthread", "-Wall", "-o"]).arg(&tmp).arg(&c).args(["-ldl", "-lm"]).status()
     } else {
-        Command::new("c++").args(["-O2", "-g", "-pthread", "-std=c++20", "-Wall", "-o"]).arg(&tmp).arg(&cpp).args(["-ldl"]).status()
+        Command::new("c++")
+            .args(["-O2", "-g", "-pthread", "-std=c++20", "-Wall", "-o"])
+            .arg(&tmp)
+            .arg(&cpp)
+            .args(["-ldl"])
+            .status()
     }
     .expect("compiler");
     assert!(st.success(), "compiling {name}");
@@ -96,11 +101,15 @@ pub fn run_command(mut cmd: Command, limit: Duration, what: &str) -> Run {
             break st;
         }
         if start.elapsed() > limit {
-            let _ = Command::new("gdb").args(["-batch", "-ex", "thread apply all bt 8", "-p"])
-                .arg(child.id().to_string()).status();
+            let _ =
+                Command::new("gdb").args(["-batch", "-ex", "thread apply all bt 8", "-p"]).arg(child.id().to_string()).status();
             child.kill().ok();
             let _ = child.wait();
-            panic!("{what} hung for {limit:?}\nstdout:\n{}\nstderr:\n{}", out.join().unwrap_or_default(), err.join().unwrap_or_default());
+            panic!(
+                "{what} hung for {limit:?}\nstdout:\n{}\nstderr:\n{}",
+                out.join().unwrap_or_default(),
+                err.join().unwrap_or_default()
+            );
         }
         std::thread::sleep(Duration::from_millis(20));
     };
@@ -119,8 +128,11 @@ pub fn same_both_ways_bin(name: &str, bin: &Path, args: &[&str]) -> (Run, Run) {
     let native = run(&bin, args, false, limit);
     let pre = run(&bin, args, true, limit);
     assert_eq!(native.status, Some(0), "{name} failed natively:\n{}{}", native.stdout, native.stderr);
-    assert_eq!(pre.status, native.status, "{name}: exit status differs\nnative:\n{}{}\npreloaded:\n{}{}",
-        native.stdout, native.stderr, pre.stdout, pre.stderr);
+    assert_eq!(
+        pre.status, native.status,
+        "{name}: exit status differs\nnative:\n{}{}\npreloaded:\n{}{}",
+        native.stdout, native.stderr, pre.stdout, pre.stderr
+    );
     assert_eq!(pre.stdout, native.stdout, "{name}: stdout differs; preloaded stderr:\n{}", pre.stderr);
     assert!(pre.stderr.contains("preloaded=1"), "{name}: library not active:\n{}", pre.stderr);
     assert!(native.stderr.contains("preloaded=0"), "{name}: native run saw the library:\n{}", native.stderr);
@@ -130,18 +142,23 @@ pub fn same_both_ways_bin(name: &str, bin: &Path, args: &[&str]) -> (Run, Run) {
 
 pub fn stat(run: &Run, key: &str) -> u64 {
     let line = run.stderr.lines().find(|l| l.starts_with("fiberize: stats")).expect("stats line");
-    line.split_whitespace().find_map(|kv| kv.strip_prefix(&format!("{key}="))).and_then(|v| v.parse().ok())
+    line.split_whitespace()
+        .find_map(|kv| kv.strip_prefix(&format!("{key}=")))
+        .and_then(|v| v.parse().ok())
         .unwrap_or_else(|| panic!("no {key} in {line}"))
 }
 
 pub fn distinct_tids(run: &Run) -> usize {
-    run.stderr.split_whitespace().find_map(|kv| kv.strip_prefix("distinct_tids=")).and_then(|v| v.parse().ok()).expect("distinct_tids")
+    run.stderr
+        .split_whitespace()
+        .find_map(|kv| kv.strip_prefix("distinct_tids="))
+        .and_then(|v| v.parse().ok())
+        .expect("distinct_tids")
 }
 
 pub fn nproc() -> usize {
     std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
 }
-
 
 /// Runs preloaded with extra environment variables (same time limit as `run`).
 pub fn run_env(bin: &Path, args: &[&str], env: &[(&str, &str)]) -> Run {
