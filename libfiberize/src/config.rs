@@ -121,28 +121,157 @@ static mut CONFIG: Config = Config {
     preempt_ms: 0,
 };
 
-/// The configuration, read on first use.
+/// The configuration, read on first use. Every variable is checked once here: a value
+/// that is not what the README's table allows gets one line on stderr saying what is
+/// used instead (issue 14: `FIBERIZE_WORKERS=abc`, `0`, `-1`, empty were silently
+/// ignored).
 pub fn config() -> &'static Config {
     CONFIG_ONCE.call_once(|| {
-        let workers = match env_u64(b"FIBERIZE_WORKERS\0") {
-            Some(n) if n > 0 => (n as usize).min(1024),
-            _ => default_workers(),
+        let cpus = default_workers();
+        let workers = match env_number(b"FIBERIZE_WORKERS\0", 1, 1024, cpus as u64, "the usable CPUs") as usize {
+            n if n > cpus => {
+                warn(&[
+                    b"FIBERIZE_WORKERS=",
+                    trim(&digits(n as u64)),
+                    b" is more than the ",
+                    trim(&digits(cpus as u64)),
+                    b" usable CPUs: the workers will share them",
+                ]);
+                n
+            }
+            n => n,
+        };
+        let dump_signal = env_number_in(b"FIBERIZE_DUMP_SIGNAL\0", 1, 64, 0, "no dump signal", false) as i32;
+        let dump_signal = if dump_signal == libc::SIGRTMAX() {
+            warn(&[
+                b"FIBERIZE_DUMP_SIGNAL=",
+                trim(&digits(dump_signal as u64)),
+                b" is the library's own kick signal (SIGRTMAX): no dump signal",
+            ]);
+            0
+        } else {
+            dump_signal
         };
         let c = Config {
-            sync_inline: env_flag(b"FIBERIZE_SYNC_INLINE\0"),
+            sync_inline: env_switch(b"FIBERIZE_SYNC_INLINE\0", false),
             workers,
-            stats: env_flag(b"FIBERIZE_STATS\0"),
-            dump_signal: env_u64(b"FIBERIZE_DUMP_SIGNAL\0").unwrap_or(0) as i32,
-            dump_at_exit: env_flag(b"FIBERIZE_DUMP_AT_EXIT\0"),
-            spin_rounds: env_u64(b"FIBERIZE_SPIN\0").map_or(crate::scheduler::SPIN_ROUNDS, |n| n.min(100_000) as u32),
-            direct_wait: !matches!(env_str(b"FIBERIZE_DIRECT_WAIT\0"), Some(v) if is_off(v)),
-            preempt_ms: env_u64(b"FIBERIZE_PREEMPT_MS\0").map_or(crate::preempt::DEFAULT_SLICE_MS, |ms| ms.min(60_000)),
+            stats: env_switch(b"FIBERIZE_STATS\0", false),
+            dump_signal,
+            dump_at_exit: env_switch(b"FIBERIZE_DUMP_AT_EXIT\0", false),
+            spin_rounds: env_number(b"FIBERIZE_SPIN\0", 0, 100_000, crate::scheduler::SPIN_ROUNDS as u64, "the default") as u32,
+            direct_wait: env_switch(b"FIBERIZE_DIRECT_WAIT\0", true),
+            preempt_ms: env_number(b"FIBERIZE_PREEMPT_MS\0", 0, 60_000, crate::preempt::DEFAULT_SLICE_MS, "the default"),
         };
         // SAFETY: written once, inside the RawOnce, before any reader passes is_done().
         unsafe { *core::ptr::addr_of_mut!(CONFIG) = c };
     });
     // SAFETY: initialized above and never written again.
     unsafe { &*core::ptr::addr_of!(CONFIG) }
+}
+
+/// One `fiberize: …` line on stderr, written with one raw system call (this may run
+/// before the program's `main` and inside any export: no allocation, no stdio).
+fn warn(parts: &[&[u8]]) {
+    let mut buf = [0u8; 320];
+    let mut n = 0;
+    for part in [b"fiberize: ".as_slice()].iter().chain(parts.iter()).chain([b"\n".as_slice()].iter()) {
+        let take = part.len().min(buf.len() - 1 - n);
+        buf[n..n + take].copy_from_slice(&part[..take]);
+        n += take;
+    }
+    if buf[n - 1] != b'\n' {
+        buf[n] = b'\n';
+        n += 1;
+    }
+    // SAFETY: writing our own buffer to fd 2.
+    unsafe { crate::sys::syscall6(libc::SYS_write as usize, 2, buf.as_ptr() as usize, n, 0, 0, 0) };
+}
+
+/// Decimal digits of `v` (up to 20), as a small array trimmed by [`trim`].
+fn digits(v: u64) -> [u8; 20] {
+    let mut out = [b' '; 20];
+    let mut v = v;
+    let mut i = 20;
+    loop {
+        i -= 1;
+        out[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    out
+}
+
+/// `digits` without its leading blanks.
+fn trim(d: &[u8; 20]) -> &[u8] {
+    let start = d.iter().position(|&c| c != b' ').unwrap_or(19);
+    &d[start..]
+}
+
+/// The name of a variable without its NUL.
+fn name_of(name_nul: &[u8]) -> &[u8] {
+    &name_nul[..name_nul.len() - 1]
+}
+
+/// A whole number in `[min, max]`: unset gives `default`; a value that is not a number
+/// or is out of range gets a warning and `default` (below `min`, or above `max` when
+/// `max` is no limit to clamp to, e.g. a signal number) or `max` (above).
+fn env_number(name_nul: &'static [u8], min: u64, max: u64, default: u64, default_is: &str) -> u64 {
+    env_number_in(name_nul, min, max, default, default_is, true)
+}
+
+fn env_number_in(name_nul: &'static [u8], min: u64, max: u64, default: u64, default_is: &str, clamp: bool) -> u64 {
+    let Some(raw) = env_str(name_nul) else { return default };
+    let name = name_of(name_nul);
+    let text = core::str::from_utf8(raw).unwrap_or("").trim();
+    match text.parse::<u64>() {
+        Ok(v) if v >= min && v <= max => v,
+        Ok(v) if v > max && clamp => {
+            warn(&[name, b"=", raw, b" is above the limit ", trim(&digits(max)), b": using ", trim(&digits(max))]);
+            max
+        }
+        _ => {
+            let why: &[u8] = if text.is_empty() {
+                b" is empty"
+            } else if text.parse::<i64>().is_ok() || text.parse::<u64>().is_ok() {
+                b" is out of range"
+            } else {
+                b" is not a whole number"
+            };
+            warn(&[
+                name,
+                b"=",
+                raw,
+                why,
+                b" (allowed: ",
+                trim(&digits(min)),
+                b"..",
+                trim(&digits(max)),
+                b"): using ",
+                default_is.as_bytes(),
+                b" (",
+                trim(&digits(default)),
+                b")",
+            ]);
+            default
+        }
+    }
+}
+
+/// An on/off switch: `1`/`on`/`true`/`yes`/`enable(d)` or the `is_off` words; anything
+/// else gets a warning and `default`.
+fn env_switch(name_nul: &'static [u8], default: bool) -> bool {
+    let Some(v) = env_str(name_nul) else { return default };
+    if is_off(v) {
+        return false;
+    }
+    if matches!(v, b"1" | b"on" | b"ON" | b"true" | b"yes" | b"enable" | b"enabled") {
+        return true;
+    }
+    let used: &[u8] = if default { b"on" } else { b"off" };
+    warn(&[name_of(name_nul), b"=", v, b" is neither on (1, on, true, yes) nor off (0, off, false, no): using ", used]);
+    default
 }
 
 /// CPUs in our affinity mask, capped by the cgroup (v2 `cpu.max`, v1 `cpu.cfs_*`) quota.

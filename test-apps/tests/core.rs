@@ -96,3 +96,31 @@ fn main_thread_pthread_exit_waits_for_the_others() {
 fn cancellation_of_fibers() {
     same_both_ways("cancel", &[]);
 }
+
+#[test]
+fn bad_environment_values_get_one_warning_each() {
+    // Each wrong value is named on one line with what is used instead; the program
+    // runs as usual (issue 14).
+    let bin = build_c("core_threads");
+    let cases: &[(&str, &str, &str)] = &[
+        ("FIBERIZE_WORKERS", "abc", "FIBERIZE_WORKERS=abc is not a whole number"),
+        ("FIBERIZE_WORKERS", "0", "FIBERIZE_WORKERS=0 is out of range"),
+        ("FIBERIZE_WORKERS", "-1", "FIBERIZE_WORKERS=-1 is out of range"),
+        ("FIBERIZE_WORKERS", "", "FIBERIZE_WORKERS= is empty"),
+        ("FIBERIZE_WORKERS", "1000", "is more than the"),
+        ("FIBERIZE_STATS", "maybe", "FIBERIZE_STATS=maybe is neither on"),
+        ("FIBERIZE_DUMP_SIGNAL", "99", "FIBERIZE_DUMP_SIGNAL=99 is out of range"),
+        ("FIBERIZE_PREEMPT_MS", "soon", "FIBERIZE_PREEMPT_MS=soon is not a whole number"),
+    ];
+    for (var, value, expect) in cases {
+        let r = run_env(&bin, &["20"], &[(var, value)]);
+        assert_eq!(r.status, Some(0), "{var}={value}: {}", r.stderr);
+        let warnings: Vec<&str> = r.stderr.lines().filter(|l| l.starts_with("fiberize: FIBERIZE_")).collect();
+        assert_eq!(warnings.len(), 1, "{var}={value}: {}", r.stderr);
+        assert!(warnings[0].contains(expect), "{var}={value}: {}", r.stderr);
+        assert!(r.stderr.contains("preloaded=1"), "{}", r.stderr);
+    }
+    // A good value: no warning.
+    let r = run_env(&bin, &["20"], &[("FIBERIZE_WORKERS", "1")]);
+    assert!(!r.stderr.contains("fiberize: FIBERIZE_"), "{}", r.stderr);
+}
