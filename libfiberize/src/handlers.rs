@@ -297,6 +297,24 @@ pub unsafe fn program_sigaction(sig: c_int, act: *const libc::sigaction, old: *m
     r
 }
 
+/// The kernel's action for `sig`, with our trampoline replaced by the program's own
+/// handler, flags and mask when we wrapped it (None if the query failed).
+fn current_action_as_program_sees_it(sig: c_int) -> Option<libc::sigaction> {
+    let slot = &ACTIONS[sig as usize];
+    // SAFETY: a zeroed sigaction is a valid out-parameter.
+    let mut prev: libc::sigaction = unsafe { core::mem::zeroed() };
+    // SAFETY: query only.
+    if unsafe { sigaction(sig, core::ptr::null(), &mut prev) } != 0 {
+        return None;
+    }
+    if slot.wrapped.load(Ordering::Relaxed) != 0 && prev.sa_sigaction == trampoline as *const () as usize {
+        prev.sa_sigaction = slot.handler.load(Ordering::Relaxed);
+        prev.sa_flags = slot.flags.load(Ordering::Relaxed);
+        set_kernel_mask(&mut prev.sa_mask, slot.mask.load(Ordering::Relaxed));
+    }
+    Some(prev)
+}
+
 /// `sigaction` in a child that shares the parent's memory: the kernel's action changes,
 /// the table does not. The previous action reads as the program's own while the kernel
 /// still holds our trampoline (inherited from the parent).
@@ -304,18 +322,7 @@ pub unsafe fn program_sigaction(sig: c_int, act: *const libc::sigaction, old: *m
 /// # Safety
 /// As glibc's `sigaction`.
 unsafe fn child_sigaction(sig: c_int, act: *const libc::sigaction, old: *mut libc::sigaction) -> c_int {
-    let slot = &ACTIONS[sig as usize];
-    // SAFETY: a zeroed sigaction is a valid out-parameter.
-    let mut prev: libc::sigaction = unsafe { core::mem::zeroed() };
-    // SAFETY: query only.
-    if unsafe { sigaction(sig, core::ptr::null(), &mut prev) } != 0 {
-        return -1;
-    }
-    if slot.wrapped.load(Ordering::Relaxed) != 0 && prev.sa_sigaction == trampoline as *const () as usize {
-        prev.sa_sigaction = slot.handler.load(Ordering::Relaxed);
-        prev.sa_flags = slot.flags.load(Ordering::Relaxed);
-        set_kernel_mask(&mut prev.sa_mask, slot.mask.load(Ordering::Relaxed));
-    }
+    let Some(prev) = current_action_as_program_sees_it(sig) else { return -1 };
     // SAFETY: `act` is null or valid (caller's contract).
     if !act.is_null() && unsafe { sigaction(sig, act, core::ptr::null_mut()) } != 0 {
         return -1;
@@ -340,17 +347,7 @@ pub fn unlock_table_after_fork() {
 unsafe fn program_sigaction_locked(sig: c_int, act: *const libc::sigaction, old: *mut libc::sigaction) -> c_int {
     let slot = &ACTIONS[sig as usize];
     // The previous action: from the table when we wrapped it, else the kernel's.
-    // SAFETY: a zeroed sigaction is a valid out-parameter.
-    let mut prev: libc::sigaction = unsafe { core::mem::zeroed() };
-    // SAFETY: query only.
-    if unsafe { sigaction(sig, core::ptr::null(), &mut prev) } != 0 {
-        return -1;
-    }
-    if slot.wrapped.load(Ordering::Relaxed) != 0 && prev.sa_sigaction == trampoline as *const () as usize {
-        prev.sa_sigaction = slot.handler.load(Ordering::Relaxed);
-        prev.sa_flags = slot.flags.load(Ordering::Relaxed);
-        set_kernel_mask(&mut prev.sa_mask, slot.mask.load(Ordering::Relaxed));
-    }
+    let Some(prev) = current_action_as_program_sees_it(sig) else { return -1 };
     // SAFETY: `act` is null or valid (caller's contract).
     if let Some(a) = unsafe { act.as_ref() } {
         let h = a.sa_sigaction;
