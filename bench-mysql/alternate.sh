@@ -25,16 +25,11 @@ DUMP_EVERY=${DUMP_EVERY:-5}
 TABLES=${TABLES:-4}
 TABLE_SIZE=${TABLE_SIZE:-10000}
 HANG_GRACE=${HANG_GRACE:-60}
-[ -f "$LIB" ] || { echo "missing $LIB: run cargo build --release -p interpose"; exit 1; }
-[ -x /usr/sbin/mariadbd ] && command -v sysbench >/dev/null || { echo "mariadb-server/sysbench missing (scripts/test.sh installs them)"; exit 1; }
+. bench-mysql/common.sh  # the scripts run from the repository root (cd above)
+require_lib_and_mariadb
 
 WORK=$(mktemp -d /tmp/fiberize-alt.XXXXXX)
-PORT=
-for _ in $(seq 1 50); do
-    cand=$((12000 + RANDOM % 18000))
-    ss -ltn 2>/dev/null | awk '{print $4}' | grep -q ":$cand\$" || { PORT=$cand; break; }
-done
-[ -n "$PORT" ] || { echo "no free port"; exit 1; }
+PORT=$(free_port)
 SRV_PID= DUMPER=
 cleanup() {
     [ -n "$DUMPER" ] && kill "$DUMPER" >/dev/null 2>&1

@@ -54,15 +54,7 @@ if [ -n "${SERVER_CPUS:-}" ] || [ -n "${CLIENT_CPUS:-}" ]; then
 fi
 
 WORK=$(mktemp -d /tmp/fiberize-mysql.XXXXXX)
-# Free ports below the ephemeral range (32768+), so that client sockets never hold them.
-free_port() {
-    local cand
-    for _ in $(seq 1 50); do
-        cand=$((12000 + RANDOM % 18000))
-        ss -ltn 2>/dev/null | awk '{print $4}' | grep -q ":$cand\$" || { echo $cand; return 0; }
-    done
-    echo "no free port" >&2; exit 1
-}
+. bench-mysql/common.sh  # the scripts run from the repository root (cd above)
 declare -A PORT=([native]=$(free_port) [preload]=$(free_port))
 [ "${PORT[native]}" != "${PORT[preload]}" ] || PORT[preload]=$((PORT[native] + 1))
 cleanup() {

@@ -12,17 +12,11 @@ cd "$(dirname "$0")/.."
 ROOT=$PWD
 LIB=${FIBERIZE_LIB:-$ROOT/target/release/libfiberize.so}
 SECS=${SMOKE_SECONDS:-10}
-[ -f "$LIB" ] || { echo "missing $LIB: run cargo build --release -p interpose"; exit 1; }
-[ -x /usr/sbin/mariadbd ] && command -v sysbench >/dev/null || { echo "mariadb-server/sysbench missing (scripts/test.sh installs them)"; exit 1; }
+. bench-mysql/common.sh  # the scripts run from the repository root (cd above)
+require_lib_and_mariadb
 
 WORK=$(mktemp -d /tmp/fiberize-smoke.XXXXXX)
-# A free port below the ephemeral range (32768+), so that client sockets never hold it.
-PORT=
-for _ in $(seq 1 50); do
-    cand=$((12000 + RANDOM % 18000))
-    ss -ltn 2>/dev/null | awk '{print $4}' | grep -q ":$cand\$" || { PORT=$cand; break; }
-done
-[ -n "$PORT" ] || { echo "no free port"; exit 1; }
+PORT=$(free_port)
 SRV_PID=
 cleanup() {
     [ -n "$SRV_PID" ] && kill -9 "$SRV_PID" >/dev/null 2>&1 || true
