@@ -219,6 +219,8 @@ pub struct Runtime {
     handoff_head: AtomicPtr<Fiber>,
     num_sleeping: AtomicUsize,
     num_spinning: AtomicUsize,
+    /// The monitor sleeps on this word between ticks. It stays 0: nothing wakes the
+    /// monitor early since the dump moved to its own thread (crate::dump).
     monitor_word: AtomicU32,
     /// Signal mask of the thread that started the pool; workers adopt it, so fibers
     /// see the mask a native thread created at that point would have inherited.
@@ -1047,10 +1049,9 @@ extern "C" fn monitor_main(_: *mut libc::c_void) -> *mut libc::c_void {
     let mut preempt_watch = crate::preempt::Watch::new(rt.workers.len());
     loop {
         let deadline = sys::now_ns() + MONITOR_TICK_NS;
-        let seen = rt.monitor_word.load(Ordering::Acquire);
         // The fiber dump is printed by its own thread (crate::dump), never here: the
         // monitor must keep ticking while thousands of lines are written.
-        sys::futex_wait(&rt.monitor_word, seen, Some(deadline));
+        sys::futex_wait(&rt.monitor_word, 0, Some(deadline));
         reactor::poll_if_stale(MONITOR_TICK_NS);
         crate::thread::exit_if_main_left_and_all_done();
         if rt.num_sleeping.load(Ordering::SeqCst) > 0 && rt.num_spinning.load(Ordering::SeqCst) == 0 && rt.has_work(None) {
