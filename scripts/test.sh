@@ -11,6 +11,7 @@ command -v gdb >/dev/null || need+=(gdb)
 command -v sysbench >/dev/null || need+=(sysbench)
 [ -x /usr/sbin/mariadbd ] || need+=(mariadb-server mariadb-client)
 command -v ss >/dev/null || need+=(iproute2)
+command -v python3 >/dev/null || need+=(python3)
 command -v redis-server >/dev/null || need+=(redis-server)
 command -v redis-benchmark >/dev/null || need+=(redis-tools)
 if [ ${#need[@]} -gt 0 ]; then
@@ -23,11 +24,14 @@ if [ ${#need[@]} -gt 0 ]; then
     (systemctl stop redis-server || service redis-server stop) >/dev/null 2>&1 || true
 fi
 
-echo "== format and lints (cargo fmt --check, cargo clippy -D warnings)"
+echo "== format, lints and layers (cargo fmt --check, cargo clippy -D warnings, scripts/layers.py)"
 # A formatting or lint failure fails the suite, but the tests still run first.
 lint_failed=0
 cargo fmt --all --check >/dev/null || { echo "cargo fmt --check: the tree is not formatted (run cargo fmt)"; lint_failed=1; }
 cargo clippy --workspace --release --all-targets -q -- -D warnings || { echo "cargo clippy reported warnings"; lint_failed=1; }
+# The runtime's folders are layers (libfiberize/src/lib.rs): no upward import, no
+# import circle of more than 3 files, no file over 600 lines unless it says why.
+python3 scripts/layers.py || { echo "scripts/layers.py: the layering is broken (see above)"; lint_failed=1; }
 echo "== build"
 cargo build --release -p interpose
 # Every test binary the workspace builds; a binary that crashes or fails to build never

@@ -7,7 +7,7 @@
 //!    forked child, and for calls that only differ for fibers, whether the caller
 //!    is a fiber;
 //! 2. translate the C ABI (pointers, `errno` conventions) and call `fiberize_rt`;
-//! 3. otherwise pass through to the real libc function (`fiberize_rt::real`).
+//! 3. otherwise pass through to the real libc function (`fiberize_rt::base::real`).
 //!
 //! Exports are compiled out under `cfg(test)` so that unit tests of this crate do not
 //! shadow libc in the test binary.
@@ -20,18 +20,18 @@ pub(crate) mod gate {
     /// The runtime's implementations are in use for this process (not `FIBERIZE=off`).
     #[inline]
     pub fn enabled() -> bool {
-        fiberize_rt::config::enabled()
+        fiberize_rt::base::config::enabled()
     }
 
     /// The caller is a fiber scheduled by a worker (it must park, not block).
     #[inline]
-    pub fn fiber() -> Option<&'static fiberize_rt::fiber::Fiber> {
+    pub fn fiber() -> Option<&'static fiberize_rt::runtime::fiber::Fiber> {
         if !enabled() {
             return None;
         }
-        fiberize_rt::fiber::current_or_demote()
+        fiberize_rt::runtime::fiber::current_or_demote()
     }
 
     /// Sets the calling thread's (or fiber's) errno.
-    pub use fiberize_rt::sys::set_errno;
+    pub use fiberize_rt::base::sys::set_errno;
 }

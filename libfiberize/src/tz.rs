@@ -53,8 +53,8 @@ use core::sync::atomic::{AtomicI64, AtomicU64, AtomicU8, Ordering::Acquire, Orde
 
 use libc::{c_char, c_int, time_t, tm};
 
-use crate::config;
-use crate::sys::{errno, set_errno};
+use crate::base::config;
+use crate::base::sys::{errno, set_errno};
 
 mod real {
     use libc::{c_char, time_t, tm};
@@ -129,7 +129,7 @@ static SKIPPED_BUSY: AtomicU64 = AtomicU64::new(0);
 fn coarse_now() -> u64 {
     // CLOCK_MONOTONIC_COARSE goes through the vDSO (a few ns); its resolution (a few
     // ms) is plenty for a one-second gate. clock_gettime is not one of our exports.
-    crate::sys::clock_ns(libc::CLOCK_MONOTONIC_COARSE).wrapping_add(1)
+    crate::base::sys::clock_ns(libc::CLOCK_MONOTONIC_COARSE).wrapping_add(1)
 }
 
 /// FNV-1a of the current TZ value; distinct constants for "unset".
@@ -642,8 +642,8 @@ mod zone {
     use libc::{c_char, c_int, c_long, tm};
 
     use super::{errno, glibc_localtime_r, set_errno, MON_YDAY};
-    use crate::config;
-    use crate::sys::syscall6;
+    use crate::base::config;
+    use crate::base::sys::syscall6;
 
     pub const MAX_ZONES: usize = 16;
     const MAX_FILE: usize = 1 << 20;

@@ -1,7 +1,16 @@
-//! Model checks (loom) of the lock-free hand-shakes the runtime relies on. Each model
-//! is a faithful miniature of one protocol, with the same atomics, orderings and
-//! fences as the real code it names; loom explores every interleaving and every
-//! memory-model outcome the C++11 model allows for them.
+//! Model checks (loom) of the lock-free hand-shakes the runtime relies on.
+//!
+//! **Real code.** The protocol files `runtime/park_state.rs`, `runtime/sleep_state.rs`
+//! and `sync/lock_word.rs` are compiled into this test as they are (`#[path]` below),
+//! against a `base::loom` of this crate that re-exports loom's atomics: the models call
+//! the functions the runtime calls (`crate::base::loom` in the library re-exports
+//! `core`'s). loom explores every interleaving and every outcome the C++11 memory model
+//! allows for them.
+//!
+//! **Miniatures.** The parking lot's quick unpark and the epoll-set removal are still
+//! modelled by hand (their real code sits on the runtime lock and on epoll system
+//! calls): each is a faithful miniature with the same atomics, orderings and fences as
+//! the real code it names.
 //!
 //! Run: `cargo test -p libfiberize --test loom_protocols --release`.
 
@@ -9,47 +18,50 @@ use loom::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use loom::sync::{Arc, Mutex};
 use loom::thread;
 
-const RUNNING: u32 = 0;
-const PARKED: u32 = 1;
-const NOTIFIED: u32 = 2;
+/// What the protocol files import as `crate::base::loom` (see `src/base/loom.rs`).
+mod base {
+    pub mod loom {
+        pub use loom::sync::atomic::{fence, AtomicU32, AtomicUsize, Ordering};
+        /// A spin is a yield to the other model threads (loom requires it: a busy wait
+        /// would otherwise explore forever).
+        #[allow(dead_code)]
+        pub fn spin_hint() {
+            loom::thread::yield_now();
+        }
+    }
+}
+
+#[allow(dead_code)]
+#[path = "../src/runtime/park_state.rs"]
+mod park_state;
+#[allow(dead_code)]
+#[path = "../src/runtime/sleep_state.rs"]
+mod sleep_state;
+
+use park_state::{ParkState, UnparkAction};
+use sleep_state::{IdleCounts, SleepWord};
 
 /// `scheduler::unpark` against `scheduler::park_current` + the worker's handling of
-/// `Switch::Park` (fiber.rs "Park protocol"): an unpark is never lost, and a fiber is
-/// never queued twice.
+/// `Switch::Park`, through the real [`ParkState`]: an unpark is never lost, and a fiber
+/// is never queued twice.
 #[test]
 fn park_unpark_never_loses_a_wakeup() {
     loom::model(|| {
-        let state = Arc::new(AtomicU32::new(RUNNING));
+        let state = Arc::new(ParkState::new());
         let queued = Arc::new(AtomicUsize::new(0));
         let (s2, q2) = (state.clone(), queued.clone());
         let unparker = thread::spawn(move || {
-            // scheduler::unpark
-            let mut s = s2.load(Ordering::Acquire);
-            loop {
-                match s {
-                    PARKED => match s2.compare_exchange(PARKED, RUNNING, Ordering::AcqRel, Ordering::Acquire) {
-                        Ok(_) => {
-                            q2.fetch_add(1, Ordering::SeqCst);
-                            return;
-                        }
-                        Err(x) => s = x,
-                    },
-                    RUNNING => match s2.compare_exchange(RUNNING, NOTIFIED, Ordering::AcqRel, Ordering::Acquire) {
-                        Ok(_) => return,
-                        Err(x) => s = x,
-                    },
-                    _ => return,
-                }
+            if s2.unpark() == UnparkAction::Schedule {
+                q2.fetch_add(1, Ordering::SeqCst);
             }
         });
-        // park_current: fast path consumes an early notification.
+        // park_current: an early notification makes the park return at once.
         let mut suspended = false;
-        if state.compare_exchange(NOTIFIED, RUNNING, Ordering::AcqRel, Ordering::Acquire).is_err() {
+        if !state.take_notification() {
             // ... the fiber switches out; the worker, after the switch:
             suspended = true;
-            if state.compare_exchange(RUNNING, PARKED, Ordering::AcqRel, Ordering::Acquire).is_err() {
-                state.store(RUNNING, Ordering::Release);
-                queued.fetch_add(1, Ordering::SeqCst);
+            if !state.park_after_switch() {
+                queued.fetch_add(1, Ordering::SeqCst); // notified meanwhile: run it again
             }
         }
         unparker.join().unwrap();
@@ -58,42 +70,96 @@ fn park_unpark_never_loses_a_wakeup() {
         if suspended {
             // The unpark happened (joined): the fiber must have been queued.
             assert_eq!(q, 1, "a parked fiber was left without its wake-up");
-            assert_ne!(state.load(Ordering::SeqCst), PARKED);
+            assert_ne!(state.get(), park_state::Park::Parked);
         }
     });
 }
 
-const AWAKE: u32 = 0;
-const SLEEPING: u32 = 1;
-const NOTIFIED_W: u32 = 2;
+/// Two unparks and one park: still one queueing at most, none lost.
+#[test]
+fn park_with_two_unparkers_queues_once() {
+    loom::model(|| {
+        let state = Arc::new(ParkState::new());
+        let queued = Arc::new(AtomicUsize::new(0));
+        let unparkers: Vec<_> = (0..2)
+            .map(|_| {
+                let (s2, q2) = (state.clone(), queued.clone());
+                thread::spawn(move || {
+                    if s2.unpark() == UnparkAction::Schedule {
+                        q2.fetch_add(1, Ordering::SeqCst);
+                    }
+                })
+            })
+            .collect();
+        let suspended = !state.take_notification();
+        if suspended && !state.park_after_switch() {
+            queued.fetch_add(1, Ordering::SeqCst);
+        }
+        for u in unparkers {
+            u.join().unwrap();
+        }
+        let q = queued.load(Ordering::SeqCst);
+        assert!(q <= 1, "queued twice");
+        if suspended {
+            assert_eq!(q, 1, "a parked fiber was left without its wake-up");
+        }
+    });
+}
 
-/// The idle worker's sleep against `Runtime::notify` (scheduler.rs "Sleep / wake
-/// protocol"): either the sleeper's re-check sees the new fiber, or the producer sees
-/// the sleeper and notifies it.
+/// The idle worker's sleep (`worker::idle`) against `Runtime::notify`, through the real
+/// [`SleepWord`] and [`IdleCounts`]: either the sleeper's re-check sees the new fiber,
+/// or the producer sees the sleeper and notifies it.
 #[test]
 fn idle_sleep_and_notify_form_a_dekker_pair() {
     loom::model(|| {
         let queue_len = Arc::new(AtomicUsize::new(0));
-        let num_sleeping = Arc::new(AtomicUsize::new(0));
-        let sleep_word = Arc::new(AtomicU32::new(AWAKE));
-        let (q2, n2, w2) = (queue_len.clone(), num_sleeping.clone(), sleep_word.clone());
+        let counts = Arc::new(IdleCounts::new());
+        let word = Arc::new(SleepWord::new());
+        let (q2, c2, w2) = (queue_len.clone(), counts.clone(), word.clone());
         let producer = thread::spawn(move || {
             q2.fetch_add(1, Ordering::Release); // push
-            fence(Ordering::SeqCst); // notify()
-            if n2.load(Ordering::SeqCst) > 0 {
-                return w2.compare_exchange(SLEEPING, NOTIFIED_W, Ordering::SeqCst, Ordering::Relaxed).is_ok();
-            }
-            false
+            c2.wake_needed() && w2.try_notify()
         });
-        // idle(): announce, re-check, decide to sleep
-        sleep_word.store(SLEEPING, Ordering::SeqCst);
-        num_sleeping.fetch_add(1, Ordering::SeqCst);
-        fence(Ordering::SeqCst);
+        word.announce(&counts);
         let saw_work = queue_len.load(Ordering::SeqCst) > 0;
+        // The sleep itself returns at once (futex value, or the polling re-check) if
+        // the word is no longer Sleeping.
+        let sleeps_anyway = !saw_work && word.still_sleeping();
         let notified = producer.join().unwrap();
-        // The futex wait returns at once if the word is no longer SLEEPING.
-        let woke_by_word = sleep_word.load(Ordering::SeqCst) == NOTIFIED_W;
-        assert!(saw_work || notified || woke_by_word, "worker sleeps while a fiber waits in the queue");
+        if sleeps_anyway {
+            assert!(notified, "worker sleeps while a fiber waits in the queue");
+        }
+        let was_notified = word.wake(&counts);
+        assert_eq!(was_notified, notified);
+        assert_eq!(counts.sleeping(), 0);
+    });
+}
+
+/// `scheduler::direct_wait` (publish the wake fd, then [`ParkState::is_notified_after_publishing`])
+/// against `scheduler::unpark` of a running fiber ([`ParkState::unpark`] gives
+/// `Notified`, then a look for a wake fd): a fiber that goes to wait in
+/// ppoll always gets its eventfd written.
+#[test]
+fn direct_wait_and_unpark_form_a_dekker_pair() {
+    const NO_FD: u32 = u32::MAX;
+    loom::model(|| {
+        let state = Arc::new(ParkState::new());
+        let wake_fd = Arc::new(AtomicU32::new(NO_FD));
+        let eventfd = Arc::new(AtomicUsize::new(0));
+        let (p2, w2, e2) = (state.clone(), wake_fd.clone(), eventfd.clone());
+        let unparker = thread::spawn(move || {
+            if p2.unpark() == UnparkAction::Notified && w2.load(Ordering::SeqCst) != NO_FD {
+                e2.fetch_add(1, Ordering::SeqCst); // sys::eventfd_signal
+            }
+        });
+        wake_fd.store(7, Ordering::SeqCst);
+        let waits = !state.is_notified_after_publishing();
+        unparker.join().unwrap();
+        wake_fd.store(NO_FD, Ordering::SeqCst);
+        if waits {
+            // ppoll on the eventfd returns only if somebody wrote it.
+            assert_eq!(eventfd.load(Ordering::SeqCst), 1, "direct waiter missed its unpark");
+        }
     });
 }
 
@@ -134,37 +200,6 @@ fn parking_lot_quick_unpark_is_not_lost() {
         waker.join().unwrap();
         if sleeps {
             assert!(woken.load(Ordering::Acquire), "waiter sleeps forever: the quick check skipped it");
-        }
-    });
-}
-
-/// `scheduler::direct_wait` (publish the wake fd, then look at `park_state`) against
-/// `scheduler::unpark` of a running fiber (RUNNING -> NOTIFIED, then look for a wake
-/// fd): a fiber that goes to wait in ppoll always gets its eventfd written.
-#[test]
-fn direct_wait_and_unpark_form_a_dekker_pair() {
-    const NO_FD: u32 = u32::MAX;
-    loom::model(|| {
-        let park_state = Arc::new(AtomicU32::new(RUNNING));
-        let wake_fd = Arc::new(AtomicU32::new(NO_FD));
-        let eventfd = Arc::new(AtomicUsize::new(0));
-        let (p2, w2, e2) = (park_state.clone(), wake_fd.clone(), eventfd.clone());
-        let unparker = thread::spawn(move || {
-            if p2.compare_exchange(RUNNING, NOTIFIED, Ordering::SeqCst, Ordering::Acquire).is_ok() {
-                fence(Ordering::SeqCst);
-                if w2.load(Ordering::SeqCst) != NO_FD {
-                    e2.fetch_add(1, Ordering::SeqCst); // sys::eventfd_signal
-                }
-            }
-        });
-        wake_fd.store(7, Ordering::SeqCst);
-        fence(Ordering::SeqCst);
-        let waits = park_state.load(Ordering::SeqCst) != NOTIFIED;
-        unparker.join().unwrap();
-        wake_fd.store(NO_FD, Ordering::SeqCst);
-        if waits {
-            // ppoll on the eventfd returns only if somebody wrote it.
-            assert_eq!(eventfd.load(Ordering::SeqCst), 1, "direct waiter missed its unpark");
         }
     });
 }

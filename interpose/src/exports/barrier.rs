@@ -4,10 +4,10 @@
 use libc::{c_int, c_uint, pthread_barrier_t, pthread_barrierattr_t};
 
 use crate::gate::enabled;
-use fiberize_rt::barrier::api;
+use fiberize_rt::sync::barrier::api;
 
 /// The real libc functions, declared once where the runtime needs them too.
-use fiberize_rt::barrier::api as real;
+use fiberize_rt::sync::barrier::api as real;
 
 /// # Safety
 /// As glibc's `pthread_barrier_init`.

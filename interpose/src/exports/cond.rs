@@ -1,13 +1,13 @@
 //! `pthread_cond_*` exports. Unversioned definitions here replace both glibc versions
 //! (GLIBC_2.2.5 and GLIBC_2.3.2) for the program; the real ones are looked up as
-//! GLIBC_2.3.2 (see `fiberize_rt::cond`).
+//! GLIBC_2.3.2 (see `fiberize_rt::sync::cond`).
 
 use libc::{c_int, clockid_t, pthread_cond_t, pthread_condattr_t, pthread_mutex_t, timespec};
 
-use fiberize_rt::cond;
+use fiberize_rt::sync::cond;
 
 /// The real libc functions, declared once where the runtime needs them too.
-use fiberize_rt::cond as real;
+use fiberize_rt::sync::cond as real;
 
 use crate::gate::enabled;
 

@@ -3,10 +3,10 @@
 
 use libc::{c_int, clockid_t, pthread_mutex_t, pthread_mutexattr_t, timespec};
 
-use fiberize_rt::mutex::api;
+use fiberize_rt::sync::mutex::api;
 
 /// The real libc functions, declared once where the runtime needs them too.
-use fiberize_rt::mutex::api as real;
+use fiberize_rt::sync::mutex::api as real;
 
 use crate::gate::enabled;
 

@@ -4,7 +4,7 @@
 
 use libc::{c_int, c_void, pid_t, siginfo_t};
 
-use fiberize_rt::fiber::run_on_donor;
+use fiberize_rt::runtime::fiber::run_on_donor;
 
 /// Declares the real functions (module `real`) and, for each, an export that runs the
 /// real call on the donor when the caller is a fiber and the runtime is enabled. For a
@@ -24,7 +24,7 @@ macro_rules! on_donor {
                 if crate::gate::fiber().is_some() {
                     // SAFETY: forwarded contract, on the donor thread.
                     let r = run_on_donor(|| unsafe { real::$name($($arg),*) });
-                    $( let _ = stringify!($cp); fiberize_rt::cancel::testcancel(); )?
+                    $( let _ = stringify!($cp); fiberize_rt::signal::cancel::testcancel(); )?
                     return r;
                 }
                 // SAFETY: forwarded contract.

@@ -5,10 +5,10 @@
 use libc::{c_int, pthread_once_t};
 
 use crate::gate::enabled;
-use fiberize_rt::once::{self, InitRoutine};
+use fiberize_rt::sync::once::{self, InitRoutine};
 
 /// The real libc functions, declared once where the runtime needs them too.
-use fiberize_rt::once as real;
+use fiberize_rt::sync::once as real;
 
 /// # Safety
 /// As glibc's `pthread_once`.

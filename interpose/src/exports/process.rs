@@ -6,8 +6,8 @@
 //! could overwrite it before the parent returns). Like glibc's own, ours is a few
 //! instructions of assembly that keep it in a register, which the kernel preserves per
 //! task. Around the system call it marks the calling TCB as borrowed by the child
-//! (`fiberize_rt::lifecycle::vfork_enter`/`vfork_leave`): the child shares our memory
-//! and must not touch the runtime's tables (see `fiberize_rt::lifecycle`).
+//! (`fiberize_rt::thread::process::vfork_enter`/`vfork_leave`): the child shares our memory
+//! and must not touch the runtime's tables (see `fiberize_rt::thread::process`).
 
 // vfork():
 //   pop  rdi               return address, out of the child's reach
@@ -40,8 +40,8 @@ pub unsafe extern "C" fn vfork() -> libc::pid_t {
         "add rsp, 8",
         "2:",
         "ret",
-        enter = sym fiberize_rt::lifecycle::vfork_enter,
-        leave = sym fiberize_rt::lifecycle::vfork_leave,
+        enter = sym fiberize_rt::thread::process::vfork_enter,
+        leave = sym fiberize_rt::thread::process::vfork_leave,
         sys_vfork = const libc::SYS_vfork,
     )
 }
@@ -60,7 +60,7 @@ pub unsafe extern "C" fn __vfork() -> libc::pid_t {
 /// register its own (so that ours run last in the prepare phase and first in the child).
 #[cfg_attr(test, allow(dead_code))]
 extern "C" fn on_load() {
-    fiberize_rt::lifecycle::install_fork_hooks();
+    fiberize_rt::thread::process::install_fork_hooks();
 }
 
 #[cfg(not(test))]
@@ -100,13 +100,13 @@ pub unsafe extern "C" fn clone(
     let borrows_tcb =
         flags & libc::CLONE_VM != 0 && flags & libc::CLONE_VFORK != 0 && flags & (libc::CLONE_THREAD | libc::CLONE_SETTLS) == 0;
     if borrows_tcb {
-        fiberize_rt::lifecycle::vfork_enter();
+        fiberize_rt::thread::process::vfork_enter();
     }
     // SAFETY: forwarded contract.
     let r = unsafe { real::clone(f, stack, flags, arg, ptid, tls, ctid) };
     if borrows_tcb {
         // The child exec'd or exited (CLONE_VFORK): the TCB is ours again.
-        fiberize_rt::fiber::set_vfork_child(false);
+        fiberize_rt::runtime::fiber::set_vfork_child(false);
     }
     r
 }

@@ -6,10 +6,10 @@ use core::ptr;
 
 use libc::{c_int, clockid_t, pthread_rwlock_t, pthread_rwlockattr_t, timespec};
 
-use fiberize_rt::rwlock::api;
+use fiberize_rt::sync::rwlock::api;
 
 /// The real libc functions, declared once where the runtime needs them too.
-use fiberize_rt::rwlock::api as real;
+use fiberize_rt::sync::rwlock::api as real;
 
 use crate::gate::enabled;
 

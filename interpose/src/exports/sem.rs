@@ -2,17 +2,17 @@
 //! `sem_timedwait`, `sem_clockwait`, `sem_post`, `sem_getvalue`). Named semaphores
 //! (`sem_open`, `sem_close`, `sem_unlink`) are not interposed; the semaphores they
 //! return are process-shared, and the functions below hand those to glibc (see
-//! `fiberize_rt::sem` for the rule). They return 0, or -1 with errno, like glibc.
+//! `fiberize_rt::sync::sem` for the rule). They return 0, or -1 with errno, like glibc.
 
 use core::ptr;
 
 use libc::{c_int, c_uint, clockid_t, sem_t, timespec};
 
 use crate::gate::{enabled, set_errno};
-use fiberize_rt::sem::api::{self, Outcome};
+use fiberize_rt::sync::sem::api::{self, Outcome};
 
 /// The real libc functions, declared once where the runtime needs them too.
-use fiberize_rt::sem::api as real;
+use fiberize_rt::sync::sem::api as real;
 
 /// glibc's return convention.
 #[inline]

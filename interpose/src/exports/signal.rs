@@ -34,7 +34,7 @@ mod real {
 pub unsafe extern "C" fn pthread_sigmask(how: c_int, set: *const sigset_t, old: *mut sigset_t) -> c_int {
     match fiber() {
         // SAFETY: forwarded contract (valid or null sigsets).
-        Some(f) => unsafe { fiberize_rt::signal::fiber_sigmask(f, how, set, old) },
+        Some(f) => unsafe { fiberize_rt::signal::delivery::fiber_sigmask(f, how, set, old) },
         // SAFETY: forwarded contract.
         None => unsafe { real::pthread_sigmask(how, set, old) },
     }
@@ -46,7 +46,7 @@ pub unsafe extern "C" fn pthread_sigmask(how: c_int, set: *const sigset_t, old: 
 pub unsafe extern "C" fn sigprocmask(how: c_int, set: *const sigset_t, old: *mut sigset_t) -> c_int {
     match fiber() {
         // SAFETY: forwarded contract (valid or null sigsets).
-        Some(f) => match unsafe { fiberize_rt::signal::fiber_sigmask(f, how, set, old) } {
+        Some(f) => match unsafe { fiberize_rt::signal::delivery::fiber_sigmask(f, how, set, old) } {
             0 => 0,
             e => {
                 set_errno(e);
@@ -66,22 +66,22 @@ pub unsafe extern "C" fn sigprocmask(how: c_int, set: *const sigset_t, old: *mut
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn sched_getcpu() -> c_int {
     if crate::gate::enabled() {
-        return fiberize_rt::sys::getcpu();
+        return fiberize_rt::base::sys::getcpu();
     }
     // SAFETY: no arguments.
     unsafe { real::sched_getcpu() }
 }
 
 /// `pthread_kill`: a signal for a fiber is delivered to the fiber wherever it runs
-/// (see `fiberize_rt::signal`), not to its sleeping donor.
+/// (see `fiberize_rt::signal::delivery`), not to its sleeping donor.
 ///
 /// # Safety
 /// As glibc's `pthread_kill`.
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn pthread_kill(t: libc::pthread_t, sig: c_int) -> c_int {
     if crate::gate::enabled() {
-        if let Some(f) = fiberize_rt::dump::find_by_pthread(t as usize) {
-            return fiberize_rt::signal::kill_fiber(&f, sig);
+        if let Some(f) = fiberize_rt::runtime::registry::find_by_pthread(t as usize) {
+            return fiberize_rt::signal::delivery::kill_fiber(&f, sig);
         }
     }
     // SAFETY: forwarded contract.
@@ -96,7 +96,7 @@ pub unsafe extern "C" fn pthread_kill(t: libc::pthread_t, sig: c_int) -> c_int {
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn raise(sig: c_int) -> c_int {
     if let Some(f) = fiber() {
-        return match fiberize_rt::signal::raise_in_fiber(f, sig) {
+        return match fiberize_rt::signal::delivery::raise_in_fiber(f, sig) {
             0 => 0,
             e => {
                 set_errno(e);
@@ -159,7 +159,7 @@ pub unsafe extern "C" fn sched_getaffinity(pid: libc::pid_t, n: libc::size_t, se
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn setpriority(which: c_int, who: libc::id_t, prio: c_int) -> c_int {
     // SAFETY: forwarded contract.
-    unsafe { real::setpriority(which, fiberize_rt::thread::priority_target(which, who), prio) }
+    unsafe { real::setpriority(which, fiberize_rt::thread::pthread::priority_target(which, who), prio) }
 }
 
 /// See [`setpriority`].
@@ -169,11 +169,11 @@ pub unsafe extern "C" fn setpriority(which: c_int, who: libc::id_t, prio: c_int)
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn getpriority(which: c_int, who: libc::id_t) -> c_int {
     // SAFETY: forwarded contract.
-    unsafe { real::getpriority(which, fiberize_rt::thread::priority_target(which, who)) }
+    unsafe { real::getpriority(which, fiberize_rt::thread::pthread::priority_target(which, who)) }
 }
 
 // ---- Waiting for signals: a fiber waits on its donor in slices, taking signals held
-// ---- for it and acting on cancellation (`fiberize_rt::signal::fiber_sigtimedwait`).
+// ---- for it and acting on cancellation (`fiberize_rt::signal::delivery::fiber_sigtimedwait`).
 
 /// # Safety
 /// As glibc's `sigwait`.
@@ -181,7 +181,7 @@ pub unsafe extern "C" fn getpriority(which: c_int, who: libc::id_t) -> c_int {
 pub unsafe extern "C" fn sigwait(set: *const sigset_t, sig: *mut c_int) -> c_int {
     match fiber() {
         // SAFETY: the caller passes a valid set (glibc reads it unchecked too); no info.
-        Some(f) => match unsafe { fiberize_rt::signal::fiber_sigtimedwait(f, &*set, core::ptr::null_mut(), None) } {
+        Some(f) => match unsafe { fiberize_rt::signal::delivery::fiber_sigtimedwait(f, &*set, core::ptr::null_mut(), None) } {
             s if s > 0 => {
                 // SAFETY: the caller's out-parameter.
                 unsafe { *sig = s };
@@ -200,7 +200,7 @@ pub unsafe extern "C" fn sigwait(set: *const sigset_t, sig: *mut c_int) -> c_int
 pub unsafe extern "C" fn sigwaitinfo(set: *const sigset_t, info: *mut libc::siginfo_t) -> c_int {
     match fiber() {
         // SAFETY: a valid set as in `sigwait`; `info` null or writable (caller's contract).
-        Some(f) => signal_or_errno(unsafe { fiberize_rt::signal::fiber_sigtimedwait(f, &*set, info, None) }),
+        Some(f) => signal_or_errno(unsafe { fiberize_rt::signal::delivery::fiber_sigtimedwait(f, &*set, info, None) }),
         // SAFETY: forwarded contract.
         None => unsafe { real::sigwaitinfo(set, info) },
     }
@@ -218,10 +218,10 @@ pub unsafe extern "C" fn sigtimedwait(set: *const sigset_t, info: *mut libc::sig
     let timeout = match unsafe { t.as_ref() } {
         None => None,
         Some(ts) if ts.tv_sec < 0 || !(0..1_000_000_000).contains(&ts.tv_nsec) => return signal_or_errno(-libc::EINVAL),
-        Some(ts) => Some(fiberize_rt::sys::timespec_to_ns(ts)),
+        Some(ts) => Some(fiberize_rt::base::sys::timespec_to_ns(ts)),
     };
     // SAFETY: as in `sigwaitinfo`.
-    signal_or_errno(unsafe { fiberize_rt::signal::fiber_sigtimedwait(f, &*set, info, timeout) })
+    signal_or_errno(unsafe { fiberize_rt::signal::delivery::fiber_sigtimedwait(f, &*set, info, timeout) })
 }
 
 /// A signal number, or -1 with errno from a negative error number.
@@ -235,7 +235,7 @@ fn signal_or_errno(r: c_int) -> c_int {
 }
 
 // ---- Handler installation: the kernel gets fiberize's trampoline, the program keeps
-// ---- seeing its own handler (see `fiberize_rt::handlers`).
+// ---- seeing its own handler (see `fiberize_rt::signal::handlers`).
 
 /// # Safety
 /// As glibc's `sigaction`.
@@ -243,10 +243,10 @@ fn signal_or_errno(r: c_int) -> c_int {
 pub unsafe extern "C" fn sigaction(sig: c_int, act: *const libc::sigaction, old: *mut libc::sigaction) -> c_int {
     if crate::gate::enabled() {
         // SAFETY: forwarded contract.
-        return unsafe { fiberize_rt::handlers::program_sigaction(sig, act, old) };
+        return unsafe { fiberize_rt::signal::handlers::program_sigaction(sig, act, old) };
     }
     // SAFETY: forwarded contract.
-    unsafe { fiberize_rt::handlers::sigaction(sig, act, old) }
+    unsafe { fiberize_rt::base::real::sigaction(sig, act, old) }
 }
 
 /// `signal` with glibc's (BSD) semantics: `SA_RESTART`, the signal blocked in its handler.
@@ -265,7 +265,7 @@ pub unsafe extern "C" fn signal(sig: c_int, handler: libc::sighandler_t) -> libc
 pub unsafe extern "C" fn bsd_signal(sig: c_int, handler: libc::sighandler_t) -> libc::sighandler_t {
     if crate::gate::enabled() {
         // SAFETY: forwarded contract.
-        return unsafe { fiberize_rt::handlers::program_signal(sig, handler, libc::SA_RESTART, true) };
+        return unsafe { fiberize_rt::signal::handlers::program_signal(sig, handler, libc::SA_RESTART, true) };
     }
     // SAFETY: forwarded contract.
     unsafe { real::bsd_signal(sig, handler) }
@@ -279,7 +279,9 @@ pub unsafe extern "C" fn bsd_signal(sig: c_int, handler: libc::sighandler_t) -> 
 pub unsafe extern "C" fn sysv_signal(sig: c_int, handler: libc::sighandler_t) -> libc::sighandler_t {
     if crate::gate::enabled() {
         // SAFETY: forwarded contract.
-        return unsafe { fiberize_rt::handlers::program_signal(sig, handler, libc::SA_RESETHAND | libc::SA_NODEFER, false) };
+        return unsafe {
+            fiberize_rt::signal::handlers::program_signal(sig, handler, libc::SA_RESETHAND | libc::SA_NODEFER, false)
+        };
     }
     // SAFETY: forwarded contract.
     unsafe { real::sysv_signal(sig, handler) }
@@ -305,7 +307,7 @@ pub unsafe extern "C" fn sigpending(set: *mut sigset_t) -> c_int {
     if r == 0 {
         if let Some(f) = fiber() {
             // SAFETY: `set` is valid (the real call just filled it).
-            unsafe { fiberize_rt::signal::add_held_signals(f, &mut *set) };
+            unsafe { fiberize_rt::signal::delivery::add_held_signals(f, &mut *set) };
         }
     }
     r

@@ -3,7 +3,8 @@
 use libc::{c_int, c_uint, clockid_t, timespec, useconds_t};
 
 use crate::gate::{fiber, set_errno};
-use fiberize_rt::{scheduler, sleep};
+use fiberize_rt::runtime::scheduler;
+use fiberize_rt::sync::sleep;
 
 mod real {
     use super::*;

@@ -1,13 +1,13 @@
 //! `pthread_spin_*` exports. Same encoding as glibc (so process-shared spinlocks need
-//! no delegation); waiters yield instead of spinning forever (`fiberize_rt::spin`).
+//! no delegation); waiters yield instead of spinning forever (`fiberize_rt::sync::spin`).
 
 use libc::{c_int, pthread_spinlock_t};
 
 use crate::gate::enabled;
-use fiberize_rt::spin;
+use fiberize_rt::sync::spin;
 
 /// The real libc functions, declared once where the runtime needs them too.
-use fiberize_rt::spin as real;
+use fiberize_rt::sync::spin as real;
 
 /// # Safety
 /// As glibc's `pthread_spin_init`.

@@ -1,4 +1,4 @@
-//! `syscall(2)`: private futex operations are emulated (see `fiberize_rt::futex`);
+//! `syscall(2)`: private futex operations are emulated (see `fiberize_rt::sync::futex`);
 //! everything else goes to glibc's `syscall` unchanged.
 //!
 //! ABI note: C declares `long syscall(long number, ...)`, and stable Rust cannot define
@@ -12,7 +12,7 @@
 
 use libc::{c_int, c_long, timespec};
 
-use fiberize_rt::futex;
+use fiberize_rt::sync::futex;
 
 mod real {
     use super::*;
@@ -40,7 +40,7 @@ pub unsafe extern "C" fn syscall(nr: c_long, a1: c_long, a2: c_long, a3: c_long,
     if fiberize_rt::io::offload::long_syscall(nr) && crate::gate::fiber().is_some() {
         // SAFETY: forwarded contract, on the donor thread (e.g. InnoDB's
         // syscall(__NR_io_getevents) with --innodb-linux-aio=aio).
-        return fiberize_rt::fiber::run_on_donor(|| unsafe { real::syscall(nr, a1, a2, a3, a4, a5, a6) });
+        return fiberize_rt::runtime::fiber::run_on_donor(|| unsafe { real::syscall(nr, a1, a2, a3, a4, a5, a6) });
     }
     // SAFETY: forwarded contract.
     unsafe { real::syscall(nr, a1, a2, a3, a4, a5, a6) }

@@ -2,7 +2,7 @@
 
 use libc::{c_int, c_void, clockid_t, pthread_attr_t, pthread_t, timespec};
 
-use fiberize_rt::thread::{self, StartRoutine};
+use fiberize_rt::thread::pthread::{self, StartRoutine};
 
 mod real {
     use super::*;
@@ -23,12 +23,12 @@ pub unsafe extern "C" fn pthread_create(
     start: StartRoutine,
     arg: *mut c_void,
 ) -> c_int {
-    if !fiberize_rt::config::fibers_allowed() {
+    if !fiberize_rt::base::config::fibers_allowed() {
         // SAFETY: forwarded contract.
         return unsafe { real::pthread_create(t, attr, start, arg) };
     }
     // SAFETY: forwarded contract.
-    unsafe { thread::create(t, attr, start, arg) }
+    unsafe { pthread::create(t, attr, start, arg) }
 }
 
 /// # Safety
@@ -40,7 +40,7 @@ pub unsafe extern "C" fn pthread_join(t: pthread_t, r: *mut *mut c_void) -> c_in
         return unsafe { real::pthread_join(t, r) };
     }
     // SAFETY: forwarded contract.
-    unsafe { thread::join(t, r) }
+    unsafe { pthread::join(t, r) }
 }
 
 /// # Safety
@@ -52,7 +52,7 @@ pub unsafe extern "C" fn pthread_timedjoin_np(t: pthread_t, r: *mut *mut c_void,
         return unsafe { real::pthread_timedjoin_np(t, r, ts) };
     }
     // SAFETY: forwarded contract.
-    unsafe { thread::timedjoin(t, r, ts) }
+    unsafe { pthread::timedjoin(t, r, ts) }
 }
 
 /// # Safety
@@ -64,7 +64,7 @@ pub unsafe extern "C" fn pthread_clockjoin_np(t: pthread_t, r: *mut *mut c_void,
         return unsafe { real::pthread_clockjoin_np(t, r, c, ts) };
     }
     // SAFETY: forwarded contract.
-    unsafe { thread::clockjoin(t, r, c, ts) }
+    unsafe { pthread::clockjoin(t, r, c, ts) }
 }
 
 /// # Safety
@@ -72,7 +72,7 @@ pub unsafe extern "C" fn pthread_clockjoin_np(t: pthread_t, r: *mut *mut c_void,
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn pthread_exit(v: *mut c_void) -> ! {
     // SAFETY: forwarded contract (passes through for plain threads inside).
-    unsafe { thread::exit(v) }
+    unsafe { pthread::exit(v) }
 }
 
 mod real_cancel {
@@ -87,15 +87,15 @@ mod real_cancel {
 
 /// `pthread_cancel`: for a fiber, a deferred request it acts on at the library's
 /// cancellation points (glibc's own mechanism would unwind it on the wrong kernel
-/// thread; see `fiberize_rt::cancel`).
+/// thread; see `fiberize_rt::signal::cancel`).
 ///
 /// # Safety
 /// As glibc's `pthread_cancel`.
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn pthread_cancel(t: pthread_t) -> c_int {
     if crate::gate::enabled() {
-        if let Some(f) = fiberize_rt::dump::find_by_pthread(t as usize) {
-            return fiberize_rt::cancel::cancel_fiber(&f);
+        if let Some(f) = fiberize_rt::runtime::registry::find_by_pthread(t as usize) {
+            return fiberize_rt::signal::cancel::cancel_fiber(&f);
         }
     }
     // SAFETY: forwarded contract.
@@ -107,7 +107,7 @@ pub unsafe extern "C" fn pthread_cancel(t: pthread_t) -> c_int {
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn pthread_testcancel() {
     if crate::gate::fiber().is_some() {
-        fiberize_rt::cancel::testcancel();
+        fiberize_rt::signal::cancel::testcancel();
         return;
     }
     // SAFETY: no arguments.
@@ -120,7 +120,7 @@ pub unsafe extern "C" fn pthread_testcancel() {
 pub unsafe extern "C" fn pthread_setcanceltype(kind: c_int, old: *mut c_int) -> c_int {
     if let Some(f) = crate::gate::fiber() {
         // SAFETY: forwarded contract (`old` null or valid).
-        return unsafe { fiberize_rt::cancel::set_type(f, kind, old) };
+        return unsafe { fiberize_rt::signal::cancel::set_type(f, kind, old) };
     }
     // SAFETY: forwarded contract.
     unsafe { real_cancel::pthread_setcanceltype(kind, old) }
@@ -132,7 +132,7 @@ pub unsafe extern "C" fn pthread_setcanceltype(kind: c_int, old: *mut c_int) -> 
 pub unsafe extern "C" fn pthread_setcancelstate(state: c_int, old: *mut c_int) -> c_int {
     if let Some(f) = crate::gate::fiber() {
         // SAFETY: forwarded contract (`old` null or valid).
-        return unsafe { fiberize_rt::cancel::set_state(f, state, old) };
+        return unsafe { fiberize_rt::signal::cancel::set_state(f, state, old) };
     }
     // SAFETY: forwarded contract.
     unsafe { real_cancel::pthread_setcancelstate(state, old) }

@@ -20,13 +20,14 @@ use core::sync::atomic::{AtomicU32, Ordering};
 
 use libc::{c_int, c_void, nfds_t, pollfd, size_t, sockaddr, socklen_t, ssize_t};
 
-use crate::fiber::{self, WaitKind};
+use crate::base::sys;
+use crate::base::sys::{errno, set_errno};
 use crate::io::fdtable::{self, FdState, EPOLL_FD, OWNED, REGISTERED, SOCKET, STREAM, USER_NONBLOCK};
 use crate::io::reactor;
-use crate::parking::{self, ParkResult};
-use crate::scheduler::{self, DirectWait};
-use crate::sys::{errno, set_errno};
-use crate::{signal, sys};
+use crate::runtime::fiber::{self, WaitKind};
+use crate::runtime::scheduler::{self, DirectWait};
+use crate::signal::delivery;
+use crate::sync::parking::{self, ParkResult};
 
 crate::real_fns! {
     fn read(fd: c_int, buf: *mut c_void, n: size_t) -> ssize_t;
@@ -113,7 +114,7 @@ fn wait(fd: c_int, st: &FdState, dir: Dir, seq: u32, deadline: Option<u64>, rest
         if let Some(r) = direct_wait(fd, st, dir.poll_events(), deadline, restartable) {
             return r.map_or_else(|w| w, |_| Waited::Ready);
         }
-        let interrupted = || signal::interrupted_for_good(me, restartable);
+        let interrupted = || delivery::interrupted_for_good(me, restartable);
         reactor::count_waiter(st, true);
         if reactor::ensure_registered(fd, st, dir == Dir::Write).is_ok() {
             let word = dir.seq(st);
@@ -128,7 +129,7 @@ fn wait(fd: c_int, st: &FdState, dir: Dir, seq: u32, deadline: Option<u64>, rest
             );
             reactor::count_waiter(st, false);
             // Blocking reads, writes, accept, connect and poll are cancellation points.
-            crate::cancel::testcancel();
+            crate::signal::cancel::testcancel();
             return match r {
                 ParkResult::TimedOut => Waited::TimedOut,
                 _ if interrupted() => Waited::Interrupted,
@@ -168,24 +169,24 @@ fn wait(fd: c_int, st: &FdState, dir: Dir, seq: u32, deadline: Option<u64>, rest
 /// not skip the next attempt). A cancellation point, as the parked wait is.
 fn direct_wait(fd: c_int, st: &FdState, events: i16, deadline: Option<u64>, restartable: bool) -> Option<Result<i16, Waited>> {
     let me = fiber::current()?;
-    signal::clear_interruption(me);
+    delivery::clear_interruption(me);
     // Only while few fibers wait through the reactor: with many connections a worker
     // that runs dry gets work again within microseconds, and taking fds in and out of
     // the epoll set would only cost system calls. (A precaution: the first measurement
     // that seemed to show the loss, MariaDB at 64 and 1024 connections, did not survive
     // swapping the two servers' roles.)
-    if reactor::io_waiters() as usize >= crate::config::config().workers {
+    if reactor::io_waiters() as usize >= crate::base::config::config().workers {
         return None;
     }
     let r = match scheduler::direct_wait(fd, events, deadline, || reactor::leave_epoll_set(fd, st)) {
         DirectWait::Ready(revents) => Ok(revents),
         DirectWait::TimedOut => Err(Waited::TimedOut),
-        DirectWait::Other if signal::interrupted_for_good(me, restartable) => Err(Waited::Interrupted),
+        DirectWait::Other if delivery::interrupted_for_good(me, restartable) => Err(Waited::Interrupted),
         DirectWait::Other => return None,
     };
     st.read_seq.fetch_add(1, Ordering::AcqRel);
     st.write_seq.fetch_add(1, Ordering::AcqRel);
-    crate::cancel::testcancel();
+    crate::signal::cancel::testcancel();
     Some(r)
 }
 
@@ -648,7 +649,7 @@ fn remaining_ms(deadline: Option<u64>) -> c_int {
 
 /// How long one slice of a donor-run wait over several descriptors lasts before the
 /// donor looks for a cancellation request (`poll` and `select` are cancellation points).
-const DONOR_WAIT_SLICE_MS: c_int = (crate::cancel::DONOR_WAIT_SLICE_NS / 1_000_000) as c_int;
+const DONOR_WAIT_SLICE_MS: c_int = (crate::signal::cancel::DONOR_WAIT_SLICE_NS / 1_000_000) as c_int;
 
 /// Runs `wait_ms(timeout_ms)` on the fiber's donor in slices of at most
 /// `DONOR_WAIT_SLICE_MS` until it returns non-zero, `deadline` passes, or the fiber is
@@ -664,7 +665,7 @@ fn wait_on_donor_in_slices(deadline: Option<u64>, mut wait_ms: impl FnMut(c_int)
             return r;
         }
     });
-    crate::cancel::testcancel();
+    crate::signal::cancel::testcancel();
     r
 }
 
@@ -1133,7 +1134,7 @@ pub mod fd_api {
                 super::fsync(fd)
             }
         };
-        if crate::config::config().sync_inline {
+        if crate::base::config::config().sync_inline {
             return call();
         }
         fiber::run_on_donor(call)

@@ -5,103 +5,18 @@
 //! and reused fd number is recognized as stale. Each event bumps the fd's `read_seq` /
 //! `write_seq` and wakes every fiber parked on that key.
 //!
-//! # Who waits in epoll_wait
-//!
-//! Every idle worker sleeps in `epoll_wait` ([`sleep_in_epoll`]) instead of on a futex,
-//! with the next timer deadline as timeout. The kernel queues epoll waiters
-//! exclusively, so one readiness edge wakes one idle worker, which dispatches the
-//! events it harvested and runs the woken fibers itself — the wake-up costs what a
-//! blocked thread's wake-up costs natively, with no extra thread hop. Any number of
-//! workers may sleep there at once: when one has just woken and runs a fiber, the next
-//! edge wakes another idle worker instead of waiting for a busy one. (With a single
-//! poller, two connections could end up served by one worker while the other slept on
-//! its futex: MariaDB at 2 connections ran at half speed for seconds at a time.)
-//! To wake a sleeping worker for new work, `wake_poller` writes to an eventfd that is
-//! in the same epoll set (level-triggered: it wakes some epoll sleeper, which drains
-//! it and looks for work).
-//!
-//! A worker whose only fiber waits for one descriptor may instead block in `ppoll` on
-//! that descriptor (`scheduler::direct_wait`); the descriptor then leaves this set
-//! ([`leave_epoll_set`]), and one such direct waiter at a time also polls the epoll
-//! fd itself ([`start_watching`]) so that readiness here still wakes somebody.
-//!
-//! When no worker sleeps in epoll (all busy), workers poll without waiting between
-//! fibers ([`poll_if_stale`]) and the monitor does every tick, so readiness is still
-//! noticed within `STALE_NS` (busy) or one monitor tick. The non-blocking polls are
-//! serialized by the `POLLER` flag (two of them at once would only split the events).
+//! The epoll set itself, the sleeping and polling of idle workers, are the core's
+//! (`crate::runtime::poller`); this module registers descriptors in that set and turns
+//! the events a poller harvests into wake-ups ([`dispatch`], through the core's hooks).
+use core::sync::atomic::{fence, AtomicU32, Ordering};
 
-use core::sync::atomic::{fence, AtomicBool, AtomicI32, AtomicU32, AtomicU64, Ordering};
-
+use crate::base::sys::{self, syscall6};
 use crate::io::fdtable::{self, FdState, REGISTERED, REG_BUSY, WATCH_WRITE};
-use crate::parking;
-use crate::sys::{self, syscall6};
+use crate::sync::parking;
 
-static EPFD: AtomicI32 = AtomicI32::new(-1);
-static WAKE_FD: AtomicI32 = AtomicI32::new(-1);
-static POLLER: AtomicBool = AtomicBool::new(false);
-/// A direct waiter (scheduler::direct_wait) watches the epoll set's readiness in its
-/// ppoll, so that fibers parked through the reactor are not left to the monitor's
-/// once-a-millisecond poll while every idle worker waits directly. One at a time: an
-/// edge would wake every watcher.
-static WATCHER: AtomicBool = AtomicBool::new(false);
 /// Fibers parked on descriptor readiness through the epoll set (sum of the fds'
 /// `epoll_waiters`).
 static IO_WAITERS: AtomicU32 = AtomicU32::new(0);
-/// Workers blocked in epoll_wait right now.
-static SLEEPERS: AtomicU32 = AtomicU32::new(0);
-static LAST_POLL_NS: AtomicU64 = AtomicU64::new(0);
-
-/// How old the last poll may get before a busy worker polls between fibers. Origin:
-/// well under a network round trip on loopback (~20–50 µs under load is typical),
-/// and rare enough that a non-blocking epoll_wait (~0.3 µs) stays below 1 % of a
-/// worker's time.
-pub const STALE_NS: u64 = 50_000;
-const MAX_EVENTS: usize = 256;
-const WAKE_COOKIE: u64 = u64::MAX;
-
-/// Creates the epoll set and its wake-up eventfd. Called once when the pool starts.
-pub fn init() {
-    // SAFETY: plain system calls with constant arguments.
-    unsafe {
-        let ep = syscall6(libc::SYS_epoll_create1 as usize, libc::EPOLL_CLOEXEC as usize, 0, 0, 0, 0, 0);
-        if ep < 0 {
-            crate::fatal(&["epoll_create1 failed"]);
-        }
-        let ev = sys::eventfd_new();
-        if ev < 0 {
-            crate::fatal(&["eventfd failed"]);
-        }
-        let mut e = libc::epoll_event { events: libc::EPOLLIN as u32, u64: WAKE_COOKIE };
-        syscall6(
-            libc::SYS_epoll_ctl as usize,
-            ep as usize,
-            libc::EPOLL_CTL_ADD as usize,
-            ev as usize,
-            &mut e as *mut libc::epoll_event as usize,
-            0,
-            0,
-        );
-        WAKE_FD.store(ev, Ordering::Release);
-        EPFD.store(ep as i32, Ordering::Release);
-    }
-}
-
-/// In a forked child: let go of the parent's epoll set. The child's descriptor of it
-/// names the very same epoll instance, so an `EPOLL_CTL_DEL` there (when the child
-/// closes an inherited socket or pipe) would take the fd out of the *parent's* set and
-/// strand the parent's waiters. The child has no fibers, so it needs no reactor.
-pub fn detach_in_forked_child() {
-    let ep = EPFD.swap(-1, Ordering::AcqRel);
-    if ep >= 0 {
-        // SAFETY: closes our own descriptor (the child's copy); the parent's stays.
-        unsafe { syscall6(libc::SYS_close as usize, ep as usize, 0, 0, 0, 0, 0) };
-    }
-}
-
-#[inline]
-fn epfd() -> i32 {
-    EPFD.load(Ordering::Acquire)
-}
 
 /// Puts `fd` in the epoll set if it is not there yet, watching write readiness only
 /// once a writer has to wait (`for_write`). Err(errno) if epoll refuses it (e.g.
@@ -119,7 +34,7 @@ fn epfd() -> i32 {
 pub fn ensure_registered(fd: i32, st: &FdState, for_write: bool) -> Result<(), i32> {
     let want = REGISTERED | if for_write { WATCH_WRITE } else { 0 };
     let Some(f) = lock_registration(st, |f| f & want == want) else { return Ok(()) };
-    let ep = epfd();
+    let ep = crate::runtime::poller::epfd();
     let r = if ep < 0 {
         Err(libc::ENOSYS)
     } else if f & REGISTERED != 0 {
@@ -153,7 +68,17 @@ pub fn leave_epoll_set(fd: i32, st: &FdState) -> bool {
         false
     } else {
         // SAFETY: plain epoll_ctl; a failure (fd already gone) leaves nothing registered.
-        unsafe { syscall6(libc::SYS_epoll_ctl as usize, epfd() as usize, libc::EPOLL_CTL_DEL as usize, fd as usize, 0, 0, 0) };
+        unsafe {
+            syscall6(
+                libc::SYS_epoll_ctl as usize,
+                crate::runtime::poller::epfd() as usize,
+                libc::EPOLL_CTL_DEL as usize,
+                fd as usize,
+                0,
+                0,
+                0,
+            )
+        };
         true
     };
     let dropped = if out { REGISTERED | WATCH_WRITE } else { 0 };
@@ -221,7 +146,7 @@ fn event_for(fd: i32, st: &FdState, write: bool) -> libc::epoll_event {
 /// waiters so that they retry and see the error.
 pub fn forget(fd: i32, was_registered: bool, st: &FdState) {
     if was_registered {
-        let ep = epfd();
+        let ep = crate::runtime::poller::epfd();
         if ep >= 0 {
             // SAFETY: plain epoll_ctl; a failure (fd already gone) is harmless.
             unsafe { syscall6(libc::SYS_epoll_ctl as usize, ep as usize, libc::EPOLL_CTL_DEL as usize, fd as usize, 0, 0, 0) };
@@ -239,32 +164,6 @@ fn bump_and_wake(st: &FdState, read: bool, write: bool) {
         st.write_seq.fetch_add(1, Ordering::AcqRel);
         parking::unpark_some_quick(&st.write_seq as *const _ as usize, u32::MAX, usize::MAX);
     }
-}
-
-/// Whether the reactor exists (idle workers can sleep in epoll_wait).
-#[inline]
-pub fn available() -> bool {
-    epfd() >= 0
-}
-
-/// Sleeps in epoll_wait until an event, a `wake_poller` or `deadline`, and dispatches
-/// what it harvested. For idle workers; any number may sleep here at once.
-pub fn sleep_in_epoll(deadline: Option<u64>) -> usize {
-    SLEEPERS.fetch_add(1, Ordering::SeqCst);
-    let n = poll(deadline);
-    SLEEPERS.fetch_sub(1, Ordering::SeqCst);
-    n
-}
-
-/// Makes the caller the direct waiter that watches the epoll set, if there is none:
-/// returns the epoll fd to add to its ppoll set. Release with [`stop_watching`].
-pub fn start_watching() -> Option<i32> {
-    let ep = epfd();
-    (ep >= 0 && !WATCHER.load(Ordering::Relaxed) && !WATCHER.swap(true, Ordering::AcqRel)).then_some(ep)
-}
-
-pub fn stop_watching() {
-    WATCHER.store(false, Ordering::Release);
 }
 
 /// Counts a fiber in (`true`) or out of the waiters on `st` through the epoll set.
@@ -287,87 +186,19 @@ pub fn io_waiters() -> u32 {
     IO_WAITERS.load(Ordering::Relaxed)
 }
 
-/// Tries to become the (non-blocking) poller.
-#[inline]
-pub fn try_acquire_poller() -> bool {
-    epfd() >= 0
-        && !POLLER.load(Ordering::Relaxed)
-        && POLLER.compare_exchange(false, true, Ordering::AcqRel, Ordering::Relaxed).is_ok()
-}
-
-#[inline]
-pub fn release_poller() {
-    POLLER.store(false, Ordering::Release);
-}
-
-/// Interrupts a poller blocked in epoll_wait.
-pub fn wake_poller() {
-    let fd = WAKE_FD.load(Ordering::Acquire);
-    if fd >= 0 {
-        sys::eventfd_signal(fd);
+/// One event a poller harvested (`runtime::poller::poll`, through the core's hooks):
+/// bumps the fd's sequence numbers and wakes its waiters. `cookie` is what
+/// [`event_for`] registered. Returns whether it was a live descriptor's event.
+pub fn dispatch(cookie: u64, events: u32) -> bool {
+    let fd = (cookie & 0xffff_ffff) as i32;
+    let gen = (cookie >> 32) as u32;
+    let Some(st) = fdtable::lookup(fd) else { return false };
+    if st.gen.load(Ordering::Acquire) != gen {
+        return false; // stale: the fd was closed (and maybe reused) since registration
     }
-}
-
-/// Waits for events until `deadline`
-/// (None: forever, Some(0): don't wait) and dispatches them. Returns how many fd events.
-pub fn poll(deadline: Option<u64>) -> usize {
-    let ep = epfd();
-    let mut events: [libc::epoll_event; MAX_EVENTS] = [libc::epoll_event { events: 0, u64: 0 }; MAX_EVENTS];
-    let timeout_ms: isize = match deadline {
-        None => -1,
-        Some(0) => 0,
-        Some(d) => {
-            let now = sys::now_ns();
-            if d <= now {
-                0
-            } else {
-                (d - now).div_ceil(1_000_000).min(i32::MAX as u64) as isize
-            }
-        }
-    };
-    // SAFETY: `events` is a writable array of MAX_EVENTS entries.
-    let n = unsafe {
-        syscall6(libc::SYS_epoll_wait as usize, ep as usize, events.as_mut_ptr() as usize, MAX_EVENTS, timeout_ms as usize, 0, 0)
-    };
-    LAST_POLL_NS.store(sys::now_ns(), Ordering::Relaxed);
-    if n <= 0 {
-        return 0;
-    }
-    let mut count = 0;
-    for e in &events[..n as usize] {
-        let cookie = e.u64;
-        if cookie == WAKE_COOKIE {
-            sys::eventfd_drain(WAKE_FD.load(Ordering::Relaxed));
-            continue;
-        }
-        let fd = (cookie & 0xffff_ffff) as i32;
-        let gen = (cookie >> 32) as u32;
-        let Some(st) = fdtable::lookup(fd) else { continue };
-        if st.gen.load(Ordering::Acquire) != gen {
-            continue; // stale: the fd was closed (and maybe reused) since registration
-        }
-        let ev = e.events as i32;
-        let read = ev & (libc::EPOLLIN | libc::EPOLLRDHUP | libc::EPOLLHUP | libc::EPOLLERR | libc::EPOLLPRI) != 0;
-        let write = ev & (libc::EPOLLOUT | libc::EPOLLHUP | libc::EPOLLERR) != 0;
-        bump_and_wake(st, read, write);
-        count += 1;
-    }
-    count
-}
-
-/// Polls without waiting if nobody did for `max_age_ns`, nobody is polling now and no
-/// idle worker sleeps in epoll_wait (the kernel wakes that one for any event).
-#[inline]
-pub fn poll_if_stale(max_age_ns: u64) {
-    if epfd() < 0 || POLLER.load(Ordering::Relaxed) || SLEEPERS.load(Ordering::Relaxed) != 0 {
-        return;
-    }
-    let last = LAST_POLL_NS.load(Ordering::Relaxed);
-    if sys::now_ns().saturating_sub(last) < max_age_ns {
-        return;
-    }
-    if try_acquire_poller() {
-        poll(Some(0));
-        release_poller();
-    }
+    let ev = events as i32;
+    let read = ev & (libc::EPOLLIN | libc::EPOLLRDHUP | libc::EPOLLHUP | libc::EPOLLERR | libc::EPOLLPRI) != 0;
+    let write = ev & (libc::EPOLLOUT | libc::EPOLLHUP | libc::EPOLLERR) != 0;
+    bump_and_wake(st, read, write);
+    true
 }

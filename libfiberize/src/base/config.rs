@@ -1,0 +1,393 @@
+//! Configuration by environment, read once, before or after constructors ran.
+//!
+//! | variable              | meaning                                                   |
+//! |-----------------------|-----------------------------------------------------------|
+//! | `FIBERIZE=off`        | disable: every export passes straight through to glibc   |
+//! | `FIBERIZE_WORKERS=N`  | worker threads (default: CPUs in the affinity mask, capped by the cgroup CPU quota) |
+//! | `FIBERIZE_STATS=1`    | print one `fiberize: stats …` line to stderr at exit      |
+//! | `FIBERIZE_DUMP_SIGNAL=N` | on signal N, print every fiber (state, wait, origin) to stderr |
+//! | `FIBERIZE_DUMP_AT_EXIT=1` | print the fiber dump at exit as well                 |
+//! | `FIBERIZE_WATCHDOG=SECONDS` | stall watchdog (read by `crate::observe::watchdog`; `FIBERIZE_WATCHDOG_FILE` for its output) |
+//! | `FIBERIZE_PREEMPT_MS=N` | time slice after which a fiber that does not switch is preempted while other fibers wait (default 5; 0: off; see `crate::runtime::preempt`) |
+//! | `FIBERIZE_SYNC_INLINE=1` | run `fsync`/`fdatasync`/`sync_file_range` on the worker instead of the fiber's donor |
+//!
+//! The on/off decision is taken at the first call into any export and never changes:
+//! objects such as mutexes are laid out by whichever implementation saw them first, so
+//! switching implementations mid-run would misread them.
+
+use core::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+
+use crate::base::rawlock::RawOnce;
+
+const STATE_UNDECIDED: u8 = 0;
+const STATE_ENABLED: u8 = 1;
+const STATE_DISABLED: u8 = 2;
+static STATE: AtomicU8 = AtomicU8::new(STATE_UNDECIDED);
+
+/// Set in a child process after `fork`: only the forking OS thread survives there, so
+/// no worker exists; new threads are plain glibc threads and every waiter is a thread.
+static FORKED_CHILD: AtomicBool = AtomicBool::new(false);
+
+/// Whether the runtime's implementations are in use (as opposed to pass-through).
+#[inline]
+pub fn enabled() -> bool {
+    match STATE.load(Ordering::Relaxed) {
+        STATE_ENABLED => true,
+        STATE_DISABLED => false,
+        _ => decide(),
+    }
+}
+
+#[cold]
+fn decide() -> bool {
+    let on = !matches!(env_str(b"FIBERIZE\0"), Some(v) if is_off(v));
+    // Racing first callers compute the same answer from the same environment.
+    let _ = STATE.compare_exchange(
+        STATE_UNDECIDED,
+        if on { STATE_ENABLED } else { STATE_DISABLED },
+        Ordering::Relaxed,
+        Ordering::Relaxed,
+    );
+    STATE.load(Ordering::Relaxed) == STATE_ENABLED
+}
+
+fn is_off(v: &[u8]) -> bool {
+    matches!(v, b"off" | b"0" | b"false" | b"no" | b"OFF" | b"disable" | b"disabled")
+}
+
+/// Whether new threads may become fibers (enabled, and not in a forked child).
+#[inline]
+pub fn fibers_allowed() -> bool {
+    enabled() && !FORKED_CHILD.load(Ordering::Relaxed)
+}
+
+#[inline]
+pub fn in_forked_child() -> bool {
+    FORKED_CHILD.load(Ordering::Relaxed)
+}
+
+/// Our process id, as the fork hooks last saw it: at load, and in every forked child
+/// (`thread::process`).
+static RECORDED_PID: core::sync::atomic::AtomicI32 = core::sync::atomic::AtomicI32::new(0);
+
+fn raw_getpid() -> i32 {
+    // SAFETY: getpid has no arguments and cannot fail.
+    unsafe { crate::base::sys::syscall6(libc::SYS_getpid as usize, 0, 0, 0, 0, 0, 0) as i32 }
+}
+
+/// Whether we run in a child that no hook announced: made by a raw `clone`/`vfork`
+/// system call (not glibc's `fork`, not our `vfork`), which may share our memory. One
+/// system call; for rare calls only (`sigaction`).
+pub fn in_unannounced_child() -> bool {
+    let recorded = RECORDED_PID.load(Ordering::Relaxed);
+    recorded != 0 && recorded != raw_getpid()
+}
+
+/// Records the current process id as ours (the fork hooks: at load, and in every
+/// forked child).
+pub fn record_pid() {
+    RECORDED_PID.store(raw_getpid(), Ordering::Relaxed);
+}
+
+pub fn mark_forked_child() {
+    FORKED_CHILD.store(true, Ordering::Relaxed);
+}
+
+/// Reads an environment variable without allocating or locking (`getenv` is not
+/// shadowed by us, and the environment is set up before any constructor runs).
+pub fn env_str(name_nul: &'static [u8]) -> Option<&'static [u8]> {
+    // SAFETY: `name_nul` is NUL-terminated; getenv returns a pointer into the
+    // environment block, which lives for the process (we never call setenv).
+    unsafe {
+        let p = libc::getenv(name_nul.as_ptr().cast());
+        if p.is_null() {
+            return None;
+        }
+        Some(core::slice::from_raw_parts(p.cast::<u8>(), libc::strlen(p)))
+    }
+}
+
+pub fn env_u64(name_nul: &'static [u8]) -> Option<u64> {
+    let v = env_str(name_nul)?;
+    core::str::from_utf8(v).ok()?.trim().parse().ok()
+}
+
+pub fn env_flag(name_nul: &'static [u8]) -> bool {
+    matches!(env_str(name_nul), Some(v) if !v.is_empty() && !is_off(v))
+}
+
+pub struct Config {
+    /// Run file syncs on the worker (they then block it) instead of the donor.
+    pub sync_inline: bool,
+    pub workers: usize,
+    pub stats: bool,
+    pub dump_signal: i32,
+    pub dump_at_exit: bool,
+    /// Idle rounds a worker spins before it sleeps (`FIBERIZE_SPIN`); `None`: the
+    /// scheduler's own default (`runtime::scheduler::SPIN_ROUNDS`).
+    pub spin_rounds: Option<u32>,
+    /// A fiber alone on its worker waits for its descriptor in the kernel directly
+    /// (`FIBERIZE_DIRECT_WAIT=0` turns it off; see `scheduler::direct_wait`).
+    pub direct_wait: bool,
+    /// Time slice of a fiber before preemption, in ms (`FIBERIZE_PREEMPT_MS`; 0: off);
+    /// `None`: the preemption module's default (`runtime::preempt::DEFAULT_SLICE_MS`).
+    pub preempt_ms: Option<u64>,
+}
+
+static CONFIG_ONCE: RawOnce = RawOnce::new();
+static mut CONFIG: Config = Config {
+    sync_inline: false,
+    workers: 1,
+    stats: false,
+    dump_signal: 0,
+    dump_at_exit: false,
+    spin_rounds: None,
+    direct_wait: false,
+    preempt_ms: None,
+};
+
+/// The configuration, read on first use. Every variable is checked once here: a value
+/// that is not what the README's table allows gets one line on stderr saying what is
+/// used instead (issue 14: `FIBERIZE_WORKERS=abc`, `0`, `-1`, empty were silently
+/// ignored).
+pub fn config() -> &'static Config {
+    CONFIG_ONCE.call_once(|| {
+        let cpus = default_workers();
+        let workers = match env_number(b"FIBERIZE_WORKERS\0", 1, 1024, cpus as u64, "the usable CPUs") as usize {
+            n if n > cpus => {
+                warn(&[
+                    b"FIBERIZE_WORKERS=",
+                    trim(&digits(n as u64)),
+                    b" is more than the ",
+                    trim(&digits(cpus as u64)),
+                    b" usable CPUs: the workers will share them",
+                ]);
+                n
+            }
+            n => n,
+        };
+        let dump_signal = env_number_in(b"FIBERIZE_DUMP_SIGNAL\0", 1, 64, 0, "no dump signal", false) as i32;
+        let dump_signal = if dump_signal == libc::SIGRTMAX() {
+            warn(&[
+                b"FIBERIZE_DUMP_SIGNAL=",
+                trim(&digits(dump_signal as u64)),
+                b" is the library's own kick signal (SIGRTMAX): no dump signal",
+            ]);
+            0
+        } else {
+            dump_signal
+        };
+        let c = Config {
+            sync_inline: env_switch(b"FIBERIZE_SYNC_INLINE\0", false),
+            workers,
+            stats: env_switch(b"FIBERIZE_STATS\0", false),
+            dump_signal,
+            dump_at_exit: env_switch(b"FIBERIZE_DUMP_AT_EXIT\0", false),
+            spin_rounds: env_optional_number(b"FIBERIZE_SPIN\0", 0, 100_000).map(|n| n as u32),
+            direct_wait: env_switch(b"FIBERIZE_DIRECT_WAIT\0", true),
+            preempt_ms: env_optional_number(b"FIBERIZE_PREEMPT_MS\0", 0, 60_000),
+        };
+        // SAFETY: written once, inside the RawOnce, before any reader passes is_done().
+        unsafe { *core::ptr::addr_of_mut!(CONFIG) = c };
+    });
+    // SAFETY: initialized above and never written again.
+    unsafe { &*core::ptr::addr_of!(CONFIG) }
+}
+
+/// One `fiberize: …` line on stderr, written with one raw system call (this may run
+/// before the program's `main` and inside any export: no allocation, no stdio).
+fn warn(parts: &[&[u8]]) {
+    let mut buf = [0u8; 320];
+    let mut n = 0;
+    for part in [b"fiberize: ".as_slice()].iter().chain(parts.iter()).chain([b"\n".as_slice()].iter()) {
+        let take = part.len().min(buf.len() - 1 - n);
+        buf[n..n + take].copy_from_slice(&part[..take]);
+        n += take;
+    }
+    if buf[n - 1] != b'\n' {
+        buf[n] = b'\n';
+        n += 1;
+    }
+    // SAFETY: writing our own buffer to fd 2.
+    unsafe { crate::base::sys::syscall6(libc::SYS_write as usize, 2, buf.as_ptr() as usize, n, 0, 0, 0) };
+}
+
+/// Decimal digits of `v` (up to 20), as a small array trimmed by [`trim`].
+fn digits(v: u64) -> [u8; 20] {
+    let mut out = [b' '; 20];
+    let mut v = v;
+    let mut i = 20;
+    loop {
+        i -= 1;
+        out[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    out
+}
+
+/// `digits` without its leading blanks.
+fn trim(d: &[u8; 20]) -> &[u8] {
+    let start = d.iter().position(|&c| c != b' ').unwrap_or(19);
+    &d[start..]
+}
+
+/// The name of a variable without its NUL.
+fn name_of(name_nul: &[u8]) -> &[u8] {
+    &name_nul[..name_nul.len() - 1]
+}
+
+/// A whole number in `[min, max]`: unset gives `default`; a value that is not a number
+/// or is out of range gets a warning and `default` (below `min`, or above `max` when
+/// `max` is no limit to clamp to, e.g. a signal number) or `max` (above).
+fn env_number(name_nul: &'static [u8], min: u64, max: u64, default: u64, default_is: &str) -> u64 {
+    env_number_in(name_nul, min, max, default, default_is, true)
+}
+
+/// A number whose default belongs to the module that uses it (the constant lives with
+/// its protocol): `None` when unset or invalid (after the warning), else the value
+/// (clamped to `max`).
+fn env_optional_number(name_nul: &'static [u8], min: u64, max: u64) -> Option<u64> {
+    env_str(name_nul)?;
+    match env_number_in(name_nul, min, max, NO_DEFAULT, "the default", true) {
+        NO_DEFAULT => None,
+        v => Some(v),
+    }
+}
+
+/// `env_number_in`'s default for [`env_optional_number`]: outside every allowed range,
+/// and the warning names no number for it.
+const NO_DEFAULT: u64 = u64::MAX;
+
+fn env_number_in(name_nul: &'static [u8], min: u64, max: u64, default: u64, default_is: &str, clamp: bool) -> u64 {
+    let default_digits = digits(default);
+    let Some(raw) = env_str(name_nul) else { return default };
+    let name = name_of(name_nul);
+    let text = core::str::from_utf8(raw).unwrap_or("").trim();
+    match text.parse::<u64>() {
+        Ok(v) if v >= min && v <= max => v,
+        Ok(v) if v > max && clamp => {
+            warn(&[name, b"=", raw, b" is above the limit ", trim(&digits(max)), b": using ", trim(&digits(max))]);
+            max
+        }
+        _ => {
+            let why: &[u8] = if text.is_empty() {
+                b" is empty"
+            } else if text.parse::<i64>().is_ok() || text.parse::<u64>().is_ok() {
+                b" is out of range"
+            } else {
+                b" is not a whole number"
+            };
+            warn(&[
+                name,
+                b"=",
+                raw,
+                why,
+                b" (allowed: ",
+                trim(&digits(min)),
+                b"..",
+                trim(&digits(max)),
+                b"): using ",
+                default_is.as_bytes(),
+                if default == NO_DEFAULT { b"" } else { b" (" },
+                if default == NO_DEFAULT { b"" } else { trim(&default_digits) },
+                if default == NO_DEFAULT { b"" } else { b")" },
+            ]);
+            default
+        }
+    }
+}
+
+/// An on/off switch: `1`/`on`/`true`/`yes`/`enable(d)` or the `is_off` words; anything
+/// else gets a warning and `default`.
+fn env_switch(name_nul: &'static [u8], default: bool) -> bool {
+    let Some(v) = env_str(name_nul) else { return default };
+    if is_off(v) {
+        return false;
+    }
+    if matches!(v, b"1" | b"on" | b"ON" | b"true" | b"yes" | b"enable" | b"enabled") {
+        return true;
+    }
+    let used: &[u8] = if default { b"on" } else { b"off" };
+    warn(&[name_of(name_nul), b"=", v, b" is neither on (1, on, true, yes) nor off (0, off, false, no): using ", used]);
+    default
+}
+
+/// CPUs in our affinity mask, capped by the cgroup (v2 `cpu.max`, v1 `cpu.cfs_*`) quota.
+pub fn default_workers() -> usize {
+    // A raw system call: `sched_getaffinity` is one of our exports (docs/DESIGN.md §2.1).
+    // SAFETY: `set` is a valid out-parameter of the size we pass.
+    let cpus = unsafe {
+        let mut set: libc::cpu_set_t = core::mem::zeroed();
+        let r = crate::base::sys::syscall6(
+            libc::SYS_sched_getaffinity as usize,
+            0,
+            core::mem::size_of::<libc::cpu_set_t>(),
+            &mut set as *mut libc::cpu_set_t as usize,
+            0,
+            0,
+            0,
+        );
+        if r > 0 {
+            libc::CPU_COUNT(&set) as usize
+        } else {
+            1
+        }
+    };
+    let quota = cgroup_cpu_limit();
+    let n = match quota {
+        Some(q) => cpus.min(q),
+        None => cpus,
+    };
+    n.max(1)
+}
+
+fn cgroup_cpu_limit() -> Option<usize> {
+    let mut buf = [0u8; 128];
+    if let Some(s) = read_small_file(b"/sys/fs/cgroup/cpu.max\0", &mut buf) {
+        let mut it = s.split_ascii_whitespace();
+        let quota = it.next()?;
+        let period: u64 = it.next()?.parse().ok()?;
+        if quota == "max" || period == 0 {
+            return None;
+        }
+        let q: u64 = quota.parse().ok()?;
+        return Some(q.div_ceil(period) as usize);
+    }
+    let mut b1 = [0u8; 64];
+    let mut b2 = [0u8; 64];
+    let q: i64 = read_small_file(b"/sys/fs/cgroup/cpu/cpu.cfs_quota_us\0", &mut b1)?.trim().parse().ok()?;
+    let p: i64 = read_small_file(b"/sys/fs/cgroup/cpu/cpu.cfs_period_us\0", &mut b2)?.trim().parse().ok()?;
+    if q <= 0 || p <= 0 {
+        return None;
+    }
+    Some((q as u64).div_ceil(p as u64) as usize)
+}
+
+/// Reads a small file with raw system calls (our exports may shadow open/read).
+fn read_small_file<'a>(path_nul: &'static [u8], buf: &'a mut [u8]) -> Option<&'a str> {
+    use crate::base::sys::syscall6;
+    // SAFETY: path is NUL-terminated; buf is a valid writable region.
+    unsafe {
+        let fd = syscall6(
+            libc::SYS_openat as usize,
+            libc::AT_FDCWD as usize,
+            path_nul.as_ptr() as usize,
+            (libc::O_RDONLY | libc::O_CLOEXEC) as usize,
+            0,
+            0,
+            0,
+        );
+        if fd < 0 {
+            return None;
+        }
+        let n = syscall6(libc::SYS_read as usize, fd as usize, buf.as_mut_ptr() as usize, buf.len(), 0, 0, 0);
+        syscall6(libc::SYS_close as usize, fd as usize, 0, 0, 0, 0, 0);
+        if n <= 0 {
+            return None;
+        }
+        core::str::from_utf8(&buf[..n as usize]).ok()
+    }
+}

@@ -1,0 +1,17 @@
+//! **Layer 0 — the base.** What every other layer stands on, and which stands on
+//! nothing of the runtime: raw system calls ([`sys`]), the table of real libc
+//! functions ([`real`]), the environment ([`config`]), counters ([`stats`]), deadline
+//! conversions ([`time`]), glibc's object layouts ([`layout`]), the runtime's own futex
+//! lock ([`rawlock`]) and the shield against program signal handlers ([`shield`]).
+//!
+//! Nothing here imports a module outside `base`.
+
+pub mod config;
+pub mod layout;
+pub mod loom;
+pub mod rawlock;
+pub mod real;
+pub mod shield;
+pub mod stats;
+pub mod sys;
+pub mod time;

@@ -1,0 +1,226 @@
+//! The runtime's own lock: a three-state futex mutex that uses only raw system calls.
+//!
+//! Why not `std::sync::Mutex` or `parking_lot`? They call `syscall(SYS_futex, …)`, which
+//! in this library resolves to our own export, i.e. back into the runtime (docs/DESIGN.md §2.1).
+//! `RawMutex` is used only for short critical sections that never park a fiber: a fiber
+//! that finds it contended blocks its worker OS thread for a moment, like any spin lock.
+//! A hold is shielded from program signal handlers ([`crate::signal::handlers`]): a handler
+//! that interrupted the holder and needed the same lock would deadlock its own thread.
+//!
+//! State word (`u32`):
+//!
+//! | value | meaning                          |
+//! |-------|----------------------------------|
+//! | 0     | unlocked                         |
+//! | 1     | locked, nobody sleeps on it      |
+//! | 2     | locked, sleepers may exist       |
+
+use core::cell::UnsafeCell;
+use core::ops::{Deref, DerefMut};
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+
+use crate::base::sys;
+
+pub struct RawMutex {
+    state: AtomicU32,
+}
+
+impl RawMutex {
+    pub const fn new() -> Self {
+        RawMutex { state: AtomicU32::new(0) }
+    }
+
+    #[inline]
+    pub fn lock(&self) {
+        crate::base::shield::enter();
+        if self.state.compare_exchange(0, 1, Ordering::Acquire, Ordering::Relaxed).is_err() {
+            self.lock_contended();
+        }
+    }
+
+    #[inline]
+    pub fn try_lock(&self) -> bool {
+        crate::base::shield::enter();
+        let locked = self.state.compare_exchange(0, 1, Ordering::Acquire, Ordering::Relaxed).is_ok();
+        if !locked {
+            crate::base::shield::exit();
+        }
+        locked
+    }
+
+    #[cold]
+    fn lock_contended(&self) {
+        // Critical sections are a few dozen instructions: spin a little first.
+        for _ in 0..100 {
+            sys::cpu_relax();
+            if self.state.load(Ordering::Relaxed) == 0
+                && self.state.compare_exchange(0, 1, Ordering::Acquire, Ordering::Relaxed).is_ok()
+            {
+                return;
+            }
+        }
+        // Announce a sleeper (2) and sleep until we are the one that moves 0 -> 2.
+        if self.state.swap(2, Ordering::Acquire) == 0 {
+            return;
+        }
+        let slot = claim_wait_slot();
+        while self.state.swap(2, Ordering::Acquire) != 0 {
+            sys::futex_wait(&self.state, 2, None);
+        }
+        release_wait_slot(slot);
+    }
+
+    #[inline]
+    pub fn unlock(&self) {
+        if self.state.swap(0, Ordering::Release) == 2 {
+            sys::futex_wake(&self.state, 1);
+        }
+        crate::base::shield::exit();
+    }
+}
+
+impl RawMutex {
+    /// In a forked child: unlocked, whoever held it in the parent (that thread does
+    /// not exist here). No wake-up, no shield change: nobody else is left to wake.
+    pub fn reset_in_forked_child(&self) {
+        self.state.store(0, Ordering::Relaxed);
+    }
+}
+
+impl Default for RawMutex {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// Long waits, for the stall watchdog (crate::observe::watchdog)
+// ---------------------------------------------------------------------------------
+
+/// Start times (CLOCK_MONOTONIC ns, 0 = free) of contended waits that went to sleep,
+/// while the watchdog is on. Origin of the size: more sleepers than this at once on
+/// runtime-internal locks is itself a sign of trouble, and one long wait is enough
+/// for the watchdog to see it; waiters that find every slot taken are not tracked.
+static WAIT_STARTS: [AtomicU64; 32] = [const { AtomicU64::new(0) }; 32];
+static TRACK_WAITS: AtomicBool = AtomicBool::new(false);
+
+/// Turns the bookkeeping of contended waits on (the watchdog does, once).
+pub fn track_contended_waits() {
+    TRACK_WAITS.store(true, Ordering::Release);
+}
+
+fn claim_wait_slot() -> Option<usize> {
+    if !TRACK_WAITS.load(Ordering::Relaxed) {
+        return None;
+    }
+    let now = sys::now_ns().max(1);
+    WAIT_STARTS.iter().position(|s| s.compare_exchange(0, now, Ordering::Relaxed, Ordering::Relaxed).is_ok())
+}
+
+fn release_wait_slot(slot: Option<usize>) {
+    if let Some(i) = slot {
+        WAIT_STARTS[i].store(0, Ordering::Relaxed);
+    }
+}
+
+/// The start time of the oldest contended wait in progress (None: none tracked).
+pub fn oldest_contended_wait() -> Option<u64> {
+    WAIT_STARTS.iter().map(|s| s.load(Ordering::Relaxed)).filter(|&t| t != 0).min()
+}
+
+/// A value protected by a [`RawMutex`].
+pub struct RawLock<T> {
+    mutex: RawMutex,
+    value: UnsafeCell<T>,
+}
+
+// SAFETY: access to `value` is serialized by `mutex`.
+unsafe impl<T: Send> Sync for RawLock<T> {}
+unsafe impl<T: Send> Send for RawLock<T> {}
+
+impl<T> RawLock<T> {
+    pub const fn new(value: T) -> Self {
+        RawLock { mutex: RawMutex::new(), value: UnsafeCell::new(value) }
+    }
+
+    #[inline]
+    pub fn lock(&self) -> RawLockGuard<'_, T> {
+        self.mutex.lock();
+        RawLockGuard { lock: self }
+    }
+
+    /// In a forked child: unlocked and holding `value`. The parent's value is forgotten,
+    /// not dropped: another thread may have been changing it at the fork.
+    ///
+    /// # Safety
+    /// Only in a forked child, on its one thread, before anything else uses the lock.
+    pub unsafe fn reset_in_forked_child(&self, value: T) {
+        self.mutex.reset_in_forked_child();
+        // SAFETY: nobody else runs in the child (caller's contract); ptr::write does not
+        // drop the old contents.
+        unsafe { core::ptr::write(self.value.get(), value) };
+    }
+}
+
+pub struct RawLockGuard<'a, T> {
+    lock: &'a RawLock<T>,
+}
+
+impl<T> Deref for RawLockGuard<'_, T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        // SAFETY: the guard proves the mutex is held.
+        unsafe { &*self.lock.value.get() }
+    }
+}
+
+impl<T> DerefMut for RawLockGuard<'_, T> {
+    fn deref_mut(&mut self) -> &mut T {
+        // SAFETY: the guard proves the mutex is held, and `&mut self` is unique.
+        unsafe { &mut *self.lock.value.get() }
+    }
+}
+
+impl<T> Drop for RawLockGuard<'_, T> {
+    fn drop(&mut self) {
+        self.lock.mutex.unlock();
+    }
+}
+
+/// One-time initialization that works before constructors ran and on any thread.
+pub struct RawOnce {
+    state: AtomicU32, // 0 = new, 1 = running, 2 = done
+}
+
+impl RawOnce {
+    pub const fn new() -> Self {
+        RawOnce { state: AtomicU32::new(0) }
+    }
+
+    #[inline]
+    pub fn is_done(&self) -> bool {
+        self.state.load(Ordering::Acquire) == 2
+    }
+
+    /// Runs `f` exactly once; concurrent callers wait until it finished.
+    pub fn call_once(&self, f: impl FnOnce()) {
+        if self.is_done() {
+            return;
+        }
+        if self.state.compare_exchange(0, 1, Ordering::Acquire, Ordering::Acquire).is_ok() {
+            f();
+            self.state.store(2, Ordering::Release);
+            sys::futex_wake(&self.state, u32::MAX);
+            return;
+        }
+        while self.state.load(Ordering::Acquire) != 2 {
+            sys::futex_wait(&self.state, 1, None);
+        }
+    }
+}
+
+impl Default for RawOnce {
+    fn default() -> Self {
+        Self::new()
+    }
+}

@@ -1,0 +1,265 @@
+//! The shield: runtime code that must not be interrupted by a program signal handler.
+//!
+//! # The problem
+//!
+//! # The problem
+//!
+//! An asynchronous signal runs its handler on whatever kernel thread the kernel picks,
+//! in the middle of whatever that thread was doing. Natively that is fine for the
+//! async-signal-safe functions a handler may call (`sem_post`, `write`, `raise`, …):
+//! glibc implements them with single atomic operations and system calls. Under the
+//! preload those calls enter the runtime, which keeps non-reentrant state: a worker's
+//! local run queue and lifo slot, the parking-lot buckets and the timer heap (behind
+//! [`RawMutex`](crate::base::rawlock::RawMutex)es), the switch between a fiber and its
+//! worker. A handler that interrupts a worker inside `schedule()` and itself calls
+//! `sem_post` pushes into the same deque concurrently with the interrupted push and
+//! loses a fiber (LTP `pthread_cond_signal/4-2` hung that way); one that interrupts the
+//! holder of a bucket lock and needs the same bucket deadlocks.
+//!
+//! # The shield
+//!
+//! Every stretch of runtime code that touches such state runs *shielded*: a per-context
+//! depth counter (`SHIELD`, a thread-local, so it follows the fiber: in fiber context
+//! FS is the fiber's donor TCB) is non-zero. Shielded are: every `RawMutex` hold, the
+//! enqueue in `scheduler::schedule`, a fiber's switch in and out (`Fiber::suspend`, the
+//! first resume, the return), and the whole scheduler context of a worker, except
+//! its safe point at the top of the worker loop.
+//!
+//! A signal whose handler would run in a shielded stretch is **deferred** (the handler
+//! table and the trampoline are `crate::signal::handlers`; the deferral is here):
+//!
+//! ```text
+//!   shielded code ──signal──> trampoline: add sig to the interrupted context's mask
+//!        │                                (ucontext uc_sigmask: the thread resumes
+//!        │                                 with sig blocked), queue sig to this kernel
+//!        │                                 thread again with its siginfo
+//!        │                                 (rt_tgsigqueueinfo), note it in DEFERRED
+//!        │                                 (and in the worker's `deferred` word)
+//!        v
+//!   shield exit (depth 0) / worker safe point: unblock the deferred signals
+//!        │   → the kernel delivers the queued signal now; the trampoline finds the
+//!        v     context unshielded and runs the program's handler
+//! ```
+//!
+//! The siginfo survives (the kernel queues it again; sending to one's own process may
+//! use any `si_code`), standard signals merge while pending as they would natively,
+//! and a deferral costs nothing until a signal actually arrives in a shielded stretch:
+//! entering and leaving a shield is a thread-local increment and decrement.
+//!
+//! A deferral blocks the signal on the *kernel thread*; if that is a worker, the
+//! fiber whose shield it was may resume on another worker, so the worker also notes
+//! the signal in `WorkerShared::deferred` and unblocks it at its next safe point
+//! ([`worker_safe_point`]); idle waits return with `EINTR` and reach it at once.
+//!
+use core::cell::Cell;
+use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+
+use libc::{c_int, c_void, siginfo_t};
+
+use crate::base::sys;
+
+thread_local! {
+    /// Shield depth of the context this TCB belongs to (a fiber, a worker's scheduler
+    /// context or a plain thread).
+    static SHIELD: Cell<u32> = const { Cell::new(0) };
+    /// Signals deferred while shielded, to unblock at the shield's exit.
+    static DEFERRED: Cell<u64> = const { Cell::new(0) };
+}
+
+/// Enters a shielded stretch (nests).
+#[inline]
+pub fn enter() {
+    SHIELD.with(|s| s.set(s.get() + 1));
+}
+
+/// Leaves a shielded stretch; at depth 0 delivers the signals deferred meanwhile.
+#[inline]
+pub fn exit() {
+    let depth = SHIELD.with(|s| {
+        let d = s.get() - 1;
+        s.set(d);
+        d
+    });
+    if depth == 0 && DEFERRED.with(|d| d.get()) != 0 {
+        redeliver();
+    }
+}
+
+/// The current shield depth of this context.
+#[inline]
+pub fn depth() -> u32 {
+    SHIELD.with(|s| s.get())
+}
+
+/// Sets the depth outright: a worker's scheduler context lives at depth 1, a donor
+/// hands its fiber over at depth 1 (the fiber's first resume leaves it) and resets it
+/// to 0 in its zombie phase.
+pub fn set_depth(depth: u32) {
+    SHIELD.with(|s| s.set(depth));
+    if depth == 0 {
+        DEFERRED.with(|d| d.set(0));
+    }
+}
+
+/// A shielded scope.
+pub struct Shield(());
+
+impl Shield {
+    #[inline]
+    pub fn new() -> Shield {
+        enter();
+        Shield(())
+    }
+}
+
+impl Default for Shield {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Drop for Shield {
+    #[inline]
+    fn drop(&mut self) {
+        exit();
+    }
+}
+
+/// The signals a context keeps blocked when its deferred ones are unblocked: the
+/// signal layer installs it (`crate::signal::delivery`: the fiber's own mask, or its
+/// worker's, and the runtime's kick signal). 0 (none installed): unblock them all.
+static STILL_BLOCKED: AtomicUsize = AtomicUsize::new(0);
+
+/// Installs the function that says which deferred signals stay blocked at a shield's
+/// exit (once, by the signal layer, before any program handler is wrapped).
+pub fn set_still_blocked(f: fn() -> u64) {
+    STILL_BLOCKED.store(f as usize, Ordering::Release);
+}
+
+/// Unblocks this context's deferred signals; the kernel delivers them on return.
+#[cold]
+fn redeliver() {
+    let bits = DEFERRED.with(|d| d.replace(0));
+    // Unblock only what the context means to accept: a fiber's own mask (or, for a
+    // fiber without one, its worker's) may block a signal that was deferred on
+    // another worker during a switch.
+    let keep = match STILL_BLOCKED.load(Ordering::Acquire) {
+        0 => 0,
+        f => {
+            // SAFETY: only `set_still_blocked` stores here, and it stores a `fn() -> u64`.
+            let still_blocked = unsafe { core::mem::transmute::<usize, fn() -> u64>(f) };
+            still_blocked()
+        }
+    };
+    sys::sigmask_unblock(bits & !keep);
+}
+
+/// The worker loop's safe point: no queue operation or lock is in progress, so the
+/// signals deferred on this kernel thread may run their handlers here (in scheduler
+/// context, like a process-directed signal on any thread). `deferred` is the worker's
+/// word; the worker's own mask is `base`.
+#[inline]
+pub fn worker_safe_point(deferred: &AtomicU64, base: u64) {
+    if deferred.load(Ordering::Relaxed) == 0 && DEFERRED.with(|d| d.get()) == 0 {
+        return;
+    }
+    worker_safe_point_slow(deferred, base);
+}
+
+#[cold]
+fn worker_safe_point_slow(deferred: &AtomicU64, base: u64) {
+    let bits = deferred.swap(0, Ordering::Relaxed) | DEFERRED.with(|d| d.replace(0));
+    // A signal the worker's own mask blocks was deferred here while a fiber that
+    // accepts it was switching; it is queued to this thread and would wait for the
+    // next such fiber on this worker. Take it back and send it to the process.
+    let stranded = bits & base;
+    if stranded != 0 {
+        hand_to_process(stranded);
+    }
+    SHIELD.with(|s| s.set(0));
+    sys::sigmask_set(base);
+    SHIELD.with(|s| s.set(1));
+}
+
+/// Takes the signals `bits` pending on this thread and sends them to the process.
+/// siginfo survives for sigqueue-style codes; for kill()'s and the kernel's codes
+/// (which only the target thread may forge) the signal is re-sent with kill().
+fn hand_to_process(bits: u64) {
+    // One instance per signal: rt_sigtimedwait also takes process-pending signals, so
+    // looping until it finds none would take back what we just re-sent, forever.
+    // SAFETY: rt_sigtimedwait with a valid 8-byte set, a zero timeout and a writable
+    // siginfo; rt_sigqueueinfo/kill to our own process.
+    unsafe {
+        let pid = libc::getpid();
+        let zero = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+        for bit in 0..64 {
+            let one = 1u64 << bit;
+            if bits & one == 0 {
+                continue;
+            }
+            let mut info: siginfo_t = core::mem::zeroed();
+            let sig = sys::syscall6(
+                libc::SYS_rt_sigtimedwait as usize,
+                &one as *const u64 as usize,
+                &mut info as *mut siginfo_t as usize,
+                &zero as *const libc::timespec as usize,
+                8,
+                0,
+                0,
+            );
+            if sig <= 0 {
+                continue;
+            }
+            if info.si_code < 0 && info.si_code != libc::SI_TKILL {
+                sys::syscall6(
+                    libc::SYS_rt_sigqueueinfo as usize,
+                    pid as usize,
+                    sig as usize,
+                    &info as *const siginfo_t as usize,
+                    0,
+                    0,
+                    0,
+                );
+            } else {
+                sys::syscall6(libc::SYS_kill as usize, pid as usize, sig as usize, 0, 0, 0, 0);
+            }
+        }
+    }
+}
+
+/// Postpones `sig` until the interrupted context leaves its shield (module docs); returns its bit. The
+/// caller also notes it for the worker (`runtime::scheduler::note_deferred_signal`)..
+pub fn defer(sig: c_int, info: *mut siginfo_t, uc: *mut c_void) -> u64 {
+    let bit = 1u64 << (sig - 1);
+    // Block it on this kernel thread first, so that queueing it again cannot re-enter
+    // us at once (SA_NODEFER handlers), and keep it blocked after the handler returns.
+    sys::sigmask_block(bit);
+    if !uc.is_null() {
+        // SAFETY: for an SA_SIGINFO handler the kernel passes the interrupted
+        // context's ucontext_t; sigreturn installs its uc_sigmask.
+        unsafe {
+            let uc = &mut *(uc as *mut libc::ucontext_t);
+            let m = &mut uc.uc_sigmask as *mut libc::sigset_t as *mut u64;
+            *m |= bit;
+        }
+    }
+    // Queue it again, with its siginfo, to this very thread: the kernel lets a thread
+    // forge any si_code only when it is the target (rt_sigqueueinfo to the whole
+    // process would fail with EPERM for kill()'s SI_USER on any thread but the main
+    // one). A worker hands on what its own mask blocks at its safe point.
+    // SAFETY: `info` is the kernel's siginfo for this delivery (valid for reading).
+    unsafe {
+        sys::syscall6(
+            libc::SYS_rt_tgsigqueueinfo as usize,
+            libc::getpid() as usize,
+            sys::gettid() as usize,
+            sig as usize,
+            info as usize,
+            0,
+            0,
+        );
+    }
+    DEFERRED.with(|d| d.set(d.get() | bit));
+    crate::base::stats::bump(&crate::base::stats::STATS.signals_deferred);
+    bit
+}

@@ -1,0 +1,295 @@
+//! Raw system interface used by the runtime's own hot and delicate paths.
+//!
+//! Two rules shape this module:
+//!
+//! * **No exports.** `libfiberize.so` shadows `syscall`, `nanosleep`, `sched_yield`, …;
+//!   the runtime must never reach those by name. Everything here is an inline `syscall`
+//!   instruction or a libc function we do not shadow (`clock_gettime`, `getauxval`).
+//! * **No TLS.** A donor thread that has just handed its fiber back to the pool shares
+//!   its TLS block with that fiber, which may already run on a worker. The donor's code
+//!   from that point on may only use these functions: they touch neither `errno` nor any
+//!   `thread_local`, and they never allocate. Errors come back as `-errno` values.
+
+use core::arch::asm;
+use core::sync::atomic::{AtomicU32, AtomicU8, Ordering};
+
+/// Executes `syscall` with six integer arguments, returning the raw kernel result
+/// (`-errno` on failure). Never touches `errno`.
+///
+/// # Safety
+/// The caller must uphold the contract of system call `nr` for these arguments.
+#[inline]
+pub unsafe fn syscall6(nr: usize, a1: usize, a2: usize, a3: usize, a4: usize, a5: usize, a6: usize) -> isize {
+    let ret: isize;
+    // SAFETY: the x86_64 Linux system call ABI: number in rax, arguments in rdi, rsi,
+    // rdx, r10, r8, r9; the kernel clobbers rcx and r11. The caller vouches for the call.
+    unsafe {
+        asm!("syscall",
+            inlateout("rax") nr as isize => ret,
+            in("rdi") a1, in("rsi") a2, in("rdx") a3, in("r10") a4, in("r8") a5, in("r9") a6,
+            lateout("rcx") _, lateout("r11") _,
+            options(nostack));
+    }
+    ret
+}
+
+const FUTEX_WAIT: usize = 0;
+const FUTEX_WAKE: usize = 1;
+const FUTEX_WAIT_BITSET: usize = 9;
+const FUTEX_PRIVATE_FLAG: usize = 128;
+const FUTEX_BITSET_MATCH_ANY: usize = 0xffff_ffff;
+
+/// Blocks the calling OS thread while `*word == expected`, at most until the absolute
+/// CLOCK_MONOTONIC time `deadline_ns` (`None`: no limit). Returns the raw result:
+/// 0, `-EAGAIN`, `-ETIMEDOUT` or `-EINTR`. Spurious returns are possible: callers loop.
+#[inline]
+pub fn futex_wait(word: &AtomicU32, expected: u32, deadline_ns: Option<u64>) -> isize {
+    match deadline_ns {
+        None => {
+            // SAFETY: `word` is a valid, aligned u32 for the duration of the call; a
+            // null timeout means "no limit".
+            unsafe {
+                syscall6(
+                    libc::SYS_futex as usize,
+                    word.as_ptr() as usize,
+                    FUTEX_WAIT | FUTEX_PRIVATE_FLAG,
+                    expected as usize,
+                    0,
+                    0,
+                    0,
+                )
+            }
+        }
+        Some(ns) => {
+            let ts = ns_to_timespec(ns);
+            // SAFETY: as above; `ts` lives across the call. FUTEX_WAIT_BITSET takes an
+            // absolute CLOCK_MONOTONIC deadline when FUTEX_CLOCK_REALTIME is not set.
+            unsafe {
+                syscall6(
+                    libc::SYS_futex as usize,
+                    word.as_ptr() as usize,
+                    FUTEX_WAIT_BITSET | FUTEX_PRIVATE_FLAG,
+                    expected as usize,
+                    &ts as *const libc::timespec as usize,
+                    0,
+                    FUTEX_BITSET_MATCH_ANY,
+                )
+            }
+        }
+    }
+}
+
+/// Wakes up to `count` OS threads blocked in [`futex_wait`] on `word`.
+///
+/// Takes a raw pointer because the word may belong to a stack frame that is being
+/// torn down by its woken owner: a wake on an address nobody waits on is harmless.
+#[inline]
+pub fn futex_wake(word: *const AtomicU32, count: u32) -> isize {
+    // SAFETY: FUTEX_WAKE only uses the address as a key; it does not dereference it
+    // beyond checking that the page is mapped, and reports EFAULT otherwise.
+    unsafe { syscall6(libc::SYS_futex as usize, word as usize, FUTEX_WAKE | FUTEX_PRIVATE_FLAG, count as usize, 0, 0, 0) }
+}
+
+/// The current CLOCK_MONOTONIC time in nanoseconds.
+#[inline]
+pub fn now_ns() -> u64 {
+    clock_ns(libc::CLOCK_MONOTONIC)
+}
+
+/// The current time of `clock` in nanoseconds (0 if the clock is invalid).
+#[inline]
+pub fn clock_ns(clock: libc::clockid_t) -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `ts` is a valid out-pointer. clock_gettime is not shadowed by us and
+    // goes through the vDSO; it only writes errno for an invalid clock, which our
+    // callers never pass on the TLS-free paths.
+    unsafe { libc::clock_gettime(clock, &mut ts) };
+    timespec_to_ns(&ts)
+}
+
+/// Converts a (valid, non-negative) timespec to nanoseconds, saturating.
+#[inline]
+pub fn timespec_to_ns(ts: &libc::timespec) -> u64 {
+    (ts.tv_sec.max(0) as u64).saturating_mul(1_000_000_000).saturating_add(ts.tv_nsec.max(0) as u64)
+}
+
+#[inline]
+pub fn ns_to_timespec(ns: u64) -> libc::timespec {
+    libc::timespec { tv_sec: (ns / 1_000_000_000) as libc::time_t, tv_nsec: (ns % 1_000_000_000) as libc::c_long }
+}
+
+/// The thread pointer of the current OS thread (or fiber): glibc keeps the TCB's own
+/// address in its first word (`tcbhead_t.tcb`), so `fs:0` is the FS base itself.
+#[inline]
+pub fn thread_pointer() -> usize {
+    let tp: usize;
+    // SAFETY: on x86_64 glibc, FS always points at a valid TCB whose first word is
+    // its own address.
+    unsafe { asm!("mov {}, qword ptr fs:[0]", out(reg) tp, options(nostack, readonly, preserves_flags)) };
+    tp
+}
+
+const FSBASE_UNKNOWN: u8 = 0;
+const FSBASE_INSTRUCTION: u8 = 1;
+const FSBASE_SYSCALL: u8 = 2;
+static FSBASE_METHOD: AtomicU8 = AtomicU8::new(FSBASE_UNKNOWN);
+
+/// Decides once whether the kernel lets user space run `WRFSBASE`
+/// (`getauxval(AT_HWCAP2) & HWCAP2_FSGSBASE`, bit 1). Must run before the first
+/// switch; [`crate::runtime::scheduler`] calls it while starting the pool.
+pub fn detect_fsbase_method() {
+    // SAFETY: getauxval has no preconditions.
+    let hwcap2 = unsafe { libc::getauxval(libc::AT_HWCAP2) };
+    let m = if hwcap2 & 2 != 0 { FSBASE_INSTRUCTION } else { FSBASE_SYSCALL };
+    FSBASE_METHOD.store(m, Ordering::Relaxed);
+}
+
+/// Points FS at another TCB: from now on every TLS access (errno, `pthread_self`,
+/// malloc's tcache, every `thread_local`) of this OS thread reaches `tp`'s block.
+///
+/// # Safety
+/// `tp` must be the thread pointer of a live glibc thread whose TLS no other OS thread
+/// uses until FS is switched away again. The caller must not touch TLS it obtained
+/// before the switch (addresses of thread_locals are cached by compilers).
+#[inline(always)]
+pub unsafe fn set_thread_pointer(tp: usize) {
+    if FSBASE_METHOD.load(Ordering::Relaxed) == FSBASE_INSTRUCTION {
+        // SAFETY: the kernel enabled FSGSBASE (checked in detect_fsbase_method); the
+        // caller guarantees `tp` is a valid TCB for exclusive use.
+        unsafe { asm!("wrfsbase {}", in(reg) tp, options(nostack, preserves_flags)) };
+    } else {
+        const ARCH_SET_FS: usize = 0x1002;
+        // SAFETY: as above; arch_prctl(ARCH_SET_FS) is the slow equivalent.
+        unsafe { syscall6(libc::SYS_arch_prctl as usize, ARCH_SET_FS, tp, 0, 0, 0, 0) };
+    }
+}
+
+/// The kernel thread id of the calling OS thread (not cached by glibc).
+#[inline]
+pub fn gettid() -> i32 {
+    // SAFETY: gettid has no arguments and cannot fail.
+    unsafe { syscall6(libc::SYS_gettid as usize, 0, 0, 0, 0, 0, 0) as i32 }
+}
+
+/// Writes all of `bytes` to stderr with raw `write` calls (no errno, no locks).
+pub fn write_stderr(bytes: &[u8]) {
+    let mut done = 0;
+    while done < bytes.len() {
+        // SAFETY: the pointer/length pair describes the live remainder of `bytes`.
+        let r = unsafe { syscall6(libc::SYS_write as usize, 2, bytes.as_ptr() as usize + done, bytes.len() - done, 0, 0, 0) };
+        if r == -(libc::EINTR as isize) {
+            continue;
+        }
+        if r <= 0 {
+            return;
+        }
+        done += r as usize;
+    }
+}
+
+/// Spin-wait hint for short busy loops.
+#[inline(always)]
+pub fn cpu_relax() {
+    core::hint::spin_loop();
+}
+
+/// The calling OS thread's signal mask, as the kernel's 64-bit set.
+pub fn sigmask_get() -> u64 {
+    let mut old: u64 = 0;
+    // SAFETY: rt_sigprocmask with a null new set only writes `old` (8 bytes).
+    unsafe { syscall6(libc::SYS_rt_sigprocmask as usize, libc::SIG_BLOCK as usize, 0, &mut old as *mut u64 as usize, 8, 0, 0) };
+    old
+}
+
+/// Sets the calling OS thread's signal mask (SIGKILL/SIGSTOP are ignored by the kernel).
+pub fn sigmask_set(mask: u64) {
+    // SAFETY: rt_sigprocmask reads 8 bytes from `mask`.
+    unsafe { syscall6(libc::SYS_rt_sigprocmask as usize, libc::SIG_SETMASK as usize, &mask as *const u64 as usize, 0, 8, 0, 0) };
+}
+
+/// Adds `bits` to the calling OS thread's signal mask.
+pub fn sigmask_block(bits: u64) {
+    // SAFETY: rt_sigprocmask reads 8 bytes from `bits`.
+    unsafe { syscall6(libc::SYS_rt_sigprocmask as usize, libc::SIG_BLOCK as usize, &bits as *const u64 as usize, 0, 8, 0, 0) };
+}
+
+/// Removes `bits` from the calling OS thread's signal mask.
+pub fn sigmask_unblock(bits: u64) {
+    // SAFETY: rt_sigprocmask reads 8 bytes from `bits`.
+    unsafe { syscall6(libc::SYS_rt_sigprocmask as usize, libc::SIG_UNBLOCK as usize, &bits as *const u64 as usize, 0, 8, 0, 0) };
+}
+
+/// The CPU the calling OS thread runs on (the getcpu system call: glibc's
+/// `sched_getcpu` reads the rseq area of the TCB, which for a fiber is its donor's).
+pub fn getcpu() -> i32 {
+    let mut cpu: u32 = 0;
+    // SAFETY: getcpu writes one u32; the node and cache pointers may be null.
+    let r = unsafe { syscall6(libc::SYS_getcpu as usize, &mut cpu as *mut u32 as usize, 0, 0, 0, 0, 0) };
+    if r < 0 {
+        -1
+    } else {
+        cpu as i32
+    }
+}
+
+/// `sched_yield` as a raw system call (our `sched_yield` export is for fibers).
+#[inline]
+pub fn sched_yield_raw() {
+    // SAFETY: sched_yield has no arguments and cannot fail.
+    unsafe { syscall6(libc::SYS_sched_yield as usize, 0, 0, 0, 0, 0, 0) };
+}
+
+/// A new non-blocking, close-on-exec eventfd (raw: `eventfd` is one of our exports),
+/// or -1.
+pub fn eventfd_new() -> i32 {
+    // SAFETY: eventfd2 takes no pointers.
+    let r = unsafe { syscall6(libc::SYS_eventfd2 as usize, 0, (libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) as usize, 0, 0, 0, 0) };
+    if r < 0 {
+        -1
+    } else {
+        r as i32
+    }
+}
+
+/// Adds 1 to an eventfd counter (makes it readable).
+pub fn eventfd_signal(fd: i32) {
+    let one: u64 = 1;
+    // SAFETY: writes 8 bytes from a live u64; a failure (counter full) still leaves the
+    // eventfd readable, which is all a signal means.
+    unsafe { syscall6(libc::SYS_write as usize, fd as usize, &one as *const u64 as usize, 8, 0, 0, 0) };
+}
+
+/// Resets a non-blocking eventfd's counter (it stops being readable).
+pub fn eventfd_drain(fd: i32) {
+    let mut buf: u64 = 0;
+    // SAFETY: reads 8 bytes into a live u64; EAGAIN (already zero) is fine.
+    unsafe { syscall6(libc::SYS_read as usize, fd as usize, &mut buf as *mut u64 as usize, 8, 0, 0, 0) };
+}
+
+/// `ppoll` without a signal mask change, until the CLOCK_MONOTONIC `deadline_ns`
+/// (`u64::MAX`: no limit). Returns the kernel's result (negative errno on failure).
+pub fn ppoll_until(fds: &mut [libc::pollfd], deadline_ns: u64) -> isize {
+    let ts;
+    let tsp = if deadline_ns == u64::MAX {
+        core::ptr::null()
+    } else {
+        ts = ns_to_timespec(deadline_ns.saturating_sub(now_ns()));
+        &ts as *const libc::timespec
+    };
+    // SAFETY: `fds` is a valid array of its length; `tsp` is null or a live timespec;
+    // a null sigmask keeps the thread's mask.
+    unsafe { syscall6(libc::SYS_ppoll as usize, fds.as_mut_ptr() as usize, fds.len(), tsp as usize, 0, 8, 0) }
+}
+
+/// The calling thread's errno (a fiber's own: FS is its donor's TCB).
+#[inline]
+pub fn errno() -> i32 {
+    // SAFETY: __errno_location returns this thread's errno slot.
+    unsafe { *libc::__errno_location() }
+}
+
+#[inline]
+pub fn set_errno(e: i32) {
+    // SAFETY: as above.
+    unsafe { *libc::__errno_location() = e };
+}

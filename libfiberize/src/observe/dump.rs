@@ -1,0 +1,257 @@
+//! The fiber dump: every live fiber with its state, what it waits on, where it was
+//! created (its start routine) and which worker runs it — like Go's goroutine dump.
+//! Triggered by `FIBERIZE_DUMP_SIGNAL=N`, printed by the stall watchdog
+//! (`crate::observe::watchdog`) and at exit with `FIBERIZE_DUMP_AT_EXIT=1`.
+//!
+//! # A dump must never make things worse
+//!
+//! A user takes a dump when something is wrong, often under load with thousands of
+//! fibers. So:
+//!
+//! * The signal handler only bumps [`REQUESTS`] and wakes the **dump thread** with a
+//!   futex (atomics and one system call: async-signal-safe whatever lock the
+//!   interrupted context holds). The dump thread is a runtime thread of its own with
+//!   every signal blocked, started with the pool when dumps are enabled. The monitor
+//!   used to print the dump itself: for as long as that took (with ~2000 MariaDB
+//!   fibers, two `dladdr` calls per fiber, each a linear scan of mariadbd's ~30 000
+//!   dynamic symbols), and *forever* when stderr blocked (a pipe nobody reads), nobody
+//!   moved fibers out of stuck workers' queues, woke sleepers for queued work or
+//!   replaced blocked workers (test `a_dump_with_blocked_output_does_not_stop_the_monitor`).
+//! * The registry lock (which `pthread_create` and thread exit need) is held only to
+//!   clone the fiber handles; every field is read, every symbol resolved and every
+//!   byte written after it is released. Symbols are resolved once per distinct start
+//!   routine (a server has a handful), not once per fiber.
+//! * Output goes out in bounded chunks with retries on `EINTR`/`EAGAIN`; a blocked
+//!   stderr (a full pipe nobody reads) only stalls the dump thread. Requests that
+//!   arrive during a dump are merged into one more dump, so a burst of signals costs
+//!   at most two.
+
+use core::fmt::Write;
+use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::collections::BTreeMap;
+
+use crate::base::sys;
+use crate::runtime::fiber::FiberRef;
+use crate::runtime::registry;
+use crate::runtime::scheduler;
+use crate::runtime::scheduler::WorkerShared;
+
+fn symbol(addr: usize) -> String {
+    // SAFETY: dladdr only reads loader tables; `info` is a valid out-parameter, and the
+    // names it fills in are NUL-terminated strings of a loaded object.
+    unsafe {
+        let mut info: libc::Dl_info = core::mem::zeroed();
+        if libc::dladdr(addr as *const libc::c_void, &mut info) == 0 {
+            return format!("{addr:#x}");
+        }
+        if !info.dli_sname.is_null() {
+            let name = core::ffi::CStr::from_ptr(info.dli_sname).to_string_lossy();
+            return format!("{}+{:#x}", name, addr - info.dli_saddr as usize);
+        }
+        if !info.dli_fname.is_null() {
+            let file = core::ffi::CStr::from_ptr(info.dli_fname).to_string_lossy();
+            return format!("{:#x} in {}", addr - info.dli_fbase as usize, file);
+        }
+    }
+    format!("{addr:#x}")
+}
+
+const LIFE: [&str; 6] = ["starting", "runnable", "running", "parked", "on-donor", "finished"];
+const WAIT: [&str; 12] =
+    ["-", "mutex", "cond", "futex", "sleep", "rwlock", "other", "semaphore", "barrier", "once", "io", "join"];
+
+/// One fiber as the dump saw it (plain values: no handle is kept while writing).
+struct Row {
+    id: u64,
+    pthread: usize,
+    life: u32,
+    wait_kind: u32,
+    wait_addr: usize,
+    held_signals: u64,
+    cancel_requested: bool,
+    worker: Option<usize>,
+    start_routine: usize,
+}
+
+/// Copies what the dump shows of every live fiber. The registry lock is held only
+/// while the handles are cloned.
+fn snapshot() -> Vec<Row> {
+    let fibers: Vec<FiberRef> = registry::all();
+    fibers
+        .iter()
+        .map(|f| {
+            let w = f.worker.load(Ordering::Relaxed) as *const WorkerShared;
+            Row {
+                id: f.id,
+                pthread: f.pthread.load(Ordering::Relaxed),
+                life: f.life.load(Ordering::Relaxed),
+                wait_kind: f.wait_kind.load(Ordering::Relaxed),
+                wait_addr: f.wait_addr.load(Ordering::Relaxed),
+                held_signals: f.pending_signals.load(Ordering::Relaxed),
+                cancel_requested: f.cancel_requested.load(Ordering::Relaxed),
+                // SAFETY: non-null `worker` points into the leaked runtime.
+                worker: (!w.is_null()).then(|| unsafe { (*w).index }),
+                start_routine: f.start_routine,
+            }
+        })
+        .collect()
+}
+
+/// Where dump text goes: a descriptor, written in chunks of at most this many bytes.
+/// Origin: one pipe buffer (64 KiB on Linux), so that a reader sees whole chunks.
+const CHUNK: usize = 64 * 1024;
+
+/// Builds the dump and hands it to `flush` in pieces of about [`CHUNK`] bytes,
+/// holding no lock while it does. `reason` (if any) comes first, on a line of its own.
+fn produce(reason: Option<&str>, flush: &mut dyn FnMut(&str)) {
+    let started = sys::now_ns();
+    let rows = snapshot();
+    let mut out = String::with_capacity(CHUNK + 512);
+    if let Some(r) = reason {
+        let _ = writeln!(out, "fiberize: {r}");
+    }
+    let _ = writeln!(
+        out,
+        "fiberize: ---- fiber dump: {} fibers, {} armed timers ----",
+        rows.len(),
+        scheduler::try_runtime().map_or(0, |rt| rt.pending_timers())
+    );
+    let st = &crate::base::stats::STATS;
+    let _ = writeln!(
+        out,
+        "fiberize: preemptions {} preempt-refused {} preempt-fallbacks {}",
+        st.preemptions.get(),
+        st.preempt_refused.get(),
+        st.preempt_fallbacks.get()
+    );
+    if let Some(rt) = scheduler::try_runtime() {
+        for w in rt.workers() {
+            let _ = writeln!(
+                out,
+                "fiberize: worker {} tid {} {} running fiber {} switches {} deferred-signals {:#x}",
+                w.index,
+                w.tid.load(Ordering::Relaxed),
+                w.state_name(),
+                w.running.load(Ordering::Relaxed),
+                w.progress.load(Ordering::Relaxed),
+                w.deferred_signals()
+            );
+        }
+    }
+    let mut symbols: BTreeMap<usize, String> = BTreeMap::new();
+    for f in &rows {
+        let life = LIFE.get(f.life as usize).copied().unwrap_or("?");
+        let wait = WAIT.get(f.wait_kind as usize).copied().unwrap_or("?");
+        let _ = write!(out, "fiberize: fiber {} pthread {:#x} {}", f.id, f.pthread, life);
+        if wait != "-" {
+            let _ = write!(out, " waits on {} {:#x}", wait, f.wait_addr);
+        }
+        if f.held_signals != 0 {
+            let _ = write!(out, " held-signals {:#x}", f.held_signals);
+        }
+        if f.cancel_requested {
+            let _ = write!(out, " cancel-requested");
+        }
+        let origin = symbols.entry(f.start_routine).or_insert_with(|| symbol(f.start_routine));
+        let _ = match f.worker {
+            Some(i) => writeln!(out, " worker {i} created for {origin}"),
+            None => writeln!(out, " worker - created for {origin}"),
+        };
+        if out.len() >= CHUNK {
+            flush(&out);
+            out.clear();
+        }
+    }
+    let took_us = sys::now_ns().saturating_sub(started) / 1000;
+    let _ = writeln!(out, "fiberize: ---- end of dump ({took_us} us) ----");
+    flush(&out);
+}
+
+/// Writes the dump to `fd`, chunk by chunk, holding no lock.
+pub fn write_dump(fd: i32, reason: Option<&str>) {
+    produce(reason, &mut |text| write_all(fd, text.as_bytes()));
+}
+
+/// Renders the dump into a string.
+pub fn render() -> String {
+    let mut s = String::new();
+    produce(None, &mut |text| s.push_str(text));
+    s
+}
+
+/// Prints the dump to stderr from the calling thread (exit-time dump).
+pub fn dump_all() {
+    write_dump(2, None);
+}
+
+/// How long one blocked write of dump text waits for the descriptor to take more
+/// before it tries again, and how many such waits a dump tolerates before it gives
+/// the rest up. Origin: a terminal or a log file never makes a writer wait; a pipe
+/// whose reader is a minute behind is as good as gone, and the dump thread must come
+/// back for the next request.
+const WRITE_RETRY_MS: i32 = 100;
+const WRITE_MAX_RETRIES: u32 = 600;
+
+/// Writes all of `bytes` to `fd` with raw system calls: retries after `EINTR`, waits
+/// (bounded) while a non-blocking descriptor answers `EAGAIN`, gives up on errors.
+pub fn write_all(fd: i32, bytes: &[u8]) {
+    let mut done = 0;
+    let mut retries = 0;
+    while done < bytes.len() {
+        // SAFETY: the pointer/length pair describes the live remainder of `bytes`.
+        let r = unsafe {
+            sys::syscall6(libc::SYS_write as usize, fd as usize, bytes.as_ptr() as usize + done, bytes.len() - done, 0, 0, 0)
+        };
+        if r == -(libc::EINTR as isize) {
+            continue;
+        }
+        if r == -(libc::EAGAIN as isize) && retries < WRITE_MAX_RETRIES {
+            retries += 1;
+            let mut p = [libc::pollfd { fd, events: libc::POLLOUT, revents: 0 }];
+            // SAFETY: one valid pollfd; a plain poll with a timeout.
+            unsafe { sys::syscall6(libc::SYS_poll as usize, p.as_mut_ptr() as usize, 1, WRITE_RETRY_MS as usize, 0, 0, 0) };
+            continue;
+        }
+        if r <= 0 {
+            return;
+        }
+        done += r as usize;
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// The dump thread
+// ---------------------------------------------------------------------------------
+
+/// Dump requests so far (bumped by the signal handler; the dump thread waits on it).
+static REQUESTS: AtomicU32 = AtomicU32::new(0);
+static DUMP_THREAD_STARTED: AtomicBool = AtomicBool::new(false);
+
+/// Starts the dump thread (once; called when the pool starts with dumps enabled).
+pub fn start_dump_thread() {
+    if DUMP_THREAD_STARTED.swap(true, Ordering::AcqRel) {
+        return;
+    }
+    scheduler::spawn_runtime_thread(dump_thread_main, core::ptr::null_mut());
+}
+
+/// Asks the dump thread for a dump. Async-signal-safe: an atomic increment and a
+/// futex wake, no lock, no allocation, no TLS.
+pub fn request() {
+    REQUESTS.fetch_add(1, Ordering::Release);
+    sys::futex_wake(&REQUESTS, 1);
+}
+
+extern "C" fn dump_thread_main(_: *mut libc::c_void) -> *mut libc::c_void {
+    let mut served = REQUESTS.load(Ordering::Acquire);
+    loop {
+        let now = REQUESTS.load(Ordering::Acquire);
+        if now == served {
+            sys::futex_wait(&REQUESTS, now, None);
+            continue;
+        }
+        // Everything requested up to here is answered by this one dump.
+        served = now;
+        write_dump(2, None);
+    }
+}

@@ -1,0 +1,454 @@
+//! Fibers: stackful coroutines that carry a complete glibc thread identity.
+//!
+//! # Where a fiber lives
+//!
+//! Every `pthread_create` under the preload makes a real OS thread with the real
+//! `pthread_create`: the **donor**. The donor lends the fiber everything glibc built for
+//! it: its TCB and static TLS (so `errno`, `pthread_self()`, `__thread` variables and
+//! malloc's tcache are the fiber's own) and its stack (so `pthread_getattr_np` and stack
+//! checks stay right). The fiber's stack is the part of the donor's stack *below* the
+//! donor's own live frames:
+//!
+//! ```text
+//!   high  +-------------------------+  <- glibc: TCB, static TLS, start_thread frame
+//!         | start_thread            |
+//!         | donor_main              |  donor frames; the donor sleeps on a futex here
+//!         | donor_serve / futex     |
+//!         +-------------------------+  <- donor sp - DONOR_MARGIN  = fiber stack base
+//!         | corosensei init frame   |
+//!         | start_routine(arg)      |  the program's thread body, run by any worker
+//!         | ...                     |
+//!         v                         v
+//!   low   +-------------------------+  <- pthread_attr_getstack() low bound = limit
+//!         | guard page (glibc)      |
+//! ```
+//!
+//! # Who runs it
+//!
+//! Normally a **worker** resumes the coroutine after pointing FS at the donor's TCB
+//! (`sys::set_thread_pointer`) and points FS back when the coroutine suspends. Two
+//! OS threads must never run on one TLS block at once; so the donor blocks all signals
+//! and sleeps while its fiber lives, and touches no TLS after it hands the fiber over.
+//!
+//! Sometimes the fiber is handed **back to its donor** ([`Switch::RunOnDonor`]): the
+//! donor itself resumes the coroutine, so the fiber's code runs on its own OS thread.
+//! That is how a blocking call that we cannot turn into a park (`pthread_join` on a
+//! real thread, `pthread_exit`'s unwinding) runs without blocking a worker: the worker
+//! moves on, the donor blocks in the kernel, and when the call returns the fiber
+//! suspends with [`Switch::BackToPool`] and the donor queues it again.
+//!
+//! # Park protocol
+//!
+//! `park_state` ([`crate::runtime::park_state`]) closes the window between "the fiber
+//! decided to sleep" and "the fiber's stack is no longer in use".
+
+use core::cell::{Cell, UnsafeCell};
+use core::num::NonZeroUsize;
+use core::sync::atomic::{AtomicI32, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use corosensei::stack::{Stack, StackPointer};
+use corosensei::{Coroutine, Yielder};
+
+use crate::base::stats::{bump, STATS};
+use crate::runtime::park_state::ParkState;
+
+/// Why a fiber gave control back to whoever resumed it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Switch {
+    /// `sched_yield`: queue me at the back.
+    Yield,
+    /// Sleep until unparked (see the park protocol above).
+    Park,
+    /// Continue me on my donor OS thread (worker → donor).
+    RunOnDonor,
+    /// I am done on the donor; queue me in the pool again (donor → pool).
+    BackToPool,
+    /// Preempted inside the kick handler: queue me at the back of the global queue
+    /// (see `crate::runtime::preempt`).
+    Preempt,
+}
+
+pub type FiberCoroutine = Coroutine<(), Switch, usize, DonorStack>;
+pub type FiberYielder = Yielder<(), Switch>;
+pub type FiberRef = Arc<Fiber>;
+
+/// Donor futex word values (`Fiber::donor_word`).
+pub const DONOR_IDLE: u32 = 0;
+/// Resume the coroutine on the donor thread.
+pub const DONOR_RUN: u32 = 1;
+/// The coroutine returned on a worker: return its value from the donor's start routine.
+pub const DONOR_FINISH: u32 = 2;
+
+/// Lifecycle, for the fiber dump.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u32)]
+pub enum Life {
+    Starting = 0,
+    Runnable = 1,
+    Running = 2,
+    Parked = 3,
+    OnDonor = 4,
+    Finished = 5,
+}
+
+/// What a parked fiber waits for, for the fiber dump.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u32)]
+pub enum WaitKind {
+    None = 0,
+    Mutex = 1,
+    Cond = 2,
+    Futex = 3,
+    Sleep = 4,
+    RwLock = 5,
+    Other = 6,
+    Semaphore = 7,
+    Barrier = 8,
+    Once = 9,
+    Io = 10,
+    Join = 11,
+}
+
+pub struct Fiber {
+    pub id: u64,
+    /// `pthread_t` of the donor, i.e. `pthread_self()` inside the fiber.
+    pub pthread: AtomicUsize,
+    /// Removed from the by-`pthread_t` map for good (finished, or ran natively): a
+    /// late registration by the creator must not bring it back (`crate::observe::dump`).
+    pub unregistered: core::sync::atomic::AtomicBool,
+    /// The donor's thread pointer (FS base).
+    pub tp: AtomicUsize,
+    /// The donor's kernel thread id: what "this thread" means for the calls that take
+    /// a tid (`setpriority(PRIO_PROCESS, 0)`), since `gettid()` reports the worker.
+    pub donor_tid: AtomicU32,
+    /// While the fiber waits for a descriptor directly in the kernel on its worker
+    /// (`scheduler::direct_wait`): the worker's wake-up eventfd, which `unpark` writes
+    /// so that the wait ends (-1 otherwise).
+    pub direct_wake_fd: AtomicI32,
+    pub start_routine: usize,
+    coroutine: UnsafeCell<Option<FiberCoroutine>>,
+    yielder: Cell<*const FiberYielder>,
+    pub park_state: ParkState,
+    /// Incremented by every timed park, so that a stale timer does not wake a later wait.
+    pub park_gen: AtomicU64,
+    pub donor_word: AtomicU32,
+    pub retval: AtomicUsize,
+    /// Intrusive link of the donor → pool hand-off list (`scheduler::push_from_donor`).
+    pub handoff_next: AtomicPtr<Fiber>,
+    /// Address of the `WorkerShared` currently running this fiber (0: none).
+    pub worker: AtomicUsize,
+    pub life: AtomicU32,
+    pub wait_kind: AtomicU32,
+    pub wait_addr: AtomicUsize,
+    /// The fiber's own signal mask (kernel sigset, 64 bits), valid when `has_sigmask`.
+    /// Workers apply it while they run the fiber (see `scheduler::run_fiber`).
+    pub sigmask: AtomicU64,
+    pub has_sigmask: core::sync::atomic::AtomicBool,
+    /// Signals sent to this fiber with `pthread_kill` and not yet delivered (bit n-1
+    /// for signal n). Delivered when the fiber next runs (see `crate::signal::delivery`).
+    pub pending_signals: AtomicU64,
+    /// Set when a signal was delivered during a park: interruptible waits return EINTR.
+    /// Also set whenever a program handler runs on the fiber (`signal::note_handler_ran`).
+    pub interrupted: core::sync::atomic::AtomicBool,
+    /// A handler that ran on the fiber was installed without `SA_RESTART`: a
+    /// restartable wait (a blocking read without timeout) returns EINTR too.
+    pub interrupted_no_restart: core::sync::atomic::AtomicBool,
+    /// How often the monitor caught this fiber blocking its worker in a call we do not
+    /// intercept; at `DEMOTE_AFTER_BLOCKS` it is handed to its donor for good.
+    pub foreign_blocks: AtomicU32,
+    /// `pthread_cancel` was called on this fiber (see `crate::signal::cancel`).
+    pub cancel_requested: core::sync::atomic::AtomicBool,
+    /// The fiber's cancelability state is PTHREAD_CANCEL_DISABLE.
+    pub cancel_disabled: core::sync::atomic::AtomicBool,
+    /// The fiber's cancelability type is PTHREAD_CANCEL_ASYNCHRONOUS.
+    pub cancel_async: core::sync::atomic::AtomicBool,
+    /// While the donor sleeps waiting for a hand-off: its saved stack pointer, where
+    /// its callee-saved registers lie (0 while it is awake). A forked child of this
+    /// fiber resumes its copy of the donor there (`crate::thread::pthread`, "Fork").
+    pub donor_sleep_sp: AtomicUsize,
+}
+
+/// Foreign blocking episodes after which a fiber runs as a plain thread on its donor
+/// (docs/DESIGN.md §2.11). Origin: one or two episodes are normal (a DNS lookup, a rare
+/// `flock`); a fiber that blocks again and again (an io_uring completion thread, a
+/// `sigwaitinfo` loop through raw syscalls) costs a spare worker each time.
+pub const DEMOTE_AFTER_BLOCKS: u32 = 3;
+
+// SAFETY: the coroutine and yielder cells are only touched by whoever runs the fiber,
+// and the scheduler guarantees at most one OS thread runs it at a time (park protocol,
+// donor hand-off); everything else is atomic.
+unsafe impl Send for Fiber {}
+unsafe impl Sync for Fiber {}
+
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+impl Fiber {
+    /// A cancellation request that the fiber's state lets through.
+    #[inline]
+    pub fn cancel_pending(&self) -> bool {
+        self.cancel_requested.load(Ordering::Acquire) && !self.cancel_disabled.load(Ordering::Acquire)
+    }
+
+    pub fn new(start_routine: usize) -> Fiber {
+        Fiber {
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            pthread: AtomicUsize::new(0),
+            donor_tid: AtomicU32::new(0),
+            direct_wake_fd: AtomicI32::new(-1),
+            unregistered: core::sync::atomic::AtomicBool::new(false),
+            tp: AtomicUsize::new(0),
+            start_routine,
+            coroutine: UnsafeCell::new(None),
+            yielder: Cell::new(core::ptr::null()),
+            park_state: ParkState::new(),
+            park_gen: AtomicU64::new(0),
+            donor_word: AtomicU32::new(DONOR_IDLE),
+            retval: AtomicUsize::new(0),
+            handoff_next: AtomicPtr::new(core::ptr::null_mut()),
+            worker: AtomicUsize::new(0),
+            life: AtomicU32::new(Life::Starting as u32),
+            wait_kind: AtomicU32::new(WaitKind::None as u32),
+            wait_addr: AtomicUsize::new(0),
+            sigmask: AtomicU64::new(0),
+            has_sigmask: core::sync::atomic::AtomicBool::new(false),
+            pending_signals: AtomicU64::new(0),
+            interrupted: core::sync::atomic::AtomicBool::new(false),
+            interrupted_no_restart: core::sync::atomic::AtomicBool::new(false),
+            foreign_blocks: AtomicU32::new(0),
+            cancel_requested: core::sync::atomic::AtomicBool::new(false),
+            cancel_disabled: core::sync::atomic::AtomicBool::new(false),
+            cancel_async: core::sync::atomic::AtomicBool::new(false),
+            donor_sleep_sp: AtomicUsize::new(0),
+        }
+    }
+
+    pub fn set_life(&self, l: Life) {
+        self.life.store(l as u32, Ordering::Relaxed);
+    }
+
+    /// Installs the coroutine (donor, before the fiber is first queued).
+    ///
+    /// # Safety
+    /// Only the donor may call this, before the fiber is visible to any worker.
+    pub unsafe fn install_coroutine(&self, co: FiberCoroutine) {
+        // SAFETY: nobody else can see the fiber yet (caller's contract).
+        unsafe { *self.coroutine.get() = Some(co) };
+    }
+
+    /// The coroutine, for the one OS thread that currently owns the right to run it.
+    ///
+    /// # Safety
+    /// The caller must be the fiber's current runner (a worker that dequeued it, or
+    /// its donor after `DONOR_RUN`), and must not hold the reference across a hand-off.
+    #[allow(clippy::mut_from_ref)]
+    pub unsafe fn coroutine_mut(&self) -> &mut FiberCoroutine {
+        // SAFETY: exclusive by the caller's contract.
+        match unsafe { &mut *self.coroutine.get() } {
+            Some(c) => c,
+            None => crate::fatal(&["fiber has no coroutine"]),
+        }
+    }
+
+    /// Drops a completed coroutine, or forgets a live one whose stack is being
+    /// abandoned (pthread_exit on the donor).
+    ///
+    /// # Safety
+    /// Same as [`Fiber::coroutine_mut`]; for a live coroutine the caller must never
+    /// resume it again.
+    pub unsafe fn discard_coroutine(&self) {
+        // SAFETY: exclusive by the caller's contract.
+        let co = unsafe { (*self.coroutine.get()).take() };
+        if let Some(co) = co {
+            if co.done() {
+                drop(co);
+            } else {
+                // Dropping would try to unwind a stack we are standing on.
+                core::mem::forget(co);
+            }
+        }
+    }
+
+    pub(crate) fn set_yielder(&self, y: *const FiberYielder) {
+        self.yielder.set(y);
+    }
+
+    /// Switches from the fiber to whoever resumed it.
+    ///
+    /// # Safety
+    /// Must be called by this fiber, on its own stack.
+    #[inline]
+    pub unsafe fn suspend(&self, why: Switch) {
+        let y = self.yielder.get();
+        // The switch out and back in is shielded from program signal handlers: until
+        // the worker has its own FS back, and from the moment it installs ours, a
+        // handler would run on the worker's stack with our TLS (crate::base::shield).
+        crate::base::shield::enter();
+        // SAFETY: the yielder lives at the base of this fiber's stack for the whole
+        // life of the coroutine, and we are running on that coroutine (caller).
+        unsafe { (*y).suspend(why) };
+        crate::base::shield::exit();
+        if self.pending_signals.load(Ordering::Relaxed) != 0 {
+            (crate::runtime::hooks::get().deliver_signals)(self);
+        }
+        if why == Switch::Yield && self.cancel_async.load(Ordering::Acquire) {
+            (crate::runtime::hooks::get().act_on_async_cancel)(self);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// "Which fiber am I?"
+//
+// One thread_local word in *our* TLS module. Because FS follows the fiber, reading it
+// in fiber context reads the donor's copy, which the donor set to its fiber; on a
+// worker (scheduler context), on the main thread or on any foreign thread it is 0.
+// Bit 0 marks "this fiber currently runs on its donor" (see run_on_donor), where the
+// caller must behave like a plain OS thread. Bit 1 marks "this TCB is borrowed by a
+// vfork child" (see `crate::thread::process`): the child shares our memory, so it must touch
+// none of the runtime's tables and behave as a plain thread too.
+// ---------------------------------------------------------------------------------
+
+const ON_DONOR_BIT: usize = 1;
+const VFORK_CHILD_BIT: usize = 2;
+
+thread_local! {
+    static CURRENT: Cell<usize> = const { Cell::new(0) };
+}
+
+/// The fiber running on this OS thread, if the caller is a fiber scheduled by a worker.
+#[inline]
+pub fn current() -> Option<&'static Fiber> {
+    let v = CURRENT.with(|c| c.get());
+    if v == 0 || v & (ON_DONOR_BIT | VFORK_CHILD_BIT) != 0 || crate::base::config::in_forked_child() {
+        return None;
+    }
+    // SAFETY: the donor set this to its fiber, which it keeps alive (an Arc) until it
+    // clears the word in its zombie phase.
+    Some(unsafe { &*(v as *const Fiber) })
+}
+
+/// Whether the caller is a fiber (it must park instead of blocking its OS thread).
+#[inline]
+pub fn is_fiber() -> bool {
+    current().is_some()
+}
+
+/// The fiber this TCB belongs to, wherever it runs (worker or donor), ignoring the
+/// fork state: for the fork hooks, which must know who forked.
+pub(crate) fn owner_of_tcb() -> Option<&'static Fiber> {
+    let v = CURRENT.with(|c| c.get()) & !(ON_DONOR_BIT | VFORK_CHILD_BIT);
+    // SAFETY: as in `current`.
+    (v != 0).then(|| unsafe { &*(v as *const Fiber) })
+}
+
+/// Whether the caller runs on a worker (not on its donor): read before the fork
+/// state changes `current`'s answer.
+pub(crate) fn runs_on_worker() -> bool {
+    let v = CURRENT.with(|c| c.get());
+    v != 0 && v & (ON_DONOR_BIT | VFORK_CHILD_BIT) == 0
+}
+
+/// Whether the caller is a vfork child borrowing this thread's TCB (and memory).
+#[inline]
+pub fn in_vfork_child() -> bool {
+    CURRENT.with(|c| c.get()) & VFORK_CHILD_BIT != 0
+}
+
+/// Marks (or unmarks) this TCB as borrowed by a vfork child: set by the interposed
+/// `vfork` just before the system call, cleared in the parent when it returns.
+pub fn set_vfork_child(on: bool) {
+    CURRENT.with(|c| {
+        let v = c.get();
+        c.set(if on { v | VFORK_CHILD_BIT } else { v & !VFORK_CHILD_BIT });
+    });
+}
+
+pub(crate) fn set_current(f: *const Fiber) {
+    CURRENT.with(|c| c.set(f as usize));
+}
+
+pub(crate) fn set_on_donor(on: bool) {
+    CURRENT.with(|c| {
+        let v = c.get();
+        c.set(if on { v | ON_DONOR_BIT } else { v & !ON_DONOR_BIT });
+    });
+}
+
+/// Runs `f` on the calling fiber's donor OS thread, so that `f` may block in the
+/// kernel without blocking a worker. For a plain thread, runs `f` directly.
+pub fn run_on_donor<R>(f: impl FnOnce() -> R) -> R {
+    let Some(fiber) = current() else { return f() };
+    bump(&STATS.donor_handoffs);
+    // SAFETY: we are this fiber, on its stack.
+    unsafe { fiber.suspend(Switch::RunOnDonor) };
+    // Now on the donor OS thread (FS unchanged: it is the donor's own TCB).
+    set_on_donor(true);
+    let r = f();
+    set_on_donor(false);
+    // SAFETY: as above; the donor's resume() returns and it queues us in the pool.
+    unsafe { fiber.suspend(Switch::BackToPool) };
+    r
+}
+
+/// The calling fiber, after handing it to its donor for good if the monitor found it
+/// blocking its worker too often (then None: the caller is a plain thread now). Called
+/// at the entry of blocking operations, where the fiber holds no runtime lock and is
+/// in no wait queue.
+#[inline]
+pub fn current_or_demote() -> Option<&'static Fiber> {
+    let f = current()?;
+    if f.foreign_blocks.load(Ordering::Relaxed) >= DEMOTE_AFTER_BLOCKS {
+        demote(f);
+        return None;
+    }
+    Some(f)
+}
+
+#[cold]
+fn demote(_f: &Fiber) {
+    bump(&STATS.fibers_demoted);
+    become_plain_thread();
+}
+
+/// Moves the calling fiber to its donor for good and returns there: from now on the
+/// caller is a plain OS thread (used by `pthread_exit`). Returns false for a caller
+/// that is not a fiber (it already is a plain thread).
+pub fn become_plain_thread() -> bool {
+    let Some(fiber) = current() else { return false };
+    bump(&STATS.donor_handoffs);
+    // SAFETY: we are this fiber, on its stack.
+    unsafe { fiber.suspend(Switch::RunOnDonor) };
+    set_on_donor(true);
+    true
+}
+
+// ---------------------------------------------------------------------------------
+// The donor's stack region as a corosensei `Stack`.
+// ---------------------------------------------------------------------------------
+
+/// Part of a donor thread's stack, lent to its fiber. Owns nothing: glibc frees the
+/// memory when the donor thread exits, which happens only after the fiber finished.
+pub struct DonorStack {
+    base: usize,
+    limit: usize,
+}
+
+impl DonorStack {
+    /// `base` (exclusive top) and `limit` (lowest usable address) must be 16-aligned.
+    pub fn new(base: usize, limit: usize) -> DonorStack {
+        DonorStack { base, limit }
+    }
+}
+
+// SAFETY: the region [limit, base) is mapped, owned by the donor thread and unused by
+// it (it lies below the donor's live frames), and glibc placed a guard page below
+// `limit` (or the program supplied its own stack and its own guard policy).
+unsafe impl Stack for DonorStack {
+    fn base(&self) -> StackPointer {
+        NonZeroUsize::new(self.base).unwrap_or_else(|| crate::fatal(&["empty donor stack"]))
+    }
+    fn limit(&self) -> StackPointer {
+        NonZeroUsize::new(self.limit).unwrap_or_else(|| crate::fatal(&["empty donor stack"]))
+    }
+}

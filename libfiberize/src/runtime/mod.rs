@@ -1,0 +1,21 @@
+//! **Layer 1 — the core runtime.** Fibers and their donors ([`fiber`]), the workers,
+//! their queues, idle sleep and the monitor ([`scheduler`]), per-worker timers
+//! ([`timer`]), the epoll set idle workers sleep in ([`poller`]), time slicing
+//! ([`preempt`]), the registry of live fibers ([`registry`]) and the hooks through which
+//! the layers above take part in a switch, a fiber's end and the pool's start
+//! ([`hooks`]).
+//!
+//! Imports only [`crate::base`]. What the upper layers do at a switch (deliver a
+//! signal, act on a cancel request) reaches the core through [`hooks`], never by an
+//! import.
+
+pub mod fiber;
+pub mod hooks;
+pub mod kick;
+pub mod park_state;
+pub mod poller;
+pub mod preempt;
+pub mod registry;
+pub mod scheduler;
+pub mod sleep_state;
+pub mod timer;

@@ -1,0 +1,92 @@
+//! The registry of live fibers: by id (for the dump, the watchdog and the monitor)
+//! and by `pthread_t` (for `pthread_kill`, `pthread_cancel` and friends, which name a
+//! fiber by the `pthread_t` of its donor).
+//!
+//! Both maps sit behind a [`RawLock`]: registration happens once per thread creation
+//! and exit, lookups once per `pthread_kill`/`pthread_cancel` or per dump, so one lock
+//! is not a bottleneck (a `pthread_create`/`join` pair costs ~10 µs, the lock ~50 ns).
+
+use core::sync::atomic::Ordering;
+use std::collections::BTreeMap;
+
+use crate::base::rawlock::RawLock;
+use crate::runtime::fiber::{Fiber, FiberRef};
+
+static REGISTRY: RawLock<BTreeMap<u64, FiberRef>> = RawLock::new(BTreeMap::new());
+/// Live fibers by `pthread_t`, for `pthread_kill` and friends.
+static BY_PTHREAD: RawLock<BTreeMap<usize, FiberRef>> = RawLock::new(BTreeMap::new());
+
+/// In a forked child: no fiber of the parent exists here.
+///
+/// # Safety
+/// Only from the atfork child hook (one thread, nothing else running).
+pub unsafe fn reset_in_forked_child() {
+    // SAFETY: forwarded contract.
+    unsafe {
+        REGISTRY.reset_in_forked_child(BTreeMap::new());
+        BY_PTHREAD.reset_in_forked_child(BTreeMap::new());
+    }
+}
+
+pub fn register(f: &FiberRef) {
+    REGISTRY.lock().insert(f.id, f.clone());
+    register_pthread_early(f, f.pthread.load(Ordering::Relaxed));
+}
+
+/// Makes a new fiber findable by its `pthread_t` as soon as `pthread_create` returns to
+/// its creator, before its donor has run: a `pthread_cancel` or `pthread_kill` right
+/// after creation must reach the fiber, not glibc's view of the donor. The donor
+/// registers it too; whichever comes second is a no-op, and nothing is added once
+/// the donor unregistered it.
+pub fn register_pthread_early(f: &FiberRef, pthread: usize) {
+    let mut m = BY_PTHREAD.lock();
+    if !f.unregistered.load(Ordering::Relaxed) {
+        f.pthread.store(pthread, Ordering::Relaxed);
+        m.insert(pthread, f.clone());
+    }
+}
+
+pub fn unregister(f: &Fiber) {
+    let removed = REGISTRY.lock().remove(&f.id);
+    let pt = f.pthread.load(Ordering::Relaxed);
+    let removed2 = {
+        let mut m = BY_PTHREAD.lock();
+        f.unregistered.store(true, Ordering::Release);
+        match m.get(&pt) {
+            Some(g) if g.id == f.id => m.remove(&pt),
+            _ => None,
+        }
+    };
+    drop((removed, removed2)); // outside the locks
+}
+
+/// The live fiber with this id.
+pub fn find_by_id(id: u64) -> Option<FiberRef> {
+    REGISTRY.lock().get(&id).cloned()
+}
+
+/// The live fiber whose `pthread_self()` is `t`.
+pub fn find_by_pthread(t: usize) -> Option<FiberRef> {
+    BY_PTHREAD.lock().get(&t).cloned()
+}
+
+/// # Safety
+/// `f` points to a live fiber.
+pub unsafe fn unregister_ptr(f: *const Fiber) {
+    // SAFETY: caller's contract.
+    unregister(unsafe { &*f });
+}
+
+/// How many live fibers are in lifecycle state `life` (for the watchdog).
+pub fn count_in_life(life: crate::runtime::fiber::Life) -> usize {
+    REGISTRY.lock().values().filter(|f| f.life.load(Ordering::Relaxed) == life as u32).count()
+}
+
+pub fn live_fibers() -> usize {
+    REGISTRY.lock().len()
+}
+
+/// Every live fiber (a snapshot; the dump prints it without holding the lock).
+pub fn all() -> Vec<FiberRef> {
+    REGISTRY.lock().values().cloned().collect()
+}

@@ -1,0 +1,310 @@
+//! The worker pool: one OS thread per usable CPU, each running fibers to their next
+//! switch, with work stealing.
+//!
+//! # Queues
+//!
+//! ```text
+//!                 +-----------+    +-----------+
+//!   plain threads | injector  |    | hand-off  |  donors (TLS-free, intrusive)
+//!   timers ------>| (global)  |    |  list     |<---------------------------
+//!                 +-----+-----+    +-----+-----+
+//!                       |  steal_batch   | drain
+//!        +--------------v----------------v--------------+
+//!        | worker i:  lifo slot  |  local FIFO deque     | <- fibers woken by fibers
+//!        +-----------------------+-----------------------+    running on worker i
+//!              ^ steal (swap)          ^ steal (Stealer)
+//!              +------ other workers --+
+//! ```
+//!
+//! * A fiber woken by a fiber goes to the waker's worker **lifo slot** (the previous
+//!   occupant moves to the local deque, where it is stealable; an idle worker is woken
+//!   for it only when the deque then holds more than that one fiber, see `schedule`).
+//!   A lock hand-off or a ping-pong then runs the wakee next on the same worker with no
+//!   system call and no cache-line migration. Idle workers do not steal an active worker's lifo slot;
+//!   instead the monitor moves the slot *and the local deque* to the injector when
+//!   their owner made no progress (no switch) for a whole tick, so a busy waker delays
+//!   its wakee by at most ~1 ms and never strands it (the remote-ready defect of
+//!   Boost.Fiber, docs/DESIGN.md §2.3, cannot happen), and fibers queued behind a fiber that
+//!   spins without switching reach other workers even when those never run dry.
+//!   Slots of BLOCKED workers are stolen at once.
+//! * `sched_yield` re-queues at the back of the local FIFO deque: round robin.
+//! * Fibers woken by plain OS threads or timers go to the global injector; donors use
+//!   the allocation-free hand-off list (see [`push_from_donor`]).
+//!
+//! # Files
+//!
+//! | file | what it holds |
+//! |------|---------------|
+//! | `mod.rs` | the `Runtime` and `WorkerShared` structures |
+//! | [`start`] | starting the pool: the workers, the monitor, the poller, the hooks |
+//! | [`wake`] | queueing a fiber (`unpark`, `schedule`, `yield_now`, `park_current`) and waking an idle worker for it: the sleep/wake protocol |
+//! | [`worker`] | the worker loop: find work, steal, run a fiber to its next switch, idle |
+//! | [`direct_wait`] | a fiber alone on its worker waits for its descriptor in the kernel |
+//! | [`monitor`] | the monitor thread: stuck workers, blocked workers and spares, preemption requests |
+//!
+use core::cell::UnsafeCell;
+use core::ptr;
+use core::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use crossbeam_deque::{Injector, Steal, Stealer, Worker as Deque};
+
+use crate::base::rawlock::RawOnce;
+use crate::base::stats::{bump, STATS};
+use crate::base::sys;
+use crate::runtime::fiber::{self, Fiber, FiberRef, Life, Switch, DONOR_FINISH, DONOR_RUN};
+use crate::runtime::poller;
+use crate::runtime::sleep_state::{IdleCounts, SleepWord};
+use crate::runtime::timer;
+
+mod direct_wait;
+mod monitor;
+mod start;
+mod wake;
+mod worker;
+
+pub use direct_wait::{direct_wait, DirectWait};
+pub(crate) use monitor::{mark_blocked, thread_sleeps_in_kernel};
+pub use start::start;
+pub use wake::{arc_from_ref, park_current, push_from_donor, unpark, yield_now};
+
+/// Idle rounds before a worker sleeps (`FIBERIZE_SPIN` overrides): the first quarter
+/// a few hundred ns of `pause` each, the rest `sched_yield`s, a non-blocking epoll poll
+/// every fourth round. Origin: measured on the 2-vCPU machine with MariaDB point
+/// selects at 2 connections (warm servers, transactions/s, native server ~96–104k),
+/// after idle workers began to sleep in epoll_wait: preloaded server 8 rounds 70–95k,
+/// 16: 92–103k, 32: 50–97k, 256: 62–91k; preloaded sysbench client against a native
+/// server (native client ~105k): 0 rounds 39k, 8: 87k, 16: 80–88k, 32: 75k, 256: 45k.
+/// A long spin takes the CPU from the process that is about to answer (the other end
+/// of the connection, on the same small machine); no spin pays a sleeping worker's
+/// wake-up for every reply.
+pub const SPIN_ROUNDS: u32 = 16;
+/// Every this many dequeues a worker looks at the global queues first, so that a busy
+/// local deque cannot starve the injector (the constant Go uses).
+const GLOBAL_CHECK_INTERVAL: u32 = 61;
+/// Monitor period.
+const MONITOR_TICK_NS: u64 = 1_000_000;
+
+const W_ACTIVE: u32 = 1;
+const W_BLOCKED: u32 = 2;
+const W_SPARE: u32 = 3;
+/// Monitor ticks without progress before a sleeping worker counts as blocked.
+/// Origin: two ticks (2–3 ms) is far longer than any switch-free stretch of a fiber
+/// that only calls intercepted functions, and short enough that a blocked worker
+/// costs the others little latency (Go's sysmon retakes a P after 20 µs–10 ms).
+const STUCK_TICKS: u32 = 2;
+/// Longest gap between two looks at a running (not sleeping) worker's kernel state, in
+/// ticks: a fiber that computes and then blocks is noticed within this plus STUCK_TICKS.
+const MAX_RECHECK_TICKS: u32 = 16;
+/// Extra worker slots available as spares beyond the target.
+const MAX_SPARES: usize = 256;
+
+/// A value alone on its cache line(s): a field that its owner writes on every switch
+/// must not share a line with fields that idle workers read while they look for work
+/// (`has_work` walks every worker), or each look costs the busy owner a miss. Origin:
+/// 128 bytes covers the adjacent-line prefetcher of x86_64 server parts.
+#[repr(align(128))]
+pub struct Padded<T>(pub T);
+
+impl<T> core::ops::Deref for Padded<T> {
+    type Target = T;
+    #[inline]
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
+
+/// One worker's shared state. Owner-hot fields (`lifo`, `running`, `progress`, the timer
+/// heap) sit on lines of their own; the rest is read by others and rarely written.
+#[repr(align(128))]
+pub struct WorkerShared {
+    pub index: usize,
+    /// The worker's own local deque. Only the worker's OS thread touches it: the worker
+    /// loop, or a fiber running on it (while the loop is suspended inside `resume`).
+    local: UnsafeCell<Deque<FiberRef>>,
+    stealer: Stealer<FiberRef>,
+    /// Stealable single-fiber slot holding an `Arc<Fiber>` from `Arc::into_raw`.
+    lifo: Padded<AtomicPtr<Fiber>>,
+    sleep_word: SleepWord,
+    tp: AtomicUsize,
+    pub tid: AtomicU32,
+    /// Id of the fiber running now (0: none), for the dump and the monitor.
+    pub running: Padded<AtomicU64>,
+    /// Bumped at every fiber switch; the monitor's sign of life.
+    pub progress: Padded<AtomicU64>,
+    /// ACTIVE, BLOCKED or SPARE (see the module docs).
+    pub state: AtomicU32,
+    /// A SPARE worker sleeps on this word until the monitor activates it.
+    spare_word: AtomicU32,
+    /// This worker sleeps in the reactor's epoll_wait (wake it through the reactor's
+    /// eventfd, not the futex).
+    polling: AtomicBool,
+    /// The worker is blocked in a direct wait for its fiber's descriptor (see the
+    /// module docs): wake it through `wake_fd`.
+    direct: AtomicBool,
+    /// The worker's own eventfd for ending a direct wait (-1: none, no direct waits).
+    wake_fd: AtomicI32,
+    /// The worker's own signal mask (kernel set), restored after fibers with their own.
+    base_sigmask: AtomicU64,
+    /// Program signals deferred on this kernel thread (blocked here until the worker's
+    /// next safe point; see `crate::signal::handlers`).
+    deferred: AtomicU64,
+    /// Timers armed by fibers that parked on this worker (see `crate::runtime::timer`).
+    timers: Padded<timer::TimerHeap>,
+    /// The monitor asks the kick handler to preempt the run whose `progress` value
+    /// this is (0: no request; see `crate::runtime::preempt`).
+    pub preempt_request: AtomicU64,
+}
+
+// SAFETY: `local` is only used from the owning OS thread (see the field's comment);
+// everything else is atomic or immutable.
+unsafe impl Sync for WorkerShared {}
+unsafe impl Send for WorkerShared {}
+
+pub struct Runtime {
+    /// All worker slots; `[0, started)` have a thread.
+    workers: Box<[WorkerShared]>,
+    started: AtomicUsize,
+    /// Wanted number of ACTIVE workers, and how many are ACTIVE now.
+    pub target: usize,
+    active: AtomicUsize,
+    injector: Injector<FiberRef>,
+    handoff_head: AtomicPtr<Fiber>,
+    idle: IdleCounts,
+    /// The monitor sleeps on this word between ticks. It stays 0: nothing wakes the
+    /// monitor early since the dump moved to its own thread (crate::observe::dump).
+    monitor_word: AtomicU32,
+    /// Signal mask of the thread that started the pool; workers adopt it, so fibers
+    /// see the mask a native thread created at that point would have inherited.
+    initial_sigmask: libc::sigset_t,
+}
+
+static RUNTIME: AtomicPtr<Runtime> = AtomicPtr::new(ptr::null_mut());
+
+/// The runtime, if the pool was started.
+#[inline]
+pub fn try_runtime() -> Option<&'static Runtime> {
+    let p = RUNTIME.load(Ordering::Acquire);
+    // SAFETY: published once with Release, leaked, never freed.
+    if p.is_null() {
+        None
+    } else {
+        Some(unsafe { &*p })
+    }
+}
+
+/// The runtime, which the caller knows was started (a fiber exists, or the pool's
+/// start called it).
+pub fn runtime() -> &'static Runtime {
+    runtime_unchecked()
+}
+
+/// Starts one of the runtime's own OS threads with the real `pthread_create`, with all
+/// asynchronous signals blocked: signals belong to the program's threads.
+pub(crate) fn spawn_runtime_thread(f: extern "C" fn(*mut libc::c_void) -> *mut libc::c_void, arg: *mut libc::c_void) {
+    // SAFETY: plain libc calls with valid out-parameters; the new thread receives `arg`,
+    // which points into the leaked runtime.
+    unsafe {
+        let mut all: libc::sigset_t = core::mem::zeroed();
+        let mut old: libc::sigset_t = core::mem::zeroed();
+        libc::sigfillset(&mut all);
+        crate::base::real::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
+        let mut t: libc::pthread_t = 0;
+        let r = crate::base::real::pthread_create(&mut t, ptr::null(), f, arg);
+        crate::base::real::pthread_sigmask(libc::SIG_SETMASK, &old, ptr::null_mut());
+        if r != 0 {
+            crate::fatal(&["cannot create a worker thread"]);
+        }
+        crate::base::real::pthread_detach(t);
+    }
+}
+
+impl Runtime {
+    /// The worker slots that have a thread.
+    pub fn workers(&self) -> &[WorkerShared] {
+        &self.workers[..self.started.load(Ordering::Acquire).min(self.workers.len())]
+    }
+
+    /// Whether work waits that worker `me` (None: the monitor) could take: queued
+    /// fibers anywhere, or `me`'s own due timers (another worker's timers are fired by
+    /// their owner or the monitor; counting them made idle workers spin on work they
+    /// cannot take).
+    pub(crate) fn has_work(&self, me: Option<&WorkerShared>) -> bool {
+        if !self.injector.is_empty() || !self.handoff_head.load(Ordering::SeqCst).is_null() {
+            return true;
+        }
+        if me.is_some_and(|w| w.timers.next_deadline() <= sys::now_ns()) {
+            return true;
+        }
+        self.workers().iter().any(|w| {
+            !w.stealer.is_empty() || (w.state.load(Ordering::Relaxed) != W_ACTIVE && !w.lifo.load(Ordering::SeqCst).is_null())
+        })
+    }
+
+    /// Forgets every worker's timers in a forked child.
+    ///
+    /// # Safety
+    /// Only from the atfork child hook (one thread, nothing else running).
+    pub unsafe fn reset_timers_in_forked_child(&self) {
+        for w in self.workers() {
+            // SAFETY: forwarded contract.
+            unsafe { w.timers.reset_in_forked_child() };
+        }
+    }
+
+    /// Timers armed on all workers (for the dump).
+    pub fn pending_timers(&self) -> usize {
+        self.workers().iter().map(|w| w.timers.pending()).sum()
+    }
+}
+
+/// The runtime, known to be started (TLS-free).
+#[inline]
+fn runtime_unchecked() -> &'static Runtime {
+    let p = RUNTIME.load(Ordering::Acquire);
+    if p.is_null() {
+        crate::fatal(&["runtime used before start"]);
+    }
+    // SAFETY: published once, leaked.
+    unsafe { &*p }
+}
+
+impl WorkerShared {
+    /// `active`, `blocked` or `spare` (for the dump).
+    pub fn state_name(&self) -> &'static str {
+        match self.state.load(Ordering::Relaxed) {
+            W_ACTIVE if self.direct.load(Ordering::Relaxed) => "direct-wait",
+            W_ACTIVE => "active",
+            W_BLOCKED => "blocked",
+            _ => "spare",
+        }
+    }
+
+    /// Whether this worker is ACTIVE and runs a fiber on the CPU (not in a direct wait).
+    pub(crate) fn runs_fiber_on_cpu(&self) -> bool {
+        self.state.load(Ordering::Acquire) == W_ACTIVE
+            && self.running.load(Ordering::Relaxed) != 0
+            && !self.direct.load(Ordering::Relaxed)
+    }
+
+    /// Program signals deferred on this worker's kernel thread, not yet unblocked.
+    pub fn deferred_signals(&self) -> u64 {
+        self.deferred.load(Ordering::Relaxed)
+    }
+}
+
+/// The signal mask of the worker that runs fiber `f` (None if it runs on none).
+pub fn worker_base_sigmask(f: &Fiber) -> Option<u64> {
+    let w = f.worker.load(Ordering::Relaxed) as *const WorkerShared;
+    // SAFETY: `worker` points into the leaked runtime's worker array.
+    (!w.is_null()).then(|| unsafe { (*w).base_sigmask.load(Ordering::Relaxed) })
+}
+
+/// Notes that a program signal was deferred (and is blocked) on kernel thread `tid`;
+/// if that is a worker, its next safe point unblocks it. Async-signal-safe.
+pub fn note_deferred_signal(tid: u32, bit: u64) {
+    let Some(rt) = try_runtime() else { return };
+    if let Some(w) = rt.workers().iter().find(|w| w.tid.load(Ordering::Relaxed) == tid) {
+        w.deferred.fetch_or(bit, Ordering::Relaxed);
+    }
+}

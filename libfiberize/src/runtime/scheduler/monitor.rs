@@ -1,0 +1,249 @@
+//! The monitor thread.
+//!
+//! # Blocked workers and spares (docs/DESIGN.md §2.11)
+//!
+//! A fiber may block its worker in a call we do not intercept. The monitor watches
+//! every active worker's `progress` counter (bumped at each fiber switch); a worker
+//! that is running a fiber and made no progress for `STUCK_TICKS` ticks, and whose
+//! kernel thread sleeps (`/proc/self/task/TID/stat` state S or D, so a CPU-bound
+//! fiber is not mistaken for a blocked one) and also used less than a quarter of the
+//! CPU since the previous look (`schedstat`, so that a short kernel wait inside glibc
+//! or a page fault is not mistaken either: `BLOCKED_CPU_SHARE`), is marked BLOCKED and a spare worker is
+//! activated (or started) so that the number of active workers stays at the target.
+//! The spare steals the blocked worker's queued fibers like any idle worker. When the
+//! blocked call returns and the fiber switches out, the old worker sees BLOCKED and
+//! either becomes active again (if the pool is short) or retires: it moves what its
+//! queues hold to the injector and sleeps as a spare.
+//!
+//! | `WorkerShared::state` | meaning                                               |
+//! |-----------------------|-------------------------------------------------------|
+//! | ACTIVE                | counts toward the target; runs, spins or sleeps       |
+//! | BLOCKED               | stuck in a foreign call; replaced, not counted        |
+//! | SPARE                 | retired; sleeps on `spare_word` until activated       |
+
+use super::*;
+
+// ---------------------------------------------------------------------------------
+// Monitor
+// ---------------------------------------------------------------------------------
+
+pub(super) extern "C" fn monitor_main(_: *mut libc::c_void) -> *mut libc::c_void {
+    let rt = runtime_unchecked();
+    let mut last_progress = vec![0u64; rt.workers.len()];
+    let mut stuck_ticks = vec![0u32; rt.workers.len()];
+    // Ticks without progress before the next look at the kernel state: STUCK_TICKS,
+    // doubled (up to MAX_RECHECK_TICKS) each time the thread was found running, so that
+    // a fiber that computes (or a worker the kernel preempted) costs the monitor a
+    // /proc read every few ms instead of every tick.
+    let mut check_after = vec![STUCK_TICKS; rt.workers.len()];
+    // (CPU time, clock) of the worker's kernel thread at the first look in this
+    // no-progress stretch; see `BLOCKED_CPU_SHARE`.
+    let mut cpu_baseline: Vec<Option<(u64, u64)>> = vec![None; rt.workers.len()];
+    let mut preempt_watch = crate::runtime::preempt::Watch::new(rt.workers.len());
+    loop {
+        let deadline = sys::now_ns() + MONITOR_TICK_NS;
+        // The fiber dump is printed by its own thread (crate::observe::dump), never here: the
+        // monitor must keep ticking while thousands of lines are written.
+        sys::futex_wait(&rt.monitor_word, 0, Some(deadline));
+        poller::poll_if_stale(MONITOR_TICK_NS);
+        (crate::runtime::hooks::get().exit_if_main_left_and_all_done)();
+        if rt.idle.sleeping() > 0 && rt.idle.spinning() == 0 && rt.has_work(None) {
+            rt.wake_one_sleeper();
+        }
+        for w in rt.workers() {
+            let i = w.index;
+            let p = w.progress.load(Ordering::Relaxed);
+            if p == last_progress[i] {
+                // The owner is stuck in one fiber, blocked, retired or asleep: what
+                // waits in its queues or timer heap must not wait for it.
+                release_queued(rt, w);
+                w.timers.fire_due();
+            }
+            if w.state.load(Ordering::Acquire) != W_ACTIVE
+                || w.running.load(Ordering::Relaxed) == 0
+                || w.direct.load(Ordering::Relaxed)
+                || p != last_progress[i]
+            {
+                last_progress[i] = p;
+                stuck_ticks[i] = 0;
+                check_after[i] = STUCK_TICKS;
+                cpu_baseline[i] = None;
+                continue;
+            }
+            stuck_ticks[i] += 1;
+            if stuck_ticks[i] >= check_after[i] {
+                stuck_ticks[i] = 0;
+                let tid = w.tid.load(Ordering::Relaxed);
+                if !thread_sleeps_in_kernel(tid) {
+                    check_after[i] = (check_after[i] * 2).min(MAX_RECHECK_TICKS);
+                    cpu_baseline[i] = None;
+                    continue;
+                }
+                // Asleep in the kernel right now. A short futex wait inside glibc (a
+                // malloc arena lock), a page fault or a preemption look the same at one
+                // instant; a blocked call also used (almost) no CPU since the last look.
+                let now = sys::now_ns();
+                match (cpu_baseline[i], thread_cpu_ns(tid)) {
+                    (Some((cpu0, t0)), Some(cpu)) if cpu.saturating_sub(cpu0) * BLOCKED_CPU_SHARE < now - t0 => {
+                        check_after[i] = STUCK_TICKS;
+                        cpu_baseline[i] = None;
+                        mark_blocked(rt, w);
+                    }
+                    (_, Some(cpu)) => {
+                        // First look (or it ran meanwhile): look again next tick.
+                        cpu_baseline[i] = Some((cpu, now));
+                        check_after[i] = 1;
+                    }
+                    (_, None) => {
+                        // No schedstat in this kernel: the state alone decides.
+                        check_after[i] = STUCK_TICKS;
+                        mark_blocked(rt, w);
+                    }
+                }
+            }
+        }
+        preempt_watch.tick(rt);
+    }
+}
+
+/// The owner of `w` has been running one fiber for a whole tick: hand what waits in
+/// its lifo slot and local deque to the injector. Other workers steal from a deque only
+/// when they run dry, so without this a fiber queued behind a fiber that never
+/// switches (a spin-wait on a flag) would starve while the rest of the pool is busy.
+fn release_queued(rt: &Runtime, w: &WorkerShared) {
+    let mut moved = false;
+    let f = w.lifo.swap(ptr::null_mut(), Ordering::AcqRel);
+    if !f.is_null() {
+        // SAFETY: slot entries come from Arc::into_raw.
+        rt.injector.push(unsafe { Arc::from_raw(f) });
+        moved = true;
+    }
+    loop {
+        match w.stealer.steal() {
+            Steal::Success(f) => {
+                rt.injector.push(f);
+                moved = true;
+            }
+            Steal::Empty => break,
+            Steal::Retry => continue,
+        }
+    }
+    if moved {
+        rt.notify();
+    }
+}
+
+/// Declares `w` blocked and brings a spare in if the pool is short.
+pub(crate) fn mark_blocked(rt: &Runtime, w: &WorkerShared) {
+    if w.state.compare_exchange(W_ACTIVE, W_BLOCKED, Ordering::AcqRel, Ordering::Acquire).is_err() {
+        return;
+    }
+    bump(&STATS.workers_blocked);
+    let id = w.running.load(Ordering::Relaxed);
+    if id != 0 {
+        if let Some(f) = crate::runtime::registry::find_by_id(id) {
+            f.foreign_blocks.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+    if rt.active.fetch_sub(1, Ordering::AcqRel) > rt.target {
+        return;
+    }
+    // Prefer waking a retired spare.
+    for s in rt.workers() {
+        if s.state.compare_exchange(W_SPARE, W_ACTIVE, Ordering::AcqRel, Ordering::Acquire).is_ok() {
+            rt.active.fetch_add(1, Ordering::AcqRel);
+            s.spare_word.store(1, Ordering::Release);
+            sys::futex_wake(&s.spare_word, 1);
+            return;
+        }
+    }
+    let idx = rt.started.load(Ordering::Acquire);
+    if idx >= rt.workers.len() {
+        return; // out of slots: the pool runs short until a blocked worker returns
+    }
+    rt.active.fetch_add(1, Ordering::AcqRel);
+    rt.started.store(idx + 1, Ordering::Release);
+    bump(&STATS.workers_spawned);
+    spawn_runtime_thread(worker::worker_main, &rt.workers[idx] as *const WorkerShared as *mut libc::c_void);
+}
+
+/// A worker counts as blocked only if its thread ran less than 1/BLOCKED_CPU_SHARE of
+/// the time between two looks (a tick or more apart). Origin: a fiber that computes
+/// with brief kernel waits (arena locks, page faults) runs most of the time; one in a
+/// blocking call runs ~0. Issue 10 saw 9–14 spare workers started for a C++ program
+/// whose fibers block in nothing we do not intercept.
+const BLOCKED_CPU_SHARE: u64 = 4;
+
+/// Reads `/proc/self/task/TID/<file>` into `buf` with raw system calls; the length read.
+fn read_task_file(tid: u32, file: &[u8], buf: &mut [u8]) -> Option<usize> {
+    let mut path = [0u8; 64];
+    let prefix = b"/proc/self/task/";
+    path[..prefix.len()].copy_from_slice(prefix);
+    let mut out = prefix.len();
+    let mut digits = [0u8; 10];
+    let (mut n, mut len) = (tid, 0);
+    loop {
+        digits[len] = b'0' + (n % 10) as u8;
+        n /= 10;
+        len += 1;
+        if n == 0 {
+            break;
+        }
+    }
+    for k in (0..len).rev() {
+        path[out] = digits[k];
+        out += 1;
+    }
+    path[out] = b'/';
+    out += 1;
+    if out + file.len() >= path.len() {
+        return None;
+    }
+    path[out..out + file.len()].copy_from_slice(file);
+    // path[out + file.len()] is already the terminating NUL.
+    // SAFETY: `path` is NUL-terminated, `buf` is writable for its length; raw syscalls.
+    let n = unsafe {
+        let fd = sys::syscall6(
+            libc::SYS_openat as usize,
+            libc::AT_FDCWD as usize,
+            path.as_ptr() as usize,
+            (libc::O_RDONLY | libc::O_CLOEXEC) as usize,
+            0,
+            0,
+            0,
+        );
+        if fd < 0 {
+            return None;
+        }
+        let n = sys::syscall6(libc::SYS_read as usize, fd as usize, buf.as_mut_ptr() as usize, buf.len(), 0, 0, 0);
+        sys::syscall6(libc::SYS_close as usize, fd as usize, 0, 0, 0, 0, 0);
+        n
+    };
+    (n > 0).then_some(n as usize)
+}
+
+/// CPU time (ns) kernel thread `tid` has run, from its schedstat (None without one).
+fn thread_cpu_ns(tid: u32) -> Option<u64> {
+    let mut buf = [0u8; 128];
+    let n = read_task_file(tid, b"schedstat", &mut buf)?;
+    let digits = buf[..n].iter().take_while(|c| c.is_ascii_digit());
+    let mut v: u64 = 0;
+    let mut any = false;
+    for &c in digits {
+        v = v.wrapping_mul(10).wrapping_add((c - b'0') as u64);
+        any = true;
+    }
+    any.then_some(v)
+}
+
+/// Whether kernel thread `tid` of this process is sleeping (state S or D).
+pub(crate) fn thread_sleeps_in_kernel(tid: u32) -> bool {
+    let mut buf = [0u8; 512];
+    let Some(n) = read_task_file(tid, b"stat", &mut buf) else { return false };
+    // Format: "tid (comm) S ...": the state follows the last ')'.
+    let b = &buf[..n];
+    match b.iter().rposition(|&c| c == b')') {
+        Some(i) if i + 2 < b.len() => matches!(b[i + 2], b'S' | b'D'),
+        _ => false,
+    }
+}

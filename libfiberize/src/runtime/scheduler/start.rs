@@ -1,0 +1,77 @@
+//! Starting the pool: once, on the first `pthread_create` (`thread::pthread::create`
+//! calls [`start`] with the upper layers' hooks): the workers and their deques, the
+//! idle epoll set, the preemption timer, the worker threads and the monitor.
+
+use super::*;
+
+static START: RawOnce = RawOnce::new();
+
+/// Starts the worker pool on first use, with the upper layers' `hooks` (installed
+/// before any worker runs), and returns the runtime. Later calls return it at once.
+pub fn start(hooks: &'static crate::runtime::hooks::Hooks) -> &'static Runtime {
+    if let Some(rt) = try_runtime() {
+        return rt;
+    }
+    START.call_once(|| {
+        crate::runtime::hooks::install(hooks);
+        start_pool();
+    });
+    try_runtime().unwrap_or_else(|| crate::fatal(&["runtime failed to start"]))
+}
+
+fn start_pool() {
+    sys::detect_fsbase_method();
+    let cfg = crate::base::config::config();
+    let n = cfg.workers;
+    // SAFETY: querying the mask into a valid out-parameter.
+    let initial_sigmask = unsafe {
+        let mut m: libc::sigset_t = core::mem::zeroed();
+        crate::base::real::pthread_sigmask(libc::SIG_SETMASK, ptr::null(), &mut m);
+        m
+    };
+    let slots = n + MAX_SPARES;
+    let mut workers = Vec::with_capacity(slots);
+    for index in 0..slots {
+        let local = Deque::new_fifo();
+        let stealer = local.stealer();
+        workers.push(WorkerShared {
+            index,
+            local: UnsafeCell::new(local),
+            stealer,
+            lifo: Padded(AtomicPtr::new(ptr::null_mut())),
+            sleep_word: SleepWord::new(),
+            tp: AtomicUsize::new(0),
+            tid: AtomicU32::new(0),
+            running: Padded(AtomicU64::new(0)),
+            progress: Padded(AtomicU64::new(0)),
+            state: AtomicU32::new(W_ACTIVE),
+            spare_word: AtomicU32::new(0),
+            polling: AtomicBool::new(false),
+            direct: AtomicBool::new(false),
+            wake_fd: AtomicI32::new(-1),
+            base_sigmask: AtomicU64::new(0),
+            deferred: AtomicU64::new(0),
+            timers: Padded(timer::TimerHeap::new()),
+            preempt_request: AtomicU64::new(0),
+        });
+    }
+    let rt = Box::leak(Box::new(Runtime {
+        workers: workers.into_boxed_slice(),
+        started: AtomicUsize::new(n),
+        target: n,
+        active: AtomicUsize::new(n),
+        injector: Injector::new(),
+        handoff_head: AtomicPtr::new(ptr::null_mut()),
+        idle: IdleCounts::new(),
+        monitor_word: AtomicU32::new(0),
+        initial_sigmask,
+    }));
+    crate::runtime::poller::init();
+    crate::runtime::preempt::init();
+    RUNTIME.store(rt, Ordering::Release);
+    for i in 0..n {
+        spawn_runtime_thread(worker::worker_main, &rt.workers[i] as *const WorkerShared as *mut libc::c_void);
+    }
+    spawn_runtime_thread(monitor::monitor_main, ptr::null_mut());
+    (crate::runtime::hooks::get().after_pool_started)();
+}

@@ -1,0 +1,250 @@
+//! Queueing a fiber and waking an idle worker for it.
+//!
+//! # Sleep / wake protocol (no lost wake-ups)
+//!
+//! An idle worker first spins for a while (`SPIN_ROUNDS`), then announces itself
+//! (timers are per worker, `crate::runtime::timer`: it sleeps at most until its own next one):
+//! `sleep_word = SLEEPING; num_sleeping += 1` (SeqCst), re-checks every queue, and only
+//! then sleeps: in the reactor's `epoll_wait` (so that I/O readiness wakes it
+//! directly, see crate::io::reactor), or on a futex on `sleep_word` where there is no
+//! reactor. A producer publishes its fiber, issues a SeqCst fence and reads
+//! `num_sleeping`; if somebody sleeps and nobody spins, it moves one `sleep_word`
+//! SLEEPING→NOTIFIED and wakes it (eventfd write or futex wake; the eventfd wakes some
+//! epoll sleeper, which need not be the one marked). The two SeqCst sequences form a
+//! Dekker pair: either the sleeper's re-check sees the fiber, or the producer sees the
+//! sleeper. Placing a fiber in a lifo slot does not notify (the waker's worker will
+//! run it next); the monitor thread, which ticks every millisecond, wakes a sleeper
+//! if work waits anywhere, so a busy waker cannot strand its wakee.
+//!
+
+use super::*;
+use crate::runtime::park_state::UnparkAction;
+
+impl Runtime {
+    /// Wakes one sleeping worker if any sleeps and none is already looking for work.
+    /// TLS-free: donors call it after handing their fiber over.
+    #[inline]
+    pub(super) fn notify(&self) {
+        if !self.idle.wake_needed() {
+            return;
+        }
+        self.wake_one_sleeper();
+    }
+
+    #[cold]
+    pub(super) fn wake_one_sleeper(&self) {
+        let mut someone_polls = false;
+        // Ordinary sleepers first: a direct waiter woken for other work gives up a wait
+        // that costs nothing to keep (its fiber then parks the ordinary way).
+        for direct_pass in [false, true] {
+            for w in self.workers().iter() {
+                if w.direct.load(Ordering::SeqCst) != direct_pass {
+                    continue;
+                }
+                if w.sleep_word.try_notify() {
+                    if w.direct.load(Ordering::SeqCst) {
+                        sys::eventfd_signal(w.wake_fd.load(Ordering::Relaxed));
+                    } else if w.polling.load(Ordering::SeqCst) {
+                        poller::wake_poller();
+                    } else {
+                        sys::futex_wake(w.sleep_word.futex_word(), 1);
+                    }
+                    return;
+                }
+                someone_polls |= w.polling.load(Ordering::SeqCst);
+            }
+        }
+        // The eventfd wakes *some* epoll sleeper, not necessarily the one it was
+        // written for: a worker can stay asleep marked NOTIFIED while another drained
+        // its wake-up. Nobody is SLEEPING but someone sleeps in epoll: wake it.
+        if someone_polls {
+            poller::wake_poller();
+        }
+    }
+
+    /// Pushes onto the donor hand-off list (Treiber stack of `Arc::into_raw` pointers).
+    pub(super) fn push_handoff(&self, f: *const Fiber) {
+        let f = f as *mut Fiber;
+        let mut head = self.handoff_head.load(Ordering::Relaxed);
+        loop {
+            // SAFETY: `f` is a live fiber owned by this list until drained.
+            unsafe { (*f).handoff_next.store(head, Ordering::Relaxed) };
+            match self.handoff_head.compare_exchange_weak(head, f, Ordering::Release, Ordering::Relaxed) {
+                Ok(_) => break,
+                Err(h) => head = h,
+            }
+        }
+    }
+
+    /// Takes the whole hand-off list, pushing all but one fiber to `local`.
+    pub(super) fn drain_handoff(&self, local: &Deque<FiberRef>) -> Option<FiberRef> {
+        if self.handoff_head.load(Ordering::Relaxed).is_null() {
+            return None;
+        }
+        let mut p = self.handoff_head.swap(ptr::null_mut(), Ordering::Acquire);
+        let mut first = None;
+        while !p.is_null() {
+            // SAFETY: every pointer on the list came from Arc::into_raw in
+            // push_from_donor, and the swap gave us exclusive ownership of the list.
+            let f = unsafe { Arc::from_raw(p) };
+            p = f.handoff_next.load(Ordering::Relaxed);
+            if first.is_none() {
+                first = Some(f);
+            } else {
+                local.push(f);
+            }
+        }
+        first
+    }
+}
+
+/// Queues a fiber whose donor just set it up or got it back. **TLS-free** (no
+/// allocation, no errno, no thread_local): the fiber may start running on a worker —
+/// with the donor's TLS block — the instant it is published.
+pub fn push_from_donor(f: FiberRef) {
+    let rt = runtime_unchecked();
+    rt.push_handoff(Arc::into_raw(f));
+    rt.notify();
+}
+
+/// Makes a parked (or about-to-park) fiber runnable. Callable from anywhere: fibers,
+/// plain threads, timers. See the park protocol in [`crate::runtime::park_state`].
+pub fn unpark(f: &FiberRef) {
+    match f.park_state.unpark() {
+        UnparkAction::Schedule => {
+            bump(&STATS.unparks);
+            f.set_life(Life::Runnable);
+            schedule(f.clone());
+        }
+        UnparkAction::Notified => {
+            // A fiber in a direct wait is "running" on a worker blocked in the
+            // kernel: end the wait so that it sees the notification. `unpark` fenced
+            // after its CAS: a Dekker pair with direct_wait's publish-then-check (model:
+            // direct_wait_and_unpark_form_a_dekker_pair).
+            let fd = f.direct_wake_fd.load(Ordering::SeqCst);
+            if fd >= 0 {
+                sys::eventfd_signal(fd);
+            }
+        }
+        UnparkAction::Nothing => {}
+    }
+}
+
+/// Queues a runnable fiber: into the current worker's lifo slot when called by a fiber,
+/// else into the injector.
+fn schedule(f: FiberRef) {
+    // The lifo slot and the local deque are not reentrant: a program signal handler
+    // that interrupted this and called sem_post would lose a fiber (crate::signal::handlers).
+    let _shield = crate::base::shield::Shield::new();
+    let rt = runtime_unchecked();
+    if let Some(cur) = fiber::current() {
+        let w = cur.worker.load(Ordering::Relaxed) as *const WorkerShared;
+        if !w.is_null() {
+            // SAFETY: `worker` points at the WorkerShared that is running `cur`, i.e.
+            // the one whose OS thread we are on; so `local` is ours to use.
+            let w = unsafe { &*w };
+            let old = w.lifo.swap(Arc::into_raw(f) as *mut Fiber, Ordering::AcqRel);
+            if !old.is_null() {
+                // SAFETY: slot entries come from Arc::into_raw.
+                let old = unsafe { Arc::from_raw(old) };
+                // SAFETY: see above: we are on w's OS thread.
+                let local = unsafe { &*w.local.get() };
+                local.push(old);
+                // Tell an idle worker only about a surplus: a single displaced fiber
+                // runs here right after the wakee (a signal/wait hand-off pair); waking
+                // a thief for it spread producer/consumer pairs over every CPU, each
+                // lock then crossing cores (issue 10: prodcons on 4–16 CPUs 3.3x ->
+                // 4.4x of native without this notify). Spinning workers still steal
+                // it, and the monitor moves it if this worker stops switching.
+                if local.len() > 1 {
+                    rt.notify();
+                }
+            }
+            return;
+        }
+    }
+    if let Some(w) = worker_context() {
+        // Scheduler context of a worker (timers, reactor dispatch): queue locally; the
+        // worker looks for work right after. Others are told only about a surplus.
+        // SAFETY: WORKER is set only on w's own OS thread, in scheduler context.
+        let local = unsafe { &*w.local.get() };
+        let surplus = !local.is_empty();
+        local.push(f);
+        if surplus {
+            rt.notify();
+        }
+        return;
+    }
+    rt.injector.push(f);
+    rt.notify();
+}
+
+thread_local! {
+    /// The worker whose scheduler loop runs on this OS thread. Read only in scheduler
+    /// context, where FS is the worker's own (in fiber context FS is the donor's and
+    /// this reads the donor's copy, which is null).
+    pub(super) static WORKER: core::cell::Cell<*const WorkerShared> = const { core::cell::Cell::new(ptr::null()) };
+}
+
+#[inline]
+fn worker_context() -> Option<&'static WorkerShared> {
+    let w = WORKER.with(|c| c.get());
+    // SAFETY: set by worker_main to its leaked WorkerShared.
+    if w.is_null() {
+        None
+    } else {
+        Some(unsafe { &*w })
+    }
+}
+
+/// `sched_yield` for a fiber: back of the local queue.
+pub fn yield_now() {
+    if let Some(f) = fiber::current() {
+        bump(&STATS.yields);
+        // SAFETY: we are this fiber.
+        unsafe { f.suspend(Switch::Yield) };
+    }
+}
+
+/// Parks the calling fiber until [`unpark`] (or a stale notification) wakes it, or until
+/// the CLOCK_MONOTONIC `deadline` passes. May return spuriously: callers re-check
+/// their condition in a loop.
+pub fn park_current(f: &Fiber, deadline: Option<u64>) {
+    if f.park_state.take_notification() {
+        // A wake-up already arrived. It may have come from pthread_kill, whose signal
+        // is delivered on the way out of a switch; there is none here, so deliver it
+        // now (the caller may park again at once, e.g. in a mutex wait).
+        if f.pending_signals.load(Ordering::Acquire) != 0 {
+            (crate::runtime::hooks::get().deliver_signals)(f);
+        }
+        return;
+    }
+    if let Some(d) = deadline {
+        let gen = f.park_gen.fetch_add(1, Ordering::Relaxed) + 1;
+        // SAFETY: `f` is the current fiber, kept alive by its donor; the timer holds
+        // its own strong reference.
+        let me = unsafe { arc_from_ref(f) };
+        let w = f.worker.load(Ordering::Relaxed) as *const WorkerShared;
+        if w.is_null() {
+            crate::fatal(&["a fiber parked with a deadline outside a worker"]);
+        }
+        // SAFETY: `worker` points into the leaked runtime's worker array.
+        unsafe { (*w).timers.add(d, me, gen) };
+    }
+    bump(&STATS.parks);
+    // SAFETY: we are this fiber, on its stack.
+    unsafe { f.suspend(Switch::Park) };
+}
+
+/// A new strong reference to a fiber known to be alive.
+///
+/// # Safety
+/// `f` must live inside an `Arc<Fiber>` with at least one strong reference.
+pub unsafe fn arc_from_ref(f: &Fiber) -> FiberRef {
+    let p = f as *const Fiber;
+    // SAFETY: caller guarantees `p` came from an Arc that is alive.
+    unsafe {
+        Arc::increment_strong_count(p);
+        Arc::from_raw(p)
+    }
+}

@@ -1,0 +1,314 @@
+//! The worker loop.
+//!
+//! Each worker runs `worker_main`: at its safe point it takes deferred signals and
+//! fires its own timers, then finds work (its lifo slot, its deque, the hand-off list,
+//! the injector, other workers), runs that fiber to its next switch, and goes idle
+//! (spin, then sleep in the poller or on its futex) when there is none.
+
+use super::*;
+
+// ---------------------------------------------------------------------------------
+// Worker loop
+// ---------------------------------------------------------------------------------
+
+pub(super) extern "C" fn worker_main(arg: *mut libc::c_void) -> *mut libc::c_void {
+    // SAFETY: `arg` points into the leaked runtime's worker array (spawn_runtime_thread).
+    let w: &'static WorkerShared = unsafe { &*(arg as *const WorkerShared) };
+    let rt = runtime_unchecked();
+    w.tp.store(sys::thread_pointer(), Ordering::Relaxed);
+    w.tid.store(sys::gettid() as u32, Ordering::Relaxed);
+    if crate::base::config::config().direct_wait {
+        w.wake_fd.store(sys::eventfd_new(), Ordering::Release);
+    }
+    wake::WORKER.with(|c| c.set(w));
+    // Workers run program code, so they take the program's signals (a handler then runs
+    // with the interrupted fiber's TLS, as it would on that thread natively), under the
+    // mask the program's threads would have inherited.
+    // SAFETY: a valid sigset pointer into the leaked runtime.
+    unsafe { crate::base::real::pthread_sigmask(libc::SIG_SETMASK, &rt.initial_sigmask, ptr::null_mut()) };
+    let base = sys::sigmask_get() & !crate::runtime::kick::KICK_BIT;
+    sys::sigmask_set(base);
+    w.base_sigmask.store(base, Ordering::Relaxed);
+    // Scheduler context is shielded from program signal handlers except at the safe
+    // point at the top of the loop (crate::signal::handlers).
+    crate::base::shield::set_depth(1);
+    let mut tick: u32 = 0;
+    loop {
+        crate::base::shield::worker_safe_point(&w.deferred, base);
+        tick = tick.wrapping_add(1);
+        w.timers.fire_due();
+        match find_work(rt, w, tick) {
+            Some(f) => {
+                run_fiber(w, f);
+                if w.state.load(Ordering::Acquire) != W_ACTIVE {
+                    rejoin_or_retire(rt, w);
+                }
+            }
+            None => idle(rt, w),
+        }
+    }
+}
+
+/// After a blocked call returned: become ACTIVE again if the pool is short, else retire
+/// as a spare until the monitor needs us.
+#[cold]
+fn rejoin_or_retire(rt: &Runtime, w: &WorkerShared) {
+    if w.state.compare_exchange(W_BLOCKED, W_ACTIVE, Ordering::AcqRel, Ordering::Acquire).is_err() {
+        return;
+    }
+    if rt.active.fetch_add(1, Ordering::AcqRel) < rt.target {
+        return; // the pool was short: keep working
+    }
+    rt.active.fetch_sub(1, Ordering::AcqRel);
+    // Retire: hand everything queued here to the others.
+    // SAFETY: we are w's OS thread.
+    let local = unsafe { &*w.local.get() };
+    while let Some(f) = local.pop() {
+        rt.injector.push(f);
+    }
+    let p = w.lifo.swap(ptr::null_mut(), Ordering::AcqRel);
+    if !p.is_null() {
+        // SAFETY: slot entries come from Arc::into_raw.
+        rt.injector.push(unsafe { Arc::from_raw(p) });
+    }
+    w.spare_word.store(0, Ordering::Release);
+    w.state.store(W_SPARE, Ordering::Release);
+    rt.notify();
+    bump(&STATS.workers_retired);
+    while w.state.load(Ordering::Acquire) == W_SPARE {
+        sys::futex_wait(&w.spare_word, 0, None);
+        crate::base::shield::worker_safe_point(&w.deferred, w.base_sigmask.load(Ordering::Relaxed));
+    }
+}
+
+fn find_work(rt: &Runtime, w: &WorkerShared, tick: u32) -> Option<FiberRef> {
+    // SAFETY: we are w's OS thread.
+    let local = unsafe { &*w.local.get() };
+    if tick.is_multiple_of(GLOBAL_CHECK_INTERVAL) {
+        poller::poll_if_stale(poller::STALE_NS);
+        if let Some(f) = steal_global(rt, local) {
+            return Some(f);
+        }
+    }
+    let p = w.lifo.swap(ptr::null_mut(), Ordering::AcqRel);
+    if !p.is_null() {
+        // SAFETY: slot entries come from Arc::into_raw.
+        return Some(unsafe { Arc::from_raw(p) });
+    }
+    if let Some(f) = local.pop() {
+        return Some(f);
+    }
+    if let Some(f) = steal_global(rt, local) {
+        return Some(f);
+    }
+    steal_from_others(rt, w, local)
+}
+
+fn steal_global(rt: &Runtime, local: &Deque<FiberRef>) -> Option<FiberRef> {
+    if let Some(f) = rt.drain_handoff(local) {
+        return Some(f);
+    }
+    loop {
+        match rt.injector.steal_batch_and_pop(local) {
+            Steal::Success(f) => return Some(f),
+            Steal::Empty => return None,
+            Steal::Retry => continue,
+        }
+    }
+}
+
+fn steal_from_others(rt: &Runtime, w: &WorkerShared, local: &Deque<FiberRef>) -> Option<FiberRef> {
+    let all = rt.workers();
+    let n = all.len();
+    for k in 1..n {
+        let victim = &all[(w.index + k) % n];
+        loop {
+            match victim.stealer.steal_batch_and_pop(local) {
+                Steal::Success(f) => {
+                    bump(&STATS.steals);
+                    return Some(f);
+                }
+                Steal::Empty => break,
+                Steal::Retry => continue,
+            }
+        }
+        // The lifo slot of a busy worker is left alone: its owner runs it as soon as
+        // the waker switches out (stealing it would split a ping-pong pair across
+        // cores). A blocked worker's slot is fair game; a slot whose owner made no
+        // progress for a tick is moved to the injector by the monitor.
+        if victim.state.load(Ordering::Relaxed) != W_ACTIVE && !victim.lifo.load(Ordering::Relaxed).is_null() {
+            let p = victim.lifo.swap(ptr::null_mut(), Ordering::AcqRel);
+            if !p.is_null() {
+                bump(&STATS.steals);
+                // SAFETY: slot entries come from Arc::into_raw.
+                return Some(unsafe { Arc::from_raw(p) });
+            }
+        }
+    }
+    None
+}
+
+/// Runs `f` until its next switch and acts on the reason.
+pub(super) fn run_fiber(w: &WorkerShared, f: FiberRef) {
+    f.worker.store(w as *const WorkerShared as usize, Ordering::Relaxed);
+    f.set_life(Life::Running);
+    w.running.store(f.id, Ordering::Relaxed);
+    w.progress.fetch_add(1, Ordering::Relaxed);
+    let fiber_tp = f.tp.load(Ordering::Acquire);
+    let own_tp = w.tp.load(Ordering::Relaxed);
+    // SAFETY: we dequeued `f`, so we are its only runner (park protocol / queues hand
+    // out each fiber once). Between the two FS writes no code touches TLS: resume()
+    // is corosensei's register switch, which uses none.
+    // Per-fiber signal masks (see `crate::signal::delivery`): install the fiber's before the
+    // switch, and put the worker's own back afterwards if the fiber has (or, during
+    // this run, acquired) a mask of its own.
+    //
+    // The masks change while FS is the fiber's: a program signal that the new mask
+    // lets through at once then finds the fiber's shield (it is suspended inside
+    // one) and is deferred to the fiber, which takes it when it leaves the shield
+    // right after the switch — not to the worker's scheduler context, where it
+    // would be deferred again at every such switch (crate::signal::handlers).
+    //
+    // Every fiber has a mask (its creator's, from `thread::create`); only one that
+    // differs from the worker's costs the two system calls.
+    let base = w.base_sigmask.load(Ordering::Relaxed);
+    let own_mask = |f: &Fiber| {
+        f.has_sigmask
+            .load(Ordering::Acquire)
+            .then(|| f.sigmask.load(Ordering::Relaxed) & !crate::runtime::kick::KICK_BIT)
+            .filter(|&m| m != base)
+    };
+    let result = unsafe {
+        let co = f.coroutine_mut();
+        sys::set_thread_pointer(fiber_tp);
+        if let Some(m) = own_mask(&f) {
+            sys::sigmask_set(m);
+        }
+        let r = co.resume(());
+        if own_mask(&f).is_some() {
+            sys::sigmask_set(base);
+        }
+        sys::set_thread_pointer(own_tp);
+        r
+    };
+    w.running.store(0, Ordering::Relaxed);
+    w.progress.fetch_add(1, Ordering::Relaxed);
+    bump(&STATS.switches);
+    // SAFETY: we are w's OS thread.
+    let local = unsafe { &*w.local.get() };
+    match result {
+        corosensei::CoroutineResult::Yield(Switch::Yield) => {
+            f.set_life(Life::Runnable);
+            local.push(f);
+        }
+        corosensei::CoroutineResult::Yield(Switch::Park) => {
+            f.set_life(Life::Parked);
+            if !f.park_state.park_after_switch() {
+                // Notified while it was still switching out: run it again.
+                f.set_life(Life::Runnable);
+                local.push(f);
+            }
+        }
+        corosensei::CoroutineResult::Yield(Switch::RunOnDonor) => {
+            f.set_life(Life::OnDonor);
+            f.worker.store(0, Ordering::Relaxed);
+            if crate::base::config::in_forked_child() {
+                // The fiber forked and is the child's thread now (thread.rs, "Fork").
+                (crate::runtime::hooks::get().resume_donor_in_forked_child)(&f);
+            }
+            f.donor_word.store(DONOR_RUN, Ordering::Release);
+            sys::futex_wake(&f.donor_word, 1);
+        }
+        corosensei::CoroutineResult::Yield(Switch::Preempt) => {
+            // Suspended inside the kick handler (crate::runtime::preempt), whose mask this thread
+            // still has; to the back of the global queue, behind the fibers that waited.
+            sys::sigmask_set(base);
+            f.set_life(Life::Runnable);
+            let rt = runtime_unchecked();
+            rt.injector.push(f);
+            rt.notify();
+        }
+        corosensei::CoroutineResult::Yield(Switch::BackToPool) => {
+            crate::fatal(&["fiber asked to return to the pool while on a worker"]);
+        }
+        corosensei::CoroutineResult::Return(v) => {
+            f.set_life(Life::Finished);
+            (crate::runtime::hooks::get().fiber_ended)(&f);
+            f.worker.store(0, Ordering::Relaxed);
+            f.retval.store(v, Ordering::Relaxed);
+            f.donor_word.store(DONOR_FINISH, Ordering::Release);
+            sys::futex_wake(&f.donor_word, 1);
+        }
+    }
+}
+
+/// Spins before sleeping, while some other worker is busy running fibers: only it can
+/// hand us work within a spin's time. With everyone idle, work comes from the kernel
+/// (I/O, timers, other processes), and spinning would only take the CPU away from the
+/// process that is about to answer us (Go's rule for spinning Ms is similar). Every
+/// round looks at the queues, every fourth calls `probe` (readiness is work too: a
+/// reply that arrives while we spin must not wait for the spin to end). Returns
+/// whether work or readiness turned up.
+pub(super) fn spin_for_work(rt: &Runtime, w: &WorkerShared, mut probe: impl FnMut() -> bool) -> bool {
+    let others_idle = rt.idle.sleeping() + rt.idle.spinning();
+    let spin = crate::base::config::config().spin_rounds.unwrap_or(SPIN_ROUNDS);
+    let rounds = if others_idle + 1 < rt.active.load(Ordering::Relaxed) { spin } else { 0 };
+    rt.idle.start_spinning();
+    let mut found = false;
+    for round in 0..rounds {
+        if rt.has_work(Some(w)) || (round % 4 == 0 && probe()) {
+            found = true;
+            break;
+        }
+        if round < spin / 4 {
+            for _ in 0..64 {
+                sys::cpu_relax();
+            }
+        } else {
+            // Later rounds give the CPU to any other runnable thread (another process
+            // on this machine, e.g. the client of a server we run): a spinning worker
+            // must not starve the work it is waiting for.
+            sys::sched_yield_raw();
+        }
+    }
+    rt.idle.stop_spinning();
+    found
+}
+
+fn idle(rt: &Runtime, w: &WorkerShared) {
+    let polled_something = || {
+        if !poller::try_acquire_poller() {
+            return false;
+        }
+        let n = poller::poll(Some(0));
+        poller::release_poller();
+        n > 0
+    };
+    if spin_for_work(rt, w, polled_something) {
+        return;
+    }
+
+    w.sleep_word.announce(&rt.idle);
+    if !rt.has_work(Some(w)) {
+        bump(&STATS.worker_sleeps);
+        let d = w.timers.next_deadline();
+        let deadline = if d == u64::MAX { None } else { Some(d) };
+        if poller::available() {
+            // Sleep in epoll_wait (any number of idle workers do, see crate::io::reactor).
+            // `polling` is published before the re-check of `sleep_word`, and a
+            // notifier CASes `sleep_word` before it reads `polling` (all SeqCst): it
+            // either sees us polling and writes the eventfd, or we see its NOTIFIED
+            // and do not wait.
+            w.polling.store(true, Ordering::SeqCst);
+            if w.sleep_word.still_sleeping() {
+                poller::sleep_in_epoll(deadline);
+            }
+            w.polling.store(false, Ordering::SeqCst);
+        } else {
+            sys::futex_wait(w.sleep_word.futex_word(), SleepWord::SLEEPING, deadline);
+        }
+    }
+    if w.sleep_word.wake(&rt.idle) {
+        bump(&STATS.worker_wakeups);
+    }
+}

@@ -1,0 +1,133 @@
+//! An idle worker's sleep against a producer's notify: no lost wake-up.
+//!
+//! An idle worker first spins for a while, then **announces** itself
+//! ([`SleepWord::announce`]: its word `Sleeping`, the runtime's sleeper count + 1, a
+//! SeqCst fence), re-checks every queue, and only then sleeps (in `epoll_wait`, in
+//! `ppoll` for a direct wait, or on a futex on the word). A producer publishes its
+//! fiber and then asks [`IdleCounts::wake_needed`] (a SeqCst fence, then the sleeper
+//! and spinner counts); if somebody sleeps and nobody spins, it moves one worker's word
+//! `Sleeping`→`Notified` ([`SleepWord::try_notify`]) and wakes that worker.
+//!
+//! ```text
+//!   idle worker                             producer
+//!   word = Sleeping; sleeping += 1          push fiber
+//!   fence(SeqCst)                           fence(SeqCst)
+//!   re-check queues ── work? ─> wake()      sleeping > 0 && spinning == 0 ?
+//!        │ none                                   │ yes
+//!        v                                        v
+//!   sleep (unless word != Sleeping)         some word: Sleeping → Notified, wake it
+//! ```
+//!
+//! The two SeqCst sequences form a Dekker pair: either the sleeper's re-check sees the
+//! fiber, or the producer sees the sleeper (model: `idle_sleep_and_notify_form_a_dekker_pair`
+//! in `libfiberize/tests/loom_protocols.rs`, which runs this file). Without the fences,
+//! each side could read the other's old value: the fiber waits in a queue while every
+//! worker sleeps (until the monitor's next tick notices it).
+//!
+//! Only [`crate::base::loom`] is imported: the model checks compile this very file.
+
+use crate::base::loom::{fence, AtomicU32, AtomicUsize, Ordering};
+
+const AWAKE: u32 = 0;
+const SLEEPING: u32 = 1;
+const NOTIFIED: u32 = 2;
+
+/// One worker's sleep word: `Awake`, `Sleeping` (announced, maybe asleep) or
+/// `Notified` (a producer chose it; it must not go to sleep, or must wake up).
+pub struct SleepWord(AtomicU32);
+
+/// The runtime's counts of idle workers: asleep (announced) and spinning.
+pub struct IdleCounts {
+    sleeping: AtomicUsize,
+    spinning: AtomicUsize,
+}
+
+impl SleepWord {
+    pub fn new() -> SleepWord {
+        SleepWord(AtomicU32::new(AWAKE))
+    }
+
+    /// The worker, before its last re-check of the queues: `Sleeping`, counted, fenced.
+    #[inline]
+    pub fn announce(&self, counts: &IdleCounts) {
+        self.0.store(SLEEPING, Ordering::SeqCst);
+        counts.sleeping.fetch_add(1, Ordering::SeqCst);
+        fence(Ordering::SeqCst);
+    }
+
+    /// Whether the worker may still go to sleep (no producer chose it since it
+    /// announced). SeqCst: read after the worker published that it sleeps in epoll
+    /// (`WorkerShared::polling`), the other half of the notifier's CAS-then-read.
+    #[inline]
+    pub fn still_sleeping(&self) -> bool {
+        self.0.load(Ordering::SeqCst) == SLEEPING
+    }
+
+    /// A producer chooses this worker: `Sleeping`→`Notified`. True if it was asleep (or
+    /// about to be) and the caller must now wake it the way it sleeps.
+    #[inline]
+    pub fn try_notify(&self) -> bool {
+        self.0.compare_exchange(SLEEPING, NOTIFIED, Ordering::SeqCst, Ordering::Relaxed).is_ok()
+    }
+
+    /// The worker is up again: `Awake`, uncounted. True if a producer had chosen it
+    /// (a wake-up that was meant for it; for the statistics).
+    #[inline]
+    pub fn wake(&self, counts: &IdleCounts) -> bool {
+        let notified = self.0.swap(AWAKE, Ordering::SeqCst) == NOTIFIED;
+        counts.sleeping.fetch_sub(1, Ordering::SeqCst);
+        notified
+    }
+
+    /// The word itself, for a futex wait (value [`SleepWord::SLEEPING`]) and wake.
+    pub fn futex_word(&self) -> &AtomicU32 {
+        &self.0
+    }
+
+    /// The futex value a sleeper waits on.
+    pub const SLEEPING: u32 = SLEEPING;
+}
+
+impl Default for SleepWord {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl IdleCounts {
+    pub fn new() -> IdleCounts {
+        IdleCounts { sleeping: AtomicUsize::new(0), spinning: AtomicUsize::new(0) }
+    }
+
+    /// The producer, after it published its fiber: whether it must wake a sleeper
+    /// (somebody sleeps and nobody spins; a spinner will find the fiber itself).
+    #[inline]
+    pub fn wake_needed(&self) -> bool {
+        fence(Ordering::SeqCst);
+        self.sleeping.load(Ordering::SeqCst) != 0 && self.spinning.load(Ordering::SeqCst) == 0
+    }
+
+    /// Workers asleep (announced) now.
+    pub fn sleeping(&self) -> usize {
+        self.sleeping.load(Ordering::SeqCst)
+    }
+
+    /// Workers spinning for work now.
+    pub fn spinning(&self) -> usize {
+        self.spinning.load(Ordering::SeqCst)
+    }
+
+    pub fn start_spinning(&self) {
+        self.spinning.fetch_add(1, Ordering::SeqCst);
+    }
+
+    pub fn stop_spinning(&self) {
+        self.spinning.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+impl Default for IdleCounts {
+    fn default() -> Self {
+        Self::new()
+    }
+}

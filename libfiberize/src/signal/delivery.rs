@@ -1,0 +1,276 @@
+//! Per-fiber signal masks.
+//!
+//! A signal mask belongs to a kernel thread, and fibers share workers. A fiber that
+//! changes its mask gets its own (`Fiber::sigmask`), which the worker installs before
+//! resuming it and replaces by its own afterwards (`scheduler::run_fiber`); fibers that
+//! never touch their mask cost nothing. A new fiber starts with the worker's mask,
+//! which is the mask of the thread that started the pool.
+//!
+//! # Thread-directed signals
+//!
+//! `pthread_kill(t, sig)` on a fiber's `pthread_t` would reach its donor, which blocks
+//! every signal while the fiber lives. Instead the signal is recorded in the fiber's
+//! `pending_signals`, the fiber is unparked, and when it next runs (on return from any
+//! switch, `Fiber::suspend`) it sends the signal to the kernel thread it runs on with
+//! `tgkill`: the kernel then runs the handler right there, with the fiber's TLS and
+//! stack, as it would on the fiber's own thread. A signal the fiber's mask blocks stays
+//! pending in the fiber until the mask lets it through. Waits that the kernel would
+//! interrupt (sleeps, futex waits) then return `EINTR`; a fiber that is running when
+//! the signal is sent gets it at its next switch. `raise` from a fiber is delivered at
+//! once on the current kernel thread.
+
+use core::sync::atomic::Ordering;
+
+use libc::{c_int, sigset_t};
+
+use crate::base::sys;
+use crate::runtime::fiber::Fiber;
+
+fn to_kernel(set: &sigset_t) -> u64 {
+    // SAFETY: glibc's sigset_t starts with the kernel's 64-bit mask (x86_64).
+    unsafe { *(set as *const sigset_t as *const u64) }
+}
+
+fn from_kernel(mask: u64, out: &mut sigset_t) {
+    // SAFETY: `out` is a valid sigset_t of 128 bytes; we clear it and set the first 64 bits.
+    unsafe {
+        libc::sigemptyset(out);
+        *(out as *mut sigset_t as *mut u64) = mask;
+    }
+}
+
+/// `pthread_sigmask` for a fiber. Returns the error number (0 on success).
+///
+/// # Safety
+/// `set` and `old` are null or valid sigsets, as for `pthread_sigmask`.
+pub unsafe fn fiber_sigmask(f: &Fiber, how: c_int, set: *const sigset_t, old: *mut sigset_t) -> c_int {
+    let cur = if f.has_sigmask.load(Ordering::Acquire) { f.sigmask.load(Ordering::Relaxed) } else { sys::sigmask_get() };
+    // SAFETY: `old` is null or a valid out-parameter (caller's contract).
+    if let Some(o) = unsafe { old.as_mut() } {
+        from_kernel(cur, o);
+    }
+    // SAFETY: `set` is null or a valid sigset (caller's contract).
+    let Some(set) = (unsafe { set.as_ref() }) else { return 0 };
+    let s = to_kernel(set);
+    let new = match how {
+        libc::SIG_BLOCK => cur | s,
+        libc::SIG_UNBLOCK => cur & !s,
+        libc::SIG_SETMASK => s,
+        _ => return libc::EINVAL,
+    };
+    // The kernel never blocks SIGKILL and SIGSTOP.
+    let new = new & !((1u64 << (libc::SIGKILL - 1)) | (1u64 << (libc::SIGSTOP - 1)));
+    f.sigmask.store(new, Ordering::Relaxed);
+    f.has_sigmask.store(true, Ordering::Release);
+    sys::sigmask_set(new & !crate::runtime::kick::KICK_BIT);
+    // Unblocking may release signals that were sent to this fiber meanwhile.
+    if f.pending_signals.load(Ordering::Relaxed) != 0 {
+        deliver_pending(f);
+    }
+    0
+}
+
+/// Adds the signals held for fiber `f` (sent to it while its mask blocked them) to a
+/// `sigpending` result.
+pub fn add_held_signals(f: &Fiber, set: &mut sigset_t) {
+    let held = f.pending_signals.load(Ordering::Acquire);
+    if held != 0 {
+        let k = to_kernel(set) | held;
+        from_kernel(k, set);
+    }
+}
+
+/// The kernel mask fiber `f` is meant to run under: its own, or (for a fiber that never
+/// set one) that of the worker running it. Unlike [`effective_mask`] this does not read
+/// the current kernel mask, which a deferral or a handler may have changed.
+pub fn intended_mask(f: &Fiber) -> u64 {
+    if f.has_sigmask.load(Ordering::Acquire) {
+        f.sigmask.load(Ordering::Relaxed)
+    } else {
+        crate::runtime::scheduler::worker_base_sigmask(f).unwrap_or(0)
+    }
+}
+
+fn effective_mask(f: &Fiber) -> u64 {
+    if f.has_sigmask.load(Ordering::Acquire) {
+        f.sigmask.load(Ordering::Relaxed)
+    } else {
+        sys::sigmask_get()
+    }
+}
+
+fn tgkill_self(sig: c_int) -> c_int {
+    // SAFETY: tgkill to our own kernel thread.
+    let r = unsafe {
+        sys::syscall6(libc::SYS_tgkill as usize, libc::getpid() as usize, sys::gettid() as usize, sig as usize, 0, 0, 0)
+    };
+    if r < 0 {
+        -r as c_int
+    } else {
+        0
+    }
+}
+
+/// Delivers the fiber's pending signals that its mask lets through, on the current
+/// kernel thread. Called by the fiber itself.
+pub fn deliver_pending(f: &Fiber) {
+    let deliverable = f.pending_signals.load(Ordering::Acquire) & !effective_mask(f);
+    if deliverable == 0 {
+        return;
+    }
+    for bit in 0..64 {
+        let m = 1u64 << bit;
+        if deliverable & m != 0 && f.pending_signals.fetch_and(!m, Ordering::AcqRel) & m != 0 {
+            f.interrupted.store(true, Ordering::Release);
+            tgkill_self(bit + 1);
+        }
+    }
+}
+
+/// A program handler ran on the calling thread (the trampoline says so): if that is a
+/// fiber, its current or next wait counts as interrupted, as the kernel interrupts the
+/// thread's system call. Async-signal-safe (a TLS read and atomics).
+pub fn note_handler_ran(sa_restart: bool) {
+    if let Some(f) = crate::runtime::fiber::current() {
+        if !sa_restart {
+            f.interrupted_no_restart.store(true, Ordering::Release);
+        }
+        f.interrupted.store(true, Ordering::Release);
+    }
+}
+
+/// Forgets handlers that ran before a wait begins (they did not interrupt it).
+pub fn clear_interruption(f: &Fiber) {
+    f.interrupted.store(false, Ordering::Relaxed);
+    f.interrupted_no_restart.store(false, Ordering::Relaxed);
+}
+
+/// Whether a handler ran on `f` since [`clear_interruption`], and if so whether the
+/// interrupted call is restarted: `restartable` (the kernel restarts it under
+/// SA_RESTART, see signal(7)) and every such handler had SA_RESTART.
+pub fn interrupted_for_good(f: &Fiber, restartable: bool) -> bool {
+    if !f.interrupted.swap(false, Ordering::AcqRel) {
+        return false;
+    }
+    let no_restart = f.interrupted_no_restart.swap(false, Ordering::AcqRel);
+    !restartable || no_restart
+}
+
+/// `pthread_kill` on a fiber. Returns the error number.
+pub fn kill_fiber(target: &crate::runtime::fiber::FiberRef, sig: c_int) -> c_int {
+    if !(0..=64).contains(&sig) {
+        return libc::EINVAL;
+    }
+    if sig == 0 {
+        return 0;
+    }
+    if let Some(me) = crate::runtime::fiber::current() {
+        if core::ptr::eq(me, &**target) {
+            return raise_in_fiber(me, sig);
+        }
+    }
+    target.pending_signals.fetch_or(1u64 << (sig - 1), Ordering::AcqRel);
+    crate::runtime::scheduler::unpark(target);
+    crate::runtime::kick::kick(target);
+    0
+}
+
+/// `raise` in a fiber: delivered now on this kernel thread (or kept pending if the
+/// fiber's mask blocks it).
+pub fn raise_in_fiber(f: &Fiber, sig: c_int) -> c_int {
+    if !(1..=64).contains(&sig) {
+        return libc::EINVAL;
+    }
+    if effective_mask(f) & (1u64 << (sig - 1)) != 0 {
+        f.pending_signals.fetch_or(1u64 << (sig - 1), Ordering::AcqRel);
+        return 0;
+    }
+    tgkill_self(sig)
+}
+
+// ---------------------------------------------------------------------------------
+// sigwait and friends for fibers
+// ---------------------------------------------------------------------------------
+
+/// How long a fiber's signal wait blocks on its donor before it looks again for
+/// signals held for the fiber (`pthread_kill` while it waits) and for a cancellation
+/// request.
+const SIGWAIT_SLICE_NS: u64 = crate::signal::cancel::DONOR_WAIT_SLICE_NS;
+
+/// `sigtimedwait` (and `sigwaitinfo`, `sigwait`) for a fiber: `timeout_ns` relative (`None`: no limit). Waits on the donor in slices so that a
+/// signal `pthread_kill` holds for this fiber is taken too (sigwait consumes a pending
+/// blocked signal, and a held one is pending for the fiber), and so that
+/// `pthread_cancel` acts (sigwait is a cancellation point; glibc's own would wait on
+/// where our cancellation cannot reach). glibc's internal signals are never waited for.
+/// Returns the signal number, or -errno (EAGAIN on timeout, EINVAL).
+///
+/// # Safety
+/// `info` is null or points to a writable `siginfo_t`, as for glibc's `sigtimedwait`.
+pub unsafe fn fiber_sigtimedwait(f: &Fiber, set: &sigset_t, info: *mut libc::siginfo_t, timeout_ns: Option<u64>) -> c_int {
+    const GLIBC_INTERNAL: u64 = (1 << 31) | (1 << 32); // SIGCANCEL (32), SIGSETXID (33)
+    const CANCELLED: isize = isize::MIN;
+    let set = to_kernel(set) & !GLIBC_INTERNAL;
+    let deadline = timeout_ns.map(|t| sys::now_ns().saturating_add(t));
+    crate::signal::cancel::testcancel();
+    // The whole wait runs on the donor; it comes back to the fiber only with a result.
+    let r = crate::runtime::fiber::run_on_donor(|| loop {
+        if let Some(sig) = take_held(f, set) {
+            if !info.is_null() {
+                // SAFETY: the caller's siginfo out-parameter; a thread-directed signal
+                // from this process: si_code SI_TKILL, as the kernel gives.
+                unsafe {
+                    core::ptr::write_bytes(info, 0, 1);
+                    (*info).si_signo = sig;
+                    (*info).si_code = libc::SI_TKILL;
+                }
+            }
+            return sig as isize;
+        }
+        if f.cancel_pending() {
+            return CANCELLED;
+        }
+        let now = sys::now_ns();
+        let slice_end = now + SIGWAIT_SLICE_NS;
+        let (until, last) = match deadline {
+            Some(d) if d <= slice_end => (d, true),
+            _ => (slice_end, false),
+        };
+        let ts = sys::ns_to_timespec(until.saturating_sub(now));
+        // SAFETY: a valid kernel sigset, the caller's info pointer (or null) and a live
+        // relative timespec.
+        let r = unsafe {
+            sys::syscall6(
+                libc::SYS_rt_sigtimedwait as usize,
+                &set as *const u64 as usize,
+                info as usize,
+                &ts as *const libc::timespec as usize,
+                8,
+                0,
+                0,
+            )
+        };
+        // A slice that ran out is not the caller's timeout; EINTR is not an answer.
+        let slice_ran_out = r == -(libc::EAGAIN as isize) && !last;
+        if !slice_ran_out && r != -(libc::EINTR as isize) {
+            return r;
+        }
+    });
+    if r == CANCELLED {
+        crate::signal::cancel::testcancel();
+    }
+    r as c_int
+}
+
+/// Takes one signal of `set` that `pthread_kill` holds for fiber `f`.
+fn take_held(f: &Fiber, set: u64) -> Option<c_int> {
+    loop {
+        let held = f.pending_signals.load(Ordering::Acquire) & set;
+        if held == 0 {
+            return None;
+        }
+        let bit = 1u64 << held.trailing_zeros();
+        if f.pending_signals.fetch_and(!bit, Ordering::AcqRel) & bit != 0 {
+            return Some(bit.trailing_zeros() as c_int + 1);
+        }
+    }
+}

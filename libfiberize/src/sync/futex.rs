@@ -1,0 +1,171 @@
+//! Emulation of private futex operations reached through `syscall(SYS_futex, …)`.
+//!
+//! Rust's std (Mutex, Condvar, RwLock, park, Once), libstdc++'s `atomic::wait` and
+//! InnoDB wait through `syscall(SYS_futex, …)`; a fiber must park there, not block its
+//! worker. Private futexes are process-local, so while the runtime is enabled *every*
+//! private futex operation that reaches our `syscall` is served by the parking lot —
+//! fibers and plain threads alike — keyed by the futex address. Shared futexes
+//! (other processes may wait on them) and operations we do not model go to the kernel.
+//!
+//! Limitation: a program that waits on a private futex with an inline `syscall`
+//! instruction (bypassing libc's `syscall`) and wakes it through libc's `syscall`, or
+//! the reverse, is not supported while the runtime is enabled.
+
+use core::sync::atomic::{AtomicU32, Ordering};
+
+use libc::{c_int, timespec};
+
+use crate::base::stats::{bump, STATS};
+use crate::base::time;
+use crate::runtime::fiber::WaitKind;
+use crate::sync::parking::{self, ParkResult};
+
+pub const FUTEX_WAIT: c_int = 0;
+pub const FUTEX_WAKE: c_int = 1;
+pub const FUTEX_REQUEUE: c_int = 3;
+pub const FUTEX_CMP_REQUEUE: c_int = 4;
+pub const FUTEX_WAKE_OP: c_int = 5;
+pub const FUTEX_WAIT_BITSET: c_int = 9;
+pub const FUTEX_WAKE_BITSET: c_int = 10;
+pub const FUTEX_PRIVATE_FLAG: c_int = 128;
+pub const FUTEX_CLOCK_REALTIME: c_int = 256;
+const FUTEX_CMD_MASK: c_int = !(FUTEX_PRIVATE_FLAG | FUTEX_CLOCK_REALTIME);
+
+/// Whether we serve `op` (else the caller passes it to the kernel).
+pub fn emulated(op: c_int) -> bool {
+    op & FUTEX_PRIVATE_FLAG != 0
+        && matches!(
+            op & FUTEX_CMD_MASK,
+            FUTEX_WAIT | FUTEX_WAKE | FUTEX_REQUEUE | FUTEX_CMP_REQUEUE | FUTEX_WAKE_OP | FUTEX_WAIT_BITSET | FUTEX_WAKE_BITSET
+        )
+}
+
+/// Performs an emulated futex operation. Ok(value) or Err(errno), as the kernel would.
+///
+/// # Safety
+/// `uaddr` (and `uaddr2` for the two-address operations) must be valid futex words, and
+/// `timeout` null or a valid timespec, as for the real system call.
+pub unsafe fn futex(
+    uaddr: *const u32,
+    op: c_int,
+    val: u32,
+    timeout: *const timespec,
+    uaddr2: *const u32,
+    val3: u32,
+) -> Result<isize, c_int> {
+    if uaddr.is_null() {
+        return Err(libc::EFAULT);
+    }
+    if !(uaddr as usize).is_multiple_of(4) {
+        return Err(libc::EINVAL);
+    }
+    // SAFETY: aligned, non-null futex word (caller).
+    let word = unsafe { &*(uaddr as *const AtomicU32) };
+    let key = uaddr as usize;
+    let cmd = op & FUTEX_CMD_MASK;
+    match cmd {
+        FUTEX_WAIT | FUTEX_WAIT_BITSET => {
+            let bitset = if cmd == FUTEX_WAIT { u32::MAX } else { val3 };
+            if bitset == 0 {
+                return Err(libc::EINVAL);
+            }
+            let deadline = if timeout.is_null() {
+                None
+            } else {
+                // SAFETY: non-null timespec (caller).
+                let ts = unsafe { &*timeout };
+                Some(if cmd == FUTEX_WAIT {
+                    time::relative_deadline(ts)?
+                } else {
+                    let clock = if op & FUTEX_CLOCK_REALTIME != 0 { libc::CLOCK_REALTIME } else { libc::CLOCK_MONOTONIC };
+                    time::absolute_deadline(clock, ts)?
+                })
+            };
+            bump(&STATS.futex_waits);
+            match parking::park(key, bitset, WaitKind::Futex, || word.load(Ordering::SeqCst) == val, || {}, |_| {}, deadline) {
+                ParkResult::Unparked(_) => Ok(0),
+                ParkResult::Invalid => Err(libc::EAGAIN),
+                ParkResult::TimedOut => Err(libc::ETIMEDOUT),
+                ParkResult::Interrupted => Err(libc::EINTR),
+            }
+        }
+        FUTEX_WAKE | FUTEX_WAKE_BITSET => {
+            let bitset = if cmd == FUTEX_WAKE { u32::MAX } else { val3 };
+            if bitset == 0 {
+                return Err(libc::EINVAL);
+            }
+            bump(&STATS.futex_wakes);
+            Ok(parking::unpark_some_quick(key, bitset, val as usize) as isize)
+        }
+        FUTEX_REQUEUE | FUTEX_CMP_REQUEUE => {
+            if uaddr2.is_null() {
+                return Err(libc::EFAULT);
+            }
+            // For requeue, the kernel reads the "timeout" argument as val2 (a count).
+            let max_requeue = (timeout as usize).min(i32::MAX as usize);
+            let check = cmd == FUTEX_CMP_REQUEUE;
+            match parking::unpark_requeue(key, uaddr2 as usize, val as usize, max_requeue, || {
+                !check || word.load(Ordering::SeqCst) == val3
+            }) {
+                None => Err(libc::EAGAIN),
+                // FUTEX_REQUEUE returns the woken count; CMP_REQUEUE woken + requeued.
+                Some((w, r)) => Ok(if check { (w + r) as isize } else { w as isize }),
+            }
+        }
+        FUTEX_WAKE_OP => {
+            if uaddr2.is_null() {
+                return Err(libc::EFAULT);
+            }
+            // SAFETY: non-null futex word (caller).
+            let word2 = unsafe { &*(uaddr2 as *const AtomicU32) };
+            let old = wake_op_apply(word2, val3)?;
+            let mut n = parking::unpark_some(key, u32::MAX, val as usize, |_| {});
+            if wake_op_compare(old, val3) {
+                let val2 = (timeout as usize).min(i32::MAX as usize);
+                n += parking::unpark_some(uaddr2 as usize, u32::MAX, val2, |_| {});
+            }
+            Ok(n as isize)
+        }
+        _ => Err(libc::ENOSYS),
+    }
+}
+
+/// FUTEX_WAKE_OP's encoded operation on `*uaddr2`; returns the old value.
+fn wake_op_apply(w: &AtomicU32, encoded: u32) -> Result<u32, c_int> {
+    let op = (encoded >> 28) & 0xf;
+    let mut oparg = (encoded >> 12) & 0xfff;
+    if op & 8 != 0 {
+        // FUTEX_OP_OPARG_SHIFT
+        if oparg > 31 {
+            return Err(libc::EINVAL);
+        }
+        oparg = 1 << oparg;
+    } else {
+        // sign-extend the 12-bit argument
+        oparg = (((oparg as i32) << 20) >> 20) as u32;
+    }
+    let r = match op & 7 {
+        0 => w.swap(oparg, Ordering::SeqCst),
+        1 => w.fetch_add(oparg, Ordering::SeqCst),
+        2 => w.fetch_or(oparg, Ordering::SeqCst),
+        3 => w.fetch_and(!oparg, Ordering::SeqCst),
+        4 => w.fetch_xor(oparg, Ordering::SeqCst),
+        _ => return Err(libc::ENOSYS),
+    };
+    Ok(r)
+}
+
+fn wake_op_compare(old: u32, encoded: u32) -> bool {
+    let cmp = (encoded >> 24) & 0xf;
+    let cmparg = ((((encoded & 0xfff) as i32) << 20) >> 20) as i64;
+    let old = old as i32 as i64;
+    match cmp {
+        0 => old == cmparg,
+        1 => old != cmparg,
+        2 => old < cmparg,
+        3 => old <= cmparg,
+        4 => old > cmparg,
+        5 => old >= cmparg,
+        _ => false,
+    }
+}

@@ -1,0 +1,512 @@
+//! The parking lot: one waiter-queue design for every blocking primitive, serving
+//! fibers and plain OS threads alike (docs/DESIGN.md §2.6).
+//!
+//! A waiter parks on an address (`key`): a mutex, a condition variable, a futex word.
+//! Queues live in a fixed table of buckets hashed by address, each a [`RawMutex`] and
+//! an intrusive doubly linked list of [`Waiter`]s that sit on the waiters' own stacks;
+//! nothing is allocated. This is the design of WebKit's and Rust's `parking_lot`; ours
+//! differs in what "sleep" means:
+//!
+//! * a **fiber** waiter parks through the scheduler (`scheduler::park_current`): its
+//!   worker goes on with other fibers;
+//! * a **thread** waiter (main thread, donor in zombie phase, foreign thread, forked
+//!   child) sleeps on a futex on its own `woken` word.
+//!
+//! # Wake-up hand-over
+//!
+//! An unparker, *under the bucket lock*, unlinks the waiter, reads what it needs from it
+//! (a strong reference to the fiber), stores the token and then sets `woken = 1`
+//! (Release). From that instant the waiter may return and its stack frame vanish, so
+//! the unparker touches the waiter no more, except for a futex wake on the `woken`
+//! address, which is harmless on a dead address. A waiter that times out takes the
+//! bucket lock and removes itself only if `woken` is still 0; otherwise the wake-up
+//! won the race and the waiter reports it (no wake-up is ever lost to a timeout).
+//!
+//! # Lock-free emptiness check
+//!
+//! Wakers that fire often with nobody waiting (reactor readiness edges, futex wakes)
+//! use [`unpark_some_quick`], which skips the bucket lock when the bucket's list is
+//! empty. It is a Dekker pair with `park`: the waker publishes its state change, runs
+//! a SeqCst fence and reads `head`; the waiter links itself into `head`, runs a SeqCst
+//! fence and then validates the state. Either the waker sees the waiter, or the
+//! waiter's validation sees the new state and it does not sleep.
+
+use core::cell::Cell;
+use core::ptr;
+use core::sync::atomic::{fence, AtomicPtr, AtomicU32, AtomicUsize, Ordering};
+
+use crate::base::rawlock::RawMutex;
+use crate::base::stats::{bump, STATS};
+use crate::base::sys;
+use crate::runtime::fiber::{self, Fiber, FiberRef, WaitKind};
+use crate::runtime::scheduler;
+
+const BUCKET_BITS: u32 = 12;
+const BUCKETS: usize = 1 << BUCKET_BITS;
+
+/// Token passed from unparker to waiter.
+pub const TOKEN_NORMAL: usize = 0;
+/// The unparker handed ownership of the lock directly to the waiter.
+pub const TOKEN_HANDOFF: usize = 1;
+
+#[repr(align(64))]
+struct Bucket {
+    lock: RawMutex,
+    /// Written only under `lock`; atomic so that [`unpark_some_quick`] may peek at it
+    /// without the lock (see "Lock-free emptiness check" above).
+    head: AtomicPtr<Waiter>,
+    tail: Cell<*const Waiter>,
+}
+
+// SAFETY: `head`/`tail` and the waiters they link are only touched under `lock`.
+unsafe impl Sync for Bucket {}
+
+#[allow(clippy::declare_interior_mutable_const)]
+const EMPTY_BUCKET: Bucket =
+    Bucket { lock: RawMutex::new(), head: AtomicPtr::new(ptr::null_mut()), tail: Cell::new(ptr::null()) };
+static TABLE: [Bucket; BUCKETS] = [EMPTY_BUCKET; BUCKETS];
+
+/// In a forked child: every queue empty and unlocked. No waiter of the parent exists in
+/// the child (the forking thread was not waiting), and a bucket lock held by another
+/// thread at the fork would never be released.
+///
+/// # Safety
+/// Only from the atfork child hook (one thread, nothing else running).
+pub unsafe fn forget_all_waiters_in_forked_child() {
+    for b in TABLE.iter() {
+        b.lock.reset_in_forked_child();
+        b.head.store(ptr::null_mut(), Ordering::Relaxed);
+        b.tail.set(ptr::null());
+    }
+}
+
+#[inline]
+fn bucket(key: usize) -> &'static Bucket {
+    // Fibonacci hashing of the address.
+    let h = (key as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - BUCKET_BITS);
+    &TABLE[h as usize]
+}
+
+pub struct Waiter {
+    /// Changed only by requeue, under the locks of both buckets.
+    key: AtomicUsize,
+    bitset: u32,
+    prev: Cell<*const Waiter>,
+    next: Cell<*const Waiter>,
+    /// The parked fiber, or null for a thread waiter.
+    fiber: *const Fiber,
+    woken: AtomicU32,
+    token: Cell<usize>,
+    /// Real-time priority of a thread waiter (0: none), see [`REALTIME_IN_USE`].
+    rt_priority: i32,
+}
+
+/// Set once the program created a SCHED_FIFO/SCHED_RR thread. From then on thread
+/// waiters record their real-time priority and [`unpark_one`] wakes the highest first,
+/// as the kernel's futex does for real-time tasks (fibers count as priority 0).
+pub static REALTIME_IN_USE: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(false);
+
+/// The calling thread's real-time priority (0 under SCHED_OTHER and friends).
+fn own_rt_priority() -> i32 {
+    // SAFETY: sched_getscheduler/sched_getparam on ourselves with a valid out-parameter.
+    unsafe {
+        let policy = sys::syscall6(libc::SYS_sched_getscheduler as usize, 0, 0, 0, 0, 0, 0) as i32;
+        if policy != libc::SCHED_FIFO && policy != libc::SCHED_RR {
+            return 0;
+        }
+        let mut p = libc::sched_param { sched_priority: 0 };
+        sys::syscall6(libc::SYS_sched_getparam as usize, 0, &mut p as *mut libc::sched_param as usize, 0, 0, 0, 0);
+        p.sched_priority
+    }
+}
+
+impl Waiter {
+    fn new(key: usize, bitset: u32, fiber: *const Fiber) -> Waiter {
+        Waiter {
+            key: AtomicUsize::new(key),
+            bitset,
+            prev: Cell::new(ptr::null()),
+            next: Cell::new(ptr::null()),
+            fiber,
+            woken: AtomicU32::new(0),
+            token: Cell::new(TOKEN_NORMAL),
+            rt_priority: if fiber.is_null() && REALTIME_IN_USE.load(Ordering::Relaxed) { own_rt_priority() } else { 0 },
+        }
+    }
+}
+
+impl Bucket {
+    fn push_back(&self, w: &Waiter) {
+        w.prev.set(self.tail.get());
+        w.next.set(ptr::null());
+        if self.tail.get().is_null() {
+            self.head.store(w as *const Waiter as *mut Waiter, Ordering::Relaxed);
+        } else {
+            // SAFETY: list members are live waiters (they do not leave without unlinking).
+            unsafe { (*self.tail.get()).next.set(w) };
+        }
+        self.tail.set(w);
+    }
+
+    fn unlink(&self, w: *const Waiter) {
+        // SAFETY: `w` is on this list, so it and its neighbours are live.
+        unsafe {
+            let (p, n) = ((*w).prev.get(), (*w).next.get());
+            if p.is_null() {
+                self.head.store(n as *mut Waiter, Ordering::Relaxed)
+            } else {
+                (*p).next.set(n)
+            }
+            if n.is_null() {
+                self.tail.set(p)
+            } else {
+                (*n).prev.set(p)
+            }
+        }
+    }
+
+    fn any_with_key(&self, key: usize) -> bool {
+        let mut p = self.head.load(Ordering::Relaxed) as *const Waiter;
+        while !p.is_null() {
+            // SAFETY: list members are live.
+            unsafe {
+                if (*p).key.load(Ordering::Relaxed) == key {
+                    return true;
+                }
+                p = (*p).next.get();
+            }
+        }
+        false
+    }
+}
+
+/// How a park ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ParkResult {
+    /// Woken by an unpark, with its token.
+    Unparked(usize),
+    /// `validate` returned false: the caller did not sleep.
+    Invalid,
+    /// The deadline passed first.
+    TimedOut,
+    /// A signal was delivered to the waiting fiber (interruptible waits only).
+    Interrupted,
+}
+
+/// Deadline of a wait, on CLOCK_MONOTONIC, in nanoseconds.
+pub type Deadline = Option<u64>;
+
+/// Parks the caller on `key`.
+///
+/// * `validate` runs under the bucket lock before queueing; if false, returns Invalid.
+/// * `before_sleep` runs after queueing and unlocking the bucket (e.g. release a mutex).
+/// * `timed_out(key_still_has_waiters)` runs under the bucket lock if the deadline won.
+pub fn park(
+    key: usize,
+    bitset: u32,
+    kind: WaitKind,
+    validate: impl FnOnce() -> bool,
+    before_sleep: impl FnOnce(),
+    timed_out: impl FnOnce(bool),
+    deadline: Deadline,
+) -> ParkResult {
+    let me = fiber::current_or_demote();
+    let waiter = Waiter::new(key, bitset, me.map_or(ptr::null(), |f| f as *const Fiber));
+    let b = bucket(key);
+    b.lock.lock();
+    // Queue first, then validate (with a SeqCst fence between): the mirror image of
+    // a waker that changes the state, fences, then peeks at the queue without the lock.
+    b.push_back(&waiter);
+    fence(Ordering::SeqCst);
+    if !validate() {
+        b.unlink(&waiter);
+        b.lock.unlock();
+        return ParkResult::Invalid;
+    }
+    b.lock.unlock();
+    before_sleep();
+
+    // Futex and semaphore waits return EINTR when a signal is delivered to the fiber,
+    // as the kernel's and glibc's do; lock and condition waits never do (POSIX).
+    let interruptible = matches!(kind, WaitKind::Futex | WaitKind::Semaphore);
+    // Waits that are POSIX cancellation points end early on a pending cancellation
+    // (the caller then acts on it, see `crate::signal::cancel`).
+    let cancellation_point = matches!(
+        kind,
+        WaitKind::Cond | WaitKind::Semaphore | WaitKind::Io | WaitKind::Sleep | WaitKind::Barrier | WaitKind::Join
+    );
+    // A mutex wait is no cancellation point, but with the asynchronous cancelability
+    // type a request ends it as glibc's SIGCANCEL would (the waiter is unlinked first).
+    let async_cancellable = kind == WaitKind::Mutex;
+    if let Some(f) = me {
+        f.wait_kind.store(kind as u32, Ordering::Relaxed);
+        f.wait_addr.store(key, Ordering::Relaxed);
+        f.interrupted.store(false, Ordering::Relaxed);
+    } else {
+        bump(&STATS.thread_waits);
+    }
+    // A plain thread's futex wait returned EINTR: a handler ran (one installed without
+    // SA_RESTART, as the kernel restarts the wait otherwise).
+    let mut thread_interrupted = false;
+    let result = loop {
+        if waiter.woken.load(Ordering::Acquire) != 0 {
+            break ParkResult::Unparked(waiter.token.get());
+        }
+        let interrupted = (interruptible && (thread_interrupted || me.is_some_and(|f| f.interrupted.load(Ordering::Acquire))))
+            || (cancellation_point && me.is_some_and(|f| f.cancel_pending()))
+            || (async_cancellable && me.is_some_and(|f| f.cancel_async.load(Ordering::Acquire) && f.cancel_pending()));
+        let expired = deadline.is_some_and(|d| sys::now_ns() >= d);
+        if interrupted || expired {
+            {
+                // A requeue may have moved us to another key: lock the bucket of the
+                // key we are on now, and re-check it under that lock.
+                let (cur_bucket, cur_key) = loop {
+                    let k = waiter.key.load(Ordering::Relaxed);
+                    let cb = bucket(k);
+                    cb.lock.lock();
+                    if waiter.key.load(Ordering::Relaxed) == k {
+                        break (cb, k);
+                    }
+                    cb.lock.unlock();
+                };
+                if waiter.woken.load(Ordering::Acquire) == 0 {
+                    cur_bucket.unlink(&waiter);
+                    let more = cur_bucket.any_with_key(cur_key);
+                    if cur_key == key {
+                        timed_out(more);
+                    }
+                    cur_bucket.lock.unlock();
+                    break if expired { ParkResult::TimedOut } else { ParkResult::Interrupted };
+                }
+                cur_bucket.lock.unlock();
+                continue; // an unpark won the race; take it
+            }
+        }
+        match me {
+            Some(f) => scheduler::park_current(f, deadline),
+            None => {
+                if sys::futex_wait(&waiter.woken, 0, deadline) == -(libc::EINTR as isize) {
+                    thread_interrupted = true;
+                }
+            }
+        }
+    };
+    if let Some(f) = me {
+        f.wait_kind.store(WaitKind::None as u32, Ordering::Relaxed);
+        f.wait_addr.store(0, Ordering::Relaxed);
+        if result == ParkResult::Interrupted && async_cancellable {
+            crate::signal::cancel::act_on_async_cancel(f);
+        }
+    }
+    result
+}
+
+/// What an unparker learns, under the bucket lock, before the waiter is released.
+#[derive(Debug, Clone, Copy)]
+pub struct UnparkInfo {
+    /// A waiter was dequeued.
+    pub unparked: bool,
+    /// More waiters remain on the key.
+    pub have_more: bool,
+}
+
+/// A dequeued waiter's wake-up, performed after the bucket lock is released.
+enum Wake {
+    Fiber(FiberRef),
+    Thread(*const AtomicU32),
+}
+
+impl Wake {
+    fn run(self) {
+        match self {
+            Wake::Fiber(f) => scheduler::unpark(&f),
+            Wake::Thread(word) => {
+                sys::futex_wake(word, 1);
+            }
+        }
+    }
+}
+
+/// Unlinks `w` and prepares its wake-up (under the bucket lock).
+fn take(b: &Bucket, w: *const Waiter, token: usize) -> Wake {
+    b.unlink(w);
+    // SAFETY: `w` was on the list, hence live until we set `woken`.
+    unsafe {
+        let wake = if (*w).fiber.is_null() {
+            Wake::Thread(&(*w).woken)
+        } else {
+            // The fiber is alive: it is parked in `park`, and its donor holds an Arc.
+            Wake::Fiber(scheduler::arc_from_ref(&*(*w).fiber))
+        };
+        (*w).token.set(token);
+        (*w).woken.store(1, Ordering::Release);
+        wake
+    }
+}
+
+/// Wakes the first waiter on `key`. `callback` runs under the bucket lock and returns
+/// the token for the waiter (TOKEN_HANDOFF to pass a lock directly).
+pub fn unpark_one(key: usize, callback: impl FnOnce(UnparkInfo) -> usize) -> bool {
+    let b = bucket(key);
+    b.lock.lock();
+    let mut p = b.head.load(Ordering::Relaxed) as *const Waiter;
+    // SAFETY: list members are live under the lock.
+    unsafe {
+        while !p.is_null() && (*p).key.load(Ordering::Relaxed) != key {
+            p = (*p).next.get();
+        }
+    }
+    if p.is_null() {
+        callback(UnparkInfo { unparked: false, have_more: false });
+        b.lock.unlock();
+        return false;
+    }
+    let first = p;
+    if REALTIME_IN_USE.load(Ordering::Relaxed) {
+        // The highest real-time priority first; FIFO among equals.
+        // SAFETY: list members are live under the lock.
+        unsafe {
+            let mut q = (*p).next.get();
+            while !q.is_null() {
+                if (*q).key.load(Ordering::Relaxed) == key && (*q).rt_priority > (*p).rt_priority {
+                    p = q;
+                }
+                q = (*q).next.get();
+            }
+        }
+    }
+    // Another waiter on the key remains: `first`, if we chose a later one, else any
+    // after it.
+    // SAFETY: `p` is live under the lock.
+    let have_more = p != first
+        || unsafe {
+            let mut q = (*p).next.get();
+            while !q.is_null() && (*q).key.load(Ordering::Relaxed) != key {
+                q = (*q).next.get();
+            }
+            !q.is_null()
+        };
+    let token = callback(UnparkInfo { unparked: true, have_more });
+    let wake = take(b, p, token);
+    b.lock.unlock();
+    wake.run();
+    true
+}
+
+/// Wakes up to `max` waiters on `key` whose bitset intersects `bitset`. Returns how many.
+/// `callback(n)` runs under the bucket lock with the number dequeued.
+pub fn unpark_some(key: usize, bitset: u32, max: usize, callback: impl FnOnce(usize)) -> usize {
+    if max == 0 {
+        let b = bucket(key);
+        b.lock.lock();
+        callback(0);
+        b.lock.unlock();
+        return 0;
+    }
+    let b = bucket(key);
+    let mut callback = Some(callback);
+    let mut wakes: [Option<Wake>; 16] = Default::default();
+    let mut total = 0;
+    loop {
+        let mut n = 0;
+        b.lock.lock();
+        let mut p = b.head.load(Ordering::Relaxed) as *const Waiter;
+        while !p.is_null() && n < wakes.len() && total + n < max {
+            // SAFETY: list members are live under the lock.
+            let next = unsafe { (*p).next.get() };
+            // SAFETY: as above.
+            if unsafe { (*p).key.load(Ordering::Relaxed) == key && (*p).bitset & bitset != 0 } {
+                wakes[n] = Some(take(b, p, TOKEN_NORMAL));
+                n += 1;
+            }
+            p = next;
+        }
+        let more = !p.is_null() && total + n < max && b.any_with_key(key);
+        if !more {
+            if let Some(cb) = callback.take() {
+                cb(total + n);
+            }
+        }
+        b.lock.unlock();
+        for w in wakes.iter_mut().take(n) {
+            if let Some(w) = w.take() {
+                w.run();
+            }
+        }
+        total += n;
+        if !more {
+            return total;
+        }
+    }
+}
+
+/// Moves up to `max_requeue` waiters of `from` (after waking `max_wake` of them) to
+/// `to`. Returns (woken, requeued). Used by FUTEX_REQUEUE / CMP_REQUEUE.
+pub fn unpark_requeue(
+    from: usize,
+    to: usize,
+    max_wake: usize,
+    max_requeue: usize,
+    validate: impl FnOnce() -> bool,
+) -> Option<(usize, usize)> {
+    let b1 = bucket(from);
+    let b2 = bucket(to);
+    // Lock both buckets in address order.
+    let (first, second) = if (b1 as *const Bucket) <= (b2 as *const Bucket) { (b1, b2) } else { (b2, b1) };
+    first.lock.lock();
+    let same = core::ptr::eq(b1, b2);
+    if !same {
+        second.lock.lock();
+    }
+    let unlock = || {
+        if !same {
+            second.lock.unlock();
+        }
+        first.lock.unlock();
+    };
+    if !validate() {
+        unlock();
+        return None;
+    }
+    let mut wakes = Vec::new();
+    let mut moved = Vec::new();
+    let mut p = b1.head.load(Ordering::Relaxed) as *const Waiter;
+    while !p.is_null() && (wakes.len() < max_wake || moved.len() < max_requeue) {
+        // SAFETY: list members are live under the lock.
+        let next = unsafe { (*p).next.get() };
+        // SAFETY: as above.
+        if unsafe { (*p).key.load(Ordering::Relaxed) } == from {
+            if wakes.len() < max_wake {
+                wakes.push(take(b1, p, TOKEN_NORMAL));
+            } else {
+                b1.unlink(p);
+                moved.push(p);
+            }
+        }
+        p = next;
+    }
+    for &w in &moved {
+        // SAFETY: `w` is live (unlinked but not woken) and we hold both locks.
+        unsafe {
+            (*w).key.store(to, Ordering::Relaxed);
+            b2.push_back(&*w);
+        }
+    }
+    unlock();
+    let n = wakes.len();
+    for w in wakes {
+        w.run();
+    }
+    Some((n, moved.len()))
+}
+
+/// [`unpark_some`] without a callback, skipping the bucket lock when nobody waits in
+/// the key's bucket. The caller must have published the state change that waiters
+/// validate against before calling (see the module docs).
+pub fn unpark_some_quick(key: usize, bitset: u32, max: usize) -> usize {
+    fence(Ordering::SeqCst);
+    if bucket(key).head.load(Ordering::Relaxed).is_null() {
+        return 0;
+    }
+    unpark_some(key, bitset, max, |_| {})
+}

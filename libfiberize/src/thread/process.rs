@@ -1,0 +1,159 @@
+//! Process-level hooks: `fork` and `vfork` children, the dump signal, and the
+//! exit-time stats line and dump.
+//!
+//! # Children
+//!
+//! | child                         | memory  | what the runtime does there                 |
+//! |-------------------------------|---------|---------------------------------------------|
+//! | `fork` (also `daemon`, `system`'s and `popen`'s if they forked) | copied | the atfork hooks below: one plain thread, runtime tables reset |
+//! | `vfork`, `clone(CLONE_VM)`    | shared  | touch nothing that is the parent's: `vfork` is interposed and marks the TCB ([`crate::runtime::fiber::in_vfork_child`]); any other `CLONE_VM` child is seen by its pid ([`in_unannounced_child`]) |
+//! | `posix_spawn` (and `system`, `popen`, which use it) | shared | nothing to do: glibc's child runs only glibc-internal calls, none of our exports |
+//!
+//! **fork.** The hooks are registered once, as early as possible (the library's
+//! constructor), so that ours is the *last* prepare hook and the *first* child hook:
+//!
+//! * prepare (parent, on the forking thread, after the program's own prepare hooks,
+//!   which may still park): a forking fiber waits until its donor sleeps with its
+//!   registers published (`thread.rs`, "Fork"); the handler table is locked so that
+//!   the child's copy is whole.
+//! * child (first of all child hooks, so that the program's own child hooks already
+//!   see a plain thread): from now on every thread is a plain thread and every waiter
+//!   a thread (`config::mark_forked_child`); runtime state copied from the parent that
+//!   refers to threads that do not exist here is dropped — parking-lot queues and their
+//!   bucket locks (another thread may have held one at the fork), the fiber registry,
+//!   the timer heap — and the parent's epoll set is let go of (`reactor`); then a
+//!   forking fiber moves to its donor's frames and the child continues as a process of
+//!   one plain thread, which ends as glibc's last thread does (exit status 0).
+//!
+//! What stays as the parent left it, as it would natively: the program's locks (held
+//! by a thread of the parent: still held in the child unless the program's atfork
+//! hooks release them), the fd table (descriptors are inherited), the handler table
+//! (dispositions are inherited), the statistics (not printed by a child).
+
+use crate::base::config;
+use crate::base::rawlock::RawOnce;
+use crate::base::stats::STATS;
+use crate::base::sys;
+use crate::observe::dump;
+use crate::runtime::fiber;
+
+extern "C" fn prepare_fork() {
+    if config::in_forked_child() {
+        return; // a child forking again: plain threads only, nothing to prepare
+    }
+    if fiber::runs_on_worker() {
+        if let Some(f) = fiber::owner_of_tcb() {
+            crate::thread::donor_sleep::wait_for_donor_asleep(f);
+        }
+    }
+    crate::signal::handlers::lock_table_for_fork();
+}
+
+extern "C" fn parent_after_fork() {
+    if config::in_forked_child() {
+        return;
+    }
+    crate::signal::handlers::unlock_table_after_fork();
+}
+
+extern "C" fn child_after_fork() {
+    let was_forked_child = config::in_forked_child();
+    // Read before the fork state changes `fiber::current`'s answer.
+    let forking_fiber = if fiber::runs_on_worker() { fiber::owner_of_tcb() } else { None };
+    // Only the forking OS thread exists in the child: no worker will ever run a fiber
+    // there. From now on new threads are plain glibc threads and every waiter blocks
+    // as a thread (docs/DESIGN.md §2.14).
+    config::mark_forked_child();
+    config::record_pid();
+    if was_forked_child {
+        return; // a grandchild: the tables were reset in its parent already
+    }
+    crate::signal::handlers::unlock_table_after_fork();
+    // SAFETY: we are the child's only thread, inside fork, before any other code.
+    unsafe {
+        crate::sync::parking::forget_all_waiters_in_forked_child();
+        crate::runtime::registry::reset_in_forked_child();
+        if let Some(rt) = crate::runtime::scheduler::try_runtime() {
+            rt.reset_timers_in_forked_child();
+        }
+    }
+    crate::runtime::poller::detach_in_forked_child();
+    if let Some(f) = forking_fiber {
+        crate::thread::donor_sleep::move_to_donor_in_forked_child(f);
+    }
+}
+
+static FORK_HOOKS: RawOnce = RawOnce::new();
+
+/// Registers the fork hooks (once). Called from the library's constructor, and again
+/// (a no-op then) when the pool starts.
+pub fn install_fork_hooks() {
+    FORK_HOOKS.call_once(|| {
+        config::record_pid();
+        // SAFETY: registering plain extern "C" callbacks with libc.
+        unsafe { libc::pthread_atfork(Some(prepare_fork), Some(parent_after_fork), Some(child_after_fork)) };
+    });
+}
+
+/// The interposed `vfork`, just before the system call: this TCB is the child's until
+/// the parent returns.
+pub extern "C" fn vfork_enter() {
+    fiber::set_vfork_child(true);
+}
+
+/// The interposed `vfork` in the parent, after the child exec'd or exited: the TCB is
+/// ours again. `r` is the raw system call result; returns `vfork`'s (-1 with errno).
+pub extern "C" fn vfork_leave(r: isize) -> isize {
+    fiber::set_vfork_child(false);
+    if r < 0 {
+        sys::set_errno(-r as i32);
+        return -1;
+    }
+    r
+}
+
+extern "C" fn at_exit() {
+    // A child prints nothing of ours (a vfork child that calls exit() shares our
+    // counters; a forked child's are the parent's copy).
+    if config::in_forked_child() || fiber::in_vfork_child() || config::in_unannounced_child() {
+        return;
+    }
+    let cfg = config::config();
+    if cfg.dump_at_exit {
+        dump::dump_all();
+    }
+    if cfg.stats {
+        let line = format!(
+            "fiberize: stats workers={} live_fibers={}{}\n",
+            cfg.workers,
+            crate::runtime::registry::live_fibers(),
+            STATS.render()
+        );
+        sys::write_stderr(line.as_bytes());
+    }
+}
+
+extern "C" fn on_dump_signal(_: libc::c_int) {
+    // Async-signal-safe: an atomic increment and a futex wake (crate::observe::dump).
+    dump::request();
+}
+
+/// Called once, right after the worker pool started.
+pub fn after_pool_started() {
+    install_fork_hooks();
+    let cfg = config::config();
+    // SAFETY: registering plain extern "C" callbacks with libc.
+    unsafe {
+        libc::atexit(at_exit);
+        crate::runtime::kick::install_kick_handler();
+        crate::observe::watchdog::start();
+        if cfg.dump_signal > 0 {
+            dump::start_dump_thread();
+            let mut sa: libc::sigaction = core::mem::zeroed();
+            sa.sa_sigaction = on_dump_signal as *const () as usize;
+            sa.sa_flags = libc::SA_RESTART;
+            libc::sigemptyset(&mut sa.sa_mask);
+            crate::base::real::sigaction(cfg.dump_signal, &sa, core::ptr::null_mut());
+        }
+    }
+}
