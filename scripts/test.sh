@@ -17,8 +17,8 @@ command -v redis-benchmark >/dev/null || need+=(redis-tools)
 if [ ${#need[@]} -gt 0 ]; then
     echo "== installing ${need[*]}"
     export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq
-    apt-get install -y -qq "${need[@]}" >/dev/null
+    apt-get -o DPkg::Lock::Timeout=600 update -qq
+    apt-get -o DPkg::Lock::Timeout=600 install -y -qq "${need[@]}" >/dev/null
     # The package may start its own service; the tests run private instances.
     (systemctl stop mariadb || service mariadb stop) >/dev/null 2>&1 || true
     (systemctl stop redis-server || service redis-server stop) >/dev/null 2>&1 || true

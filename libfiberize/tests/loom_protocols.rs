@@ -7,6 +7,10 @@
 //! `core`'s). loom explores every interleaving and every outcome the C++11 memory model
 //! allows for them.
 //!
+//! The mutex word reaches the parking lot through `lock_word::WaitQueue`; the model
+//! supplies a miniature queue with the parking lot's order (queue, fence, validate
+//! under the bucket lock).
+//!
 //! **Miniatures.** The parking lot's quick unpark and the epoll-set removal are still
 //! modelled by hand (their real code sits on the runtime lock and on epoll system
 //! calls): each is a faithful miniature with the same atomics, orderings and fences as
@@ -28,9 +32,17 @@ mod base {
         pub fn spin_hint() {
             loom::thread::yield_now();
         }
+        /// A spin of any length is one yield in the model.
+        #[allow(dead_code)]
+        pub fn spin_wait(_iterations: u32) {
+            loom::thread::yield_now();
+        }
     }
 }
 
+#[allow(dead_code)]
+#[path = "../src/sync/lock_word.rs"]
+mod lock_word;
 #[allow(dead_code)]
 #[path = "../src/runtime/park_state.rs"]
 mod park_state;
@@ -263,20 +275,20 @@ fn epoll_removal_never_strands_a_parked_waiter() {
     });
 }
 
-/// `mutex::lock_slow` / `mutex::unlock_slow` with the parking lot ("One wake-up in
-/// flight" in mutex.rs): a contended unlock wakes one waiter and clears PARKED; the
-/// wakee carries PARKED back when the unlocker said others remain. Three threads lock
-/// and unlock once each; loom reports a deadlock if a waiter is never woken. With
-/// `CARRY = false` (the wakee forgets the bit) loom finds the lost wake-up: T1 wakes
-/// T2 and clears PARKED, T2 acquires without it and unlocks on the fast path, T3
-/// sleeps forever.
+/// The real `sync::lock_word` (what `pthread_mutex_lock`/`unlock` run) over a model
+/// parking lot ("One wake-up in flight"): a contended unlock wakes one waiter and
+/// clears PARKED; the wakee carries PARKED back when the unlocker said others remain.
+/// Three threads lock and unlock once each; loom reports a deadlock if a waiter is
+/// never woken, and the counter checks mutual exclusion.
 #[test]
 fn mutex_one_wakeup_in_flight_loses_no_waiter() {
     mutex_model(true);
 }
 
-/// The same model with the wakee forgetting PARKED: loom aborts the process with its
-/// deadlock report ("deadlock; threads = ..."), so this is run by hand:
+/// The same with a queue that drops the wakee's token (so the wakee never carries
+/// PARKED back): loom finds the lost wake-up (T1 wakes T2 and clears PARKED, T2
+/// acquires without it and unlocks on the fast path, T3 sleeps forever) and aborts the
+/// process with its deadlock report, so this is run by hand:
 /// `cargo test -p libfiberize --test loom_protocols --release -- --ignored mutex_model`.
 #[test]
 #[ignore]
@@ -284,90 +296,82 @@ fn mutex_model_without_carrying_parked_deadlocks() {
     mutex_model(false);
 }
 
-fn mutex_model(carry: bool) {
+fn mutex_model(pass_tokens: bool) {
+    use lock_word::{WaitQueue, Woken};
     use loom::sync::Condvar;
     use std::collections::VecDeque;
-    const LOCKED: u32 = 1;
-    const PARKED_BIT: u32 = 2;
-    const REMAIN: usize = 2;
     struct Waiter {
         woken: AtomicBool,
         token: AtomicUsize,
     }
-    struct M {
-        lock: AtomicU32,
+    /// `parking::park` / `parking::unpark_one` in miniature: queue, SeqCst fence, then
+    /// validate under the bucket lock; dequeue and run the callback under the lock.
+    struct ModelQueue {
         bucket: Mutex<VecDeque<std::sync::Arc<Waiter>>>,
         cv: Condvar,
-        counter: AtomicUsize,
+        pass_tokens: bool,
     }
-    fn lock(m: &M, carry: bool) {
-        if m.lock.compare_exchange(0, LOCKED, Ordering::Acquire, Ordering::Relaxed).is_ok() {
-            return;
-        }
-        let mut carried = 0;
-        loop {
-            let s = m.lock.load(Ordering::Relaxed);
-            if s & LOCKED == 0 {
-                if m.lock.compare_exchange(s, s | LOCKED | carried, Ordering::Acquire, Ordering::Relaxed).is_ok() {
-                    return;
-                }
-                continue;
-            }
-            if s & PARKED_BIT == 0 && m.lock.compare_exchange(s, s | PARKED_BIT, Ordering::Relaxed, Ordering::Relaxed).is_err() {
-                continue;
-            }
-            // parking::park: queue, fence, validate under the bucket lock.
+    impl WaitQueue for ModelQueue {
+        fn park(&self, still_contended: impl FnOnce() -> bool, _on_timeout: impl FnOnce(bool)) -> Woken {
             let me = std::sync::Arc::new(Waiter { woken: AtomicBool::new(false), token: AtomicUsize::new(0) });
-            let mut q = m.bucket.lock().unwrap();
+            let mut q = self.bucket.lock().unwrap();
             q.push_back(me.clone());
             fence(Ordering::SeqCst);
-            if m.lock.load(Ordering::Relaxed) != LOCKED | PARKED_BIT {
+            if !still_contended() {
                 q.retain(|w| !std::sync::Arc::ptr_eq(w, &me));
-                continue;
+                return Woken::Retry;
             }
             while !me.woken.load(Ordering::Acquire) {
-                q = m.cv.wait(q).unwrap();
+                q = self.cv.wait(q).unwrap();
             }
-            drop(q);
-            carried = if carry && me.token.load(Ordering::Relaxed) == REMAIN { PARKED_BIT } else { 0 };
+            Woken::Unparked(me.token.load(Ordering::Relaxed))
+        }
+        fn unpark_one(&self, release: impl FnOnce(bool) -> usize) {
+            let mut q = self.bucket.lock().unwrap();
+            let first = q.pop_front();
+            let token = release(!q.is_empty());
+            if let Some(w) = first {
+                w.token.store(if self.pass_tokens { token } else { lock_word::TOKEN_ALONE }, Ordering::Relaxed);
+                w.woken.store(true, Ordering::Release);
+                self.cv.notify_all();
+            }
+        }
+    }
+    struct M {
+        word: AtomicU32,
+        queue: ModelQueue,
+        counter: AtomicUsize,
+    }
+    fn lock(m: &M) {
+        if !lock_word::try_lock_uncontended(&m.word) {
+            lock_word::lock_contended(&m.word, &m.queue).unwrap();
         }
     }
     fn unlock(m: &M) {
-        if m.lock.compare_exchange(LOCKED, 0, Ordering::Release, Ordering::Relaxed).is_ok() {
-            return;
-        }
-        // parking::unpark_one with mutex::unlock_slow's callback, under the bucket lock.
-        let mut q = m.bucket.lock().unwrap();
-        let first = q.pop_front();
-        let have_more = !q.is_empty();
-        m.lock.store(0, Ordering::Release);
-        if let Some(w) = first {
-            w.token.store(if have_more { REMAIN } else { 0 }, Ordering::Relaxed);
-            w.woken.store(true, Ordering::Release);
-            m.cv.notify_all();
+        if !lock_word::unlock_uncontended(&m.word) {
+            lock_word::unlock_contended(&m.word, &m.queue);
         }
     }
     let mut builder = loom::model::Builder::new();
     builder.preemption_bound = Some(3);
     builder.check(move || {
         let m = Arc::new(M {
-            lock: AtomicU32::new(0),
-            bucket: Mutex::new(VecDeque::new()),
-            cv: Condvar::new(),
+            word: AtomicU32::new(0),
+            queue: ModelQueue { bucket: Mutex::new(VecDeque::new()), cv: Condvar::new(), pass_tokens },
             counter: AtomicUsize::new(0),
         });
         let threads: Vec<_> = (0..2)
             .map(|_| {
                 let m = m.clone();
                 thread::spawn(move || {
-                    lock(&m, carry);
+                    lock(&m);
                     let c = m.counter.load(Ordering::Relaxed);
                     m.counter.store(c + 1, Ordering::Relaxed);
                     unlock(&m);
                 })
             })
             .collect();
-        lock(&m, carry);
+        lock(&m);
         let c = m.counter.load(Ordering::Relaxed);
         m.counter.store(c + 1, Ordering::Relaxed);
         unlock(&m);

@@ -22,7 +22,12 @@ fn same_with_env(name: &str, args: &[&str], env: &[(&str, &str)]) -> Run {
     let pre = run_with(&bin, args, true, env, LIMIT);
     assert_eq!(native.status, Some(0), "{name} failed natively:\n{}{}", native.stdout, native.stderr);
     assert_eq!(pre.status, native.status, "{name}: exit status differs\npreloaded:\n{}{}", pre.stdout, pre.stderr);
-    assert_eq!(pre.stdout, native.stdout, "{name}: stdout differs; preloaded stderr (tail):\n{}", tail(&pre.stderr));
+    assert_eq!(
+        pre.stdout,
+        native.stdout,
+        "{name}: stdout differs (left: preloaded, right: native); preloaded stderr (tail):\n{}",
+        tail(&pre.stderr)
+    );
     assert!(pre.stderr.contains("preloaded=1"), "{name}: library not active:\n{}", tail(&pre.stderr));
     pre
 }

@@ -6,8 +6,8 @@ use libc::{c_int, c_uint, pthread_barrier_t, pthread_barrierattr_t};
 use crate::gate::enabled;
 use fiberize_rt::sync::barrier::api;
 
-/// The real libc functions, declared once where the runtime needs them too.
-use fiberize_rt::sync::barrier::api as real;
+/// glibc's own functions, declared once where the runtime needs them too.
+use fiberize_rt::sync::barrier::api::real;
 
 /// # Safety
 /// As glibc's `pthread_barrier_init`.

@@ -6,8 +6,8 @@ use libc::{c_int, clockid_t, pthread_cond_t, pthread_condattr_t, pthread_mutex_t
 
 use fiberize_rt::sync::cond;
 
-/// The real libc functions, declared once where the runtime needs them too.
-use fiberize_rt::sync::cond as real;
+/// glibc's own functions, declared once where the runtime needs them too.
+use fiberize_rt::sync::cond::real;
 
 use crate::gate::enabled;
 

@@ -5,8 +5,8 @@ use libc::{c_int, clockid_t, pthread_mutex_t, pthread_mutexattr_t, timespec};
 
 use fiberize_rt::sync::mutex::api;
 
-/// The real libc functions, declared once where the runtime needs them too.
-use fiberize_rt::sync::mutex::api as real;
+/// glibc's own functions, declared once where the runtime needs them too.
+use fiberize_rt::sync::mutex::api::real;
 
 use crate::gate::enabled;
 

@@ -7,8 +7,8 @@ use libc::{c_int, pthread_once_t};
 use crate::gate::enabled;
 use fiberize_rt::sync::once::{self, InitRoutine};
 
-/// The real libc functions, declared once where the runtime needs them too.
-use fiberize_rt::sync::once as real;
+/// glibc's own functions, declared once where the runtime needs them too.
+use fiberize_rt::sync::once::real;
 
 /// # Safety
 /// As glibc's `pthread_once`.

@@ -11,8 +11,8 @@ use libc::{c_int, c_uint, clockid_t, sem_t, timespec};
 use crate::gate::{enabled, set_errno};
 use fiberize_rt::sync::sem::api::{self, Outcome};
 
-/// The real libc functions, declared once where the runtime needs them too.
-use fiberize_rt::sync::sem::api as real;
+/// glibc's own functions, declared once where the runtime needs them too.
+use fiberize_rt::sync::sem::api::real;
 
 /// glibc's return convention.
 #[inline]

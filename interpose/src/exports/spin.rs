@@ -6,8 +6,8 @@ use libc::{c_int, pthread_spinlock_t};
 use crate::gate::enabled;
 use fiberize_rt::sync::spin;
 
-/// The real libc functions, declared once where the runtime needs them too.
-use fiberize_rt::sync::spin as real;
+/// glibc's own functions, declared once where the runtime needs them too.
+use fiberize_rt::sync::spin::real;
 
 /// # Safety
 /// As glibc's `pthread_spin_init`.

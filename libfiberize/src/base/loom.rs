@@ -4,8 +4,9 @@
 //! files that take their atomics from here and nothing else from the crate but this
 //! module: [`crate::runtime::park_state`] (park/unpark of a fiber),
 //! [`crate::runtime::sleep_state`] (an idle worker's sleep against a producer's
-//! notify). The mutex word (`sync::mutex`) and the parking lot are not yet among them:
-//! their models in the loom test are still hand-written copies.
+//! notify) and [`crate::sync::lock_word`] (the mutex word with one wake-up in flight,
+//! over the parking lot seen through a trait). The parking lot's own quick unpark and
+//! the epoll-set removal are still modelled by hand in the test.
 //! In the library these names are `core`'s atomics. The model checks
 //! (`libfiberize/tests/loom_protocols.rs`) compile **the same files** with a `base::loom`
 //! of their own that re-exports loom's atomics, and drive their real functions from
@@ -20,4 +21,13 @@ pub use core::sync::atomic::{fence, AtomicU32, AtomicUsize, Ordering};
 #[inline]
 pub fn spin_hint() {
     core::hint::spin_loop();
+}
+
+/// Busy-waits `iterations` spin hints; the model makes it one yield (a loop of yields
+/// would multiply the interleavings loom explores without checking anything more).
+#[inline]
+pub fn spin_wait(iterations: u32) {
+    for _ in 0..iterations {
+        core::hint::spin_loop();
+    }
 }

@@ -33,11 +33,12 @@ pub unsafe fn syscall6(nr: usize, a1: usize, a2: usize, a3: usize, a4: usize, a5
     ret
 }
 
-const FUTEX_WAIT: usize = 0;
-const FUTEX_WAKE: usize = 1;
-const FUTEX_WAIT_BITSET: usize = 9;
-const FUTEX_PRIVATE_FLAG: usize = 128;
-const FUTEX_BITSET_MATCH_ANY: usize = 0xffff_ffff;
+// The kernel's futex operation codes, from `libc` (the one definition the runtime uses).
+const FUTEX_WAIT: usize = libc::FUTEX_WAIT as usize;
+const FUTEX_WAKE: usize = libc::FUTEX_WAKE as usize;
+const FUTEX_WAIT_BITSET: usize = libc::FUTEX_WAIT_BITSET as usize;
+const FUTEX_PRIVATE_FLAG: usize = libc::FUTEX_PRIVATE_FLAG as usize;
+const FUTEX_BITSET_MATCH_ANY: usize = libc::FUTEX_BITSET_MATCH_ANY as u32 as usize;
 
 /// Blocks the calling OS thread while `*word == expected`, at most until the absolute
 /// CLOCK_MONOTONIC time `deadline_ns` (`None`: no limit). Returns the raw result:

@@ -435,15 +435,22 @@ pub struct DonorStack {
 }
 
 impl DonorStack {
-    /// `base` (exclusive top) and `limit` (lowest usable address) must be 16-aligned.
-    pub fn new(base: usize, limit: usize) -> DonorStack {
+    /// The stack region `[limit, base)` of the calling donor thread.
+    ///
+    /// # Safety
+    /// `base` (exclusive top) and `limit` (lowest usable address) are 16-aligned, the
+    /// region is mapped, belongs to the calling thread's stack below its live frames
+    /// and stays unused by it until the fiber that runs on it has finished; a guard page
+    /// (glibc's, or the program's own policy) lies below `limit`. The `Stack` impl
+    /// below hands the region to corosensei on these promises.
+    pub unsafe fn new(base: usize, limit: usize) -> DonorStack {
         DonorStack { base, limit }
     }
 }
 
-// SAFETY: the region [limit, base) is mapped, owned by the donor thread and unused by
-// it (it lies below the donor's live frames), and glibc placed a guard page below
-// `limit` (or the program supplied its own stack and its own guard policy).
+// SAFETY: `DonorStack::new`'s contract: the region [limit, base) is mapped, owned by the
+// donor thread and unused by it (it lies below the donor's live frames), with a guard
+// page below `limit` (glibc's, or the program's own stack and guard policy).
 unsafe impl Stack for DonorStack {
     fn base(&self) -> StackPointer {
         NonZeroUsize::new(self.base).unwrap_or_else(|| crate::fatal(&["empty donor stack"]))

@@ -109,7 +109,7 @@
 //! monitor declares its worker blocked (`scheduler::mark_blocked`): a
 //! spare takes over the queues while the kernel time-slices the spinner's thread as it
 //! would natively, and the fiber's `foreign_blocks` grows, so that a fiber doing this
-//! repeatedly is demoted to its donor at its next blocking call (DESIGN §3.4).
+//! repeatedly is demoted to its donor at its next blocking call (docs/DESIGN.md §2.15).
 
 use core::sync::atomic::{AtomicUsize, Ordering};
 

@@ -214,11 +214,16 @@ pub fn destroy(b: &BarrierOverlay) -> c_int {
 pub mod api {
     use super::*;
 
-    crate::real_fns! {
-        fn pthread_barrier_init(b: *mut pthread_barrier_t, a: *const pthread_barrierattr_t, count: c_uint) -> c_int;
-        fn pthread_barrier_wait(b: *mut pthread_barrier_t) -> c_int;
-        fn pthread_barrier_destroy(b: *mut pthread_barrier_t) -> c_int;
-        fn pthread_barrierattr_getpshared(a: *const pthread_barrierattr_t, p: *mut c_int) -> c_int;
+    /// glibc's own functions (looked up with dlsym/dlvsym), for the objects and
+    /// attributes the runtime leaves to glibc: `real::` always means glibc's.
+    pub mod real {
+        use super::*;
+        crate::real_fns! {
+            fn pthread_barrier_init(b: *mut pthread_barrier_t, a: *const pthread_barrierattr_t, count: c_uint) -> c_int;
+            fn pthread_barrier_wait(b: *mut pthread_barrier_t) -> c_int;
+            fn pthread_barrier_destroy(b: *mut pthread_barrier_t) -> c_int;
+            fn pthread_barrierattr_getpshared(a: *const pthread_barrierattr_t, p: *mut c_int) -> c_int;
+        }
     }
 
     /// Whether we can overlay this address (non-NULL, aligned). Others stay glibc's
@@ -256,11 +261,11 @@ pub mod api {
         let mut pshared = libc::PTHREAD_PROCESS_PRIVATE;
         if !attr.is_null() {
             // SAFETY: the program's initialized attribute object.
-            unsafe { pthread_barrierattr_getpshared(attr, &mut pshared) };
+            unsafe { real::pthread_barrierattr_getpshared(attr, &mut pshared) };
         }
         if pshared != libc::PTHREAD_PROCESS_PRIVATE || !overlayable(b) {
             // SAFETY: forwarded contract.
-            return unsafe { pthread_barrier_init(b, attr, count) };
+            return unsafe { real::pthread_barrier_init(b, attr, count) };
         }
         // SAFETY: the program owns the 32 bytes; we fill them as glibc's init would.
         unsafe { core::ptr::write_bytes(b as *mut u8, 0, core::mem::size_of::<pthread_barrier_t>()) };
@@ -275,7 +280,7 @@ pub mod api {
         // SAFETY: forwarded contract.
         if unsafe { ours(b) }.is_none() {
             // SAFETY: forwarded contract; on a fiber this runs on its donor thread.
-            return fiber::run_on_donor(|| unsafe { pthread_barrier_wait(b) });
+            return fiber::run_on_donor(|| unsafe { real::pthread_barrier_wait(b) });
         }
         // SAFETY: forwarded contract; ours, so non-null and aligned.
         unsafe { super::wait(b as *const BarrierOverlay) }
@@ -288,7 +293,7 @@ pub mod api {
         match unsafe { ours(b) } {
             Some(o) => super::destroy(o),
             // SAFETY: forwarded contract (glibc's destroy may wait for leavers).
-            None => fiber::run_on_donor(|| unsafe { pthread_barrier_destroy(b) }),
+            None => fiber::run_on_donor(|| unsafe { real::pthread_barrier_destroy(b) }),
         }
     }
 }

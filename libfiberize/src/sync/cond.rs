@@ -21,16 +21,21 @@ use crate::sync::parking::{self, ParkResult};
 const FLAG_SHARED: u32 = 1;
 const FLAG_MONOTONIC: u32 = 2;
 
-crate::real_fns! {
-    @"GLIBC_2.3.2" fn pthread_cond_init(c: *mut pthread_cond_t, a: *const pthread_condattr_t) -> c_int;
-    @"GLIBC_2.3.2" fn pthread_cond_wait(c: *mut pthread_cond_t, m: *mut pthread_mutex_t) -> c_int;
-    @"GLIBC_2.3.2" fn pthread_cond_timedwait(c: *mut pthread_cond_t, m: *mut pthread_mutex_t, t: *const timespec) -> c_int;
-    fn pthread_cond_clockwait(c: *mut pthread_cond_t, m: *mut pthread_mutex_t, clock: clockid_t, t: *const timespec) -> c_int;
-    @"GLIBC_2.3.2" fn pthread_cond_signal(c: *mut pthread_cond_t) -> c_int;
-    @"GLIBC_2.3.2" fn pthread_cond_broadcast(c: *mut pthread_cond_t) -> c_int;
-    @"GLIBC_2.3.2" fn pthread_cond_destroy(c: *mut pthread_cond_t) -> c_int;
-    fn pthread_condattr_getclock(a: *const pthread_condattr_t, c: *mut clockid_t) -> c_int;
-    fn pthread_condattr_getpshared(a: *const pthread_condattr_t, p: *mut c_int) -> c_int;
+/// glibc's own functions (looked up with dlsym/dlvsym), for the objects and
+/// attributes the runtime leaves to glibc: `real::` always means glibc's.
+pub mod real {
+    use super::*;
+    crate::real_fns! {
+        @"GLIBC_2.3.2" fn pthread_cond_init(c: *mut pthread_cond_t, a: *const pthread_condattr_t) -> c_int;
+        @"GLIBC_2.3.2" fn pthread_cond_wait(c: *mut pthread_cond_t, m: *mut pthread_mutex_t) -> c_int;
+        @"GLIBC_2.3.2" fn pthread_cond_timedwait(c: *mut pthread_cond_t, m: *mut pthread_mutex_t, t: *const timespec) -> c_int;
+        fn pthread_cond_clockwait(c: *mut pthread_cond_t, m: *mut pthread_mutex_t, clock: clockid_t, t: *const timespec) -> c_int;
+        @"GLIBC_2.3.2" fn pthread_cond_signal(c: *mut pthread_cond_t) -> c_int;
+        @"GLIBC_2.3.2" fn pthread_cond_broadcast(c: *mut pthread_cond_t) -> c_int;
+        @"GLIBC_2.3.2" fn pthread_cond_destroy(c: *mut pthread_cond_t) -> c_int;
+        fn pthread_condattr_getclock(a: *const pthread_condattr_t, c: *mut clockid_t) -> c_int;
+        fn pthread_condattr_getpshared(a: *const pthread_condattr_t, p: *mut c_int) -> c_int;
+    }
 }
 
 /// # Safety
@@ -57,12 +62,12 @@ pub unsafe fn init(c: *mut pthread_cond_t, attr: *const pthread_condattr_t) -> c
         let (mut clock, mut pshared) = (libc::CLOCK_REALTIME, 0);
         // SAFETY: the program's initialized attribute object.
         unsafe {
-            pthread_condattr_getclock(attr, &mut clock);
-            pthread_condattr_getpshared(attr, &mut pshared);
+            real::pthread_condattr_getclock(attr, &mut clock);
+            real::pthread_condattr_getpshared(attr, &mut pshared);
         }
         if pshared != libc::PTHREAD_PROCESS_PRIVATE {
             // SAFETY: forwarded contract.
-            return unsafe { pthread_cond_init(c, attr) };
+            return unsafe { real::pthread_cond_init(c, attr) };
         }
         if clock == libc::CLOCK_MONOTONIC {
             flags |= FLAG_MONOTONIC;
@@ -109,9 +114,9 @@ pub unsafe fn wait(c: *mut pthread_cond_t, m: *mut pthread_mutex_t, abstime: *co
         // SAFETY: forwarded contract.
         return unsafe {
             match (abstime.is_null(), clock) {
-                (true, _) => pthread_cond_wait(c, m),
-                (false, None) => pthread_cond_timedwait(c, m, abstime),
-                (false, Some(k)) => pthread_cond_clockwait(c, m, k, abstime),
+                (true, _) => real::pthread_cond_wait(c, m),
+                (false, None) => real::pthread_cond_timedwait(c, m, abstime),
+                (false, Some(k)) => real::pthread_cond_clockwait(c, m, k, abstime),
             }
         };
     }
@@ -187,12 +192,12 @@ unsafe fn shared_wait_for_fiber(
         let now = crate::base::sys::now_ns();
         let (end, last) = match user_deadline {
             Some(d) if !cancellable || d <= now + SHARED_WAIT_SLICE_NS => (d, true),
-            _ if !cancellable => return unsafe { pthread_cond_wait(c, m) },
+            _ if !cancellable => return unsafe { real::pthread_cond_wait(c, m) },
             _ => (now + SHARED_WAIT_SLICE_NS, false),
         };
         let ts = crate::base::sys::ns_to_timespec(end);
         // SAFETY: forwarded contract; a valid CLOCK_MONOTONIC deadline.
-        let r = unsafe { pthread_cond_clockwait(c, m, libc::CLOCK_MONOTONIC, &ts) };
+        let r = unsafe { real::pthread_cond_clockwait(c, m, libc::CLOCK_MONOTONIC, &ts) };
         if r == libc::ETIMEDOUT && !last {
             0
         } else {
@@ -211,7 +216,7 @@ pub unsafe fn signal(c: *mut pthread_cond_t) -> c_int {
     let o = unsafe { overlay(c) };
     if is_shared(o) {
         // SAFETY: forwarded contract.
-        return unsafe { pthread_cond_signal(c) };
+        return unsafe { real::pthread_cond_signal(c) };
     }
     if o.waiters.load(Ordering::SeqCst) == 0 {
         return 0;
@@ -232,7 +237,7 @@ pub unsafe fn broadcast(c: *mut pthread_cond_t) -> c_int {
     let o = unsafe { overlay(c) };
     if is_shared(o) {
         // SAFETY: forwarded contract.
-        return unsafe { pthread_cond_broadcast(c) };
+        return unsafe { real::pthread_cond_broadcast(c) };
     }
     if o.waiters.load(Ordering::SeqCst) == 0 {
         return 0;
@@ -250,7 +255,7 @@ pub unsafe fn destroy(c: *mut pthread_cond_t) -> c_int {
     let o = unsafe { overlay(c) };
     if is_shared(o) {
         // SAFETY: forwarded contract.
-        return unsafe { pthread_cond_destroy(c) };
+        return unsafe { real::pthread_cond_destroy(c) };
     }
     0
 }

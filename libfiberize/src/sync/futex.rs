@@ -20,15 +20,11 @@ use crate::base::time;
 use crate::runtime::fiber::WaitKind;
 use crate::sync::parking::{self, ParkResult};
 
-pub const FUTEX_WAIT: c_int = 0;
-pub const FUTEX_WAKE: c_int = 1;
-pub const FUTEX_REQUEUE: c_int = 3;
-pub const FUTEX_CMP_REQUEUE: c_int = 4;
-pub const FUTEX_WAKE_OP: c_int = 5;
-pub const FUTEX_WAIT_BITSET: c_int = 9;
-pub const FUTEX_WAKE_BITSET: c_int = 10;
-pub const FUTEX_PRIVATE_FLAG: c_int = 128;
-pub const FUTEX_CLOCK_REALTIME: c_int = 256;
+// The kernel's operation codes, from `libc` (base::sys uses the same ones).
+pub use libc::{
+    FUTEX_CLOCK_REALTIME, FUTEX_CMP_REQUEUE, FUTEX_PRIVATE_FLAG, FUTEX_REQUEUE, FUTEX_WAIT, FUTEX_WAIT_BITSET, FUTEX_WAKE,
+    FUTEX_WAKE_BITSET, FUTEX_WAKE_OP,
+};
 const FUTEX_CMD_MASK: c_int = !(FUTEX_PRIVATE_FLAG | FUTEX_CLOCK_REALTIME);
 
 /// Whether we serve `op` (else the caller passes it to the kernel).

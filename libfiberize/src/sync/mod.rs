@@ -6,6 +6,7 @@
 pub mod barrier;
 pub mod cond;
 pub mod futex;
+pub mod lock_word;
 pub mod mutex;
 pub mod once;
 pub mod parking;

@@ -1,33 +1,8 @@
 //! `pthread_mutex_t` for fibers and threads, living in the program's own 40 bytes.
 //!
-//! Lock word (`MutexOverlay::lock`, glibc's `__lock`):
-//!
-//! | bit | name   | meaning                                                  |
-//! |-----|--------|----------------------------------------------------------|
-//! | 0   | LOCKED | somebody owns the mutex                                  |
-//! | 1   | PARKED | waiters may be queued in the parking lot on this address |
-//!
-//! Uncontended lock and unlock are one CAS each. Contended unlock does not hand the
-//! lock over: it releases it and wakes one waiter, which competes again (barging, as
-//! glibc does); with fibers this keeps the lock moving while the wakee is still in a
-//! run queue.
-//!
-//! # One wake-up in flight (glibc's protocol, not parking_lot's)
-//!
-//! A contended unlock wakes one waiter and **clears** PARKED even when more waiters
-//! remain; the woken waiter takes over the duty of the bit: it acquires with
-//! `LOCKED | PARKED` (or sets PARKED again before it re-parks) when the unlocker told
-//! it, through its token, that others still wait. Meanwhile the owner can lock and
-//! unlock with one CAS each, without a wake-up per unlock. Invariant: while waiters
-//! are queued, PARKED is set or a woken waiter is on its way to set it (it leaves
-//! `lock_slow` only by acquiring, and re-parks only after setting PARKED).
-//!
-//! Why: keeping PARKED while waiters remain (parking_lot's rule) woke one waiter per
-//! unlock. A woken fiber is runnable within a microsecond, lands on the unlocker's
-//! worker, is stolen by an idle worker and contends from there; on 4–16 CPUs every
-//! lock then crossed cores and the 64-thread hammer collapsed to ~1 M locks/s (issue
-//! 10). glibc's futex word (0/1/2) has the same one-in-flight shape: a barging owner
-//! writes 1 over 2, and the woken thread writes 2 back. Type rules (recursive counts, errorcheck's EDEADLK/EPERM, EINVAL after
+//! The lock word (`MutexOverlay::lock`, glibc's `__lock`), its bits and its protocol
+//! with the parking lot ("one wake-up in flight") are in [`crate::sync::lock_word`],
+//! which the loom models check as it is. Type rules (recursive counts, errorcheck's EDEADLK/EPERM, EINVAL after
 //! destroy) follow glibc's `pthread_mutex_lock.c`. The owner is `pthread_self()`, which
 //! for a fiber is its donor's `pthread_t`: stable across workers (never `gettid()`).
 //!
@@ -42,27 +17,38 @@ use libc::{c_int, clockid_t, timespec};
 use crate::base::sys;
 use crate::base::time;
 use crate::runtime::fiber::WaitKind;
-use crate::sync::parking::{self, ParkResult, TOKEN_NORMAL};
+use crate::sync::parking::{self, ParkResult};
 
-pub const LOCKED: u32 = 1;
-pub const PARKED: u32 = 2;
+use crate::sync::lock_word::{self, WaitQueue, Woken};
+pub use crate::sync::lock_word::{LOCKED, PARKED};
 
-pub const TYPE_NORMAL: i32 = 0;
-pub const TYPE_RECURSIVE: i32 = 1;
-pub const TYPE_ERRORCHECK: i32 = 2;
-pub const TYPE_ADAPTIVE: i32 = 3;
-const TYPE_MASK: i32 = 3;
-/// glibc's robust, priority-inherit, priority-protect and process-shared kind bits.
-const DELEGATED_FLAGS: i32 = 16 | 32 | 64 | 128;
-/// How many short spins before parking. Origin: a lock held by a fiber on another
-/// worker is usually released within a microsecond; beyond that the owner is
-/// descheduled (parked or queued) and spinning only delays our worker. Measured on 16
-/// CPUs (issue 10, prodcons 8+8 on one mutex, ratio to native): 0 rounds 1.8–2.0x,
-/// 1 round 2.5x, 3 rounds 3.3x; hammer the same (4.1–5.3x) for all three.
-const SPIN_LIMIT: u32 = 3;
-/// Token from a contended unlock: other waiters remain queued, so the wakee must put
-/// PARKED back (see "One wake-up in flight").
-const TOKEN_WAITERS_REMAIN: usize = 2;
+// The kind bits are glibc's encoding, defined once in `glibc_layout`.
+pub use glibc_layout::{
+    MUTEX_KIND_ADAPTIVE as TYPE_ADAPTIVE, MUTEX_KIND_ERRORCHECK as TYPE_ERRORCHECK, MUTEX_KIND_NORMAL as TYPE_NORMAL,
+    MUTEX_KIND_RECURSIVE as TYPE_RECURSIVE,
+};
+
+/// The parking-lot queue of one mutex (keyed by its address), for [`lock_word`].
+struct MutexQueue {
+    key: usize,
+    deadline: Option<u64>,
+}
+
+impl WaitQueue for MutexQueue {
+    #[inline]
+    fn park(&self, still_contended: impl FnOnce() -> bool, on_timeout: impl FnOnce(bool)) -> Woken {
+        match parking::park(self.key, u32::MAX, WaitKind::Mutex, still_contended, || {}, on_timeout, self.deadline) {
+            ParkResult::Unparked(token) => Woken::Unparked(token),
+            ParkResult::TimedOut => Woken::TimedOut,
+            // Not queued (the word changed) or interrupted: look at the word again.
+            ParkResult::Invalid | ParkResult::Interrupted => Woken::Retry,
+        }
+    }
+    #[inline]
+    fn unpark_one(&self, release: impl FnOnce(bool) -> usize) {
+        parking::unpark_one(self.key, |info| release(info.have_more));
+    }
+}
 
 /// A timeout for `lock`: none, or an absolute time on a clock (validated lazily, only
 /// when the caller would block, as glibc does).
@@ -83,13 +69,12 @@ pub fn self_id() -> u64 {
 /// Whether glibc owns this mutex (pshared, robust, PI/PP).
 #[inline]
 pub fn is_delegated(m: &MutexOverlay) -> bool {
-    let k = m.kind.load(Ordering::Relaxed);
-    k >= 0 && k & DELEGATED_FLAGS != 0
+    glibc_layout::mutex_kind_is_delegated(m.kind.load(Ordering::Relaxed))
 }
 
 /// `pthread_mutex_init` for one of our types.
 pub fn init(m: &MutexOverlay, mtype: i32) {
-    m.init(mtype & TYPE_MASK);
+    m.init(glibc_layout::mutex_kind_type(mtype));
 }
 
 /// Reads the type, or EINVAL for a destroyed/corrupt mutex.
@@ -111,7 +96,7 @@ pub fn lock(m: &MutexOverlay, timeout: Timeout) -> c_int {
         Err(e) => return e,
     };
     if t == TYPE_NORMAL || t == TYPE_ADAPTIVE {
-        if m.lock.compare_exchange(0, LOCKED, Ordering::Acquire, Ordering::Relaxed).is_err() {
+        if !lock_word::try_lock_uncontended(&m.lock) {
             let r = lock_slow(m, timeout);
             if r != 0 {
                 return r;
@@ -132,7 +117,7 @@ pub fn lock(m: &MutexOverlay, timeout: Timeout) -> c_int {
         m.count.store(c + 1, Ordering::Relaxed);
         return 0;
     }
-    if m.lock.compare_exchange(0, LOCKED, Ordering::Acquire, Ordering::Relaxed).is_err() {
+    if !lock_word::try_lock_uncontended(&m.lock) {
         let r = lock_slow(m, timeout);
         if r != 0 {
             return r;
@@ -163,49 +148,10 @@ fn lock_slow(m: &MutexOverlay, timeout: Timeout) -> c_int {
             Err(e) => return e,
         }
     }
-    let key = m as *const MutexOverlay as usize;
-    let mut spins = 0;
-    // Set once we were woken with other waiters left behind: we carry PARKED for them.
-    let mut carry_parked = 0;
-    loop {
-        let s = m.lock.load(Ordering::Relaxed);
-        if s & LOCKED == 0 {
-            if m.lock.compare_exchange_weak(s, s | LOCKED | carry_parked, Ordering::Acquire, Ordering::Relaxed).is_ok() {
-                return 0;
-            }
-            continue;
-        }
-        if s & PARKED == 0 && spins < SPIN_LIMIT {
-            spins += 1;
-            for _ in 0..(16 << spins) {
-                sys::cpu_relax();
-            }
-            continue;
-        }
-        if s & PARKED == 0 && m.lock.compare_exchange_weak(s, s | PARKED, Ordering::Relaxed, Ordering::Relaxed).is_err() {
-            continue;
-        }
-        let r = parking::park(
-            key,
-            u32::MAX,
-            WaitKind::Mutex,
-            || m.lock.load(Ordering::Relaxed) == LOCKED | PARKED,
-            || {},
-            |more| {
-                if !more {
-                    m.lock.fetch_and(!PARKED, Ordering::Relaxed);
-                }
-            },
-            deadline,
-        );
-        match r {
-            ParkResult::TimedOut => return libc::ETIMEDOUT,
-            ParkResult::Unparked(TOKEN_WAITERS_REMAIN) => carry_parked = PARKED,
-            // Re-parking sets PARKED itself; a plain wake-up leaves nobody behind.
-            ParkResult::Unparked(_) => carry_parked = 0,
-            _ => {}
-        }
-        spins = 0;
+    let queue = MutexQueue { key: m as *const MutexOverlay as usize, deadline };
+    match lock_word::lock_contended(&m.lock, &queue) {
+        Ok(()) => 0,
+        Err(lock_word::TimedOut) => libc::ETIMEDOUT,
     }
 }
 
@@ -223,15 +169,8 @@ pub fn trylock(m: &MutexOverlay) -> c_int {
         m.count.store(c + 1, Ordering::Relaxed);
         return 0;
     }
-    let mut s = m.lock.load(Ordering::Relaxed);
-    loop {
-        if s & LOCKED != 0 {
-            return libc::EBUSY;
-        }
-        match m.lock.compare_exchange_weak(s, s | LOCKED, Ordering::Acquire, Ordering::Relaxed) {
-            Ok(_) => break,
-            Err(x) => s = x,
-        }
+    if !lock_word::try_lock(&m.lock) {
+        return libc::EBUSY;
     }
     m.owner.store(me, Ordering::Relaxed);
     if t == TYPE_RECURSIVE {
@@ -247,7 +186,7 @@ pub fn unlock(m: &MutexOverlay) -> c_int {
         Err(e) => return e,
     };
     if t == TYPE_RECURSIVE || t == TYPE_ERRORCHECK {
-        if m.owner.load(Ordering::Relaxed) != self_id() || m.lock.load(Ordering::Relaxed) & LOCKED == 0 {
+        if m.owner.load(Ordering::Relaxed) != self_id() || !lock_word::is_locked(&m.lock) {
             return libc::EPERM;
         }
         if t == TYPE_RECURSIVE {
@@ -259,7 +198,7 @@ pub fn unlock(m: &MutexOverlay) -> c_int {
         }
     }
     m.owner.store(0, Ordering::Relaxed);
-    if m.lock.compare_exchange(LOCKED, 0, Ordering::Release, Ordering::Relaxed).is_err() {
+    if !lock_word::unlock_uncontended(&m.lock) {
         unlock_slow(m);
     }
     0
@@ -267,17 +206,8 @@ pub fn unlock(m: &MutexOverlay) -> c_int {
 
 #[cold]
 fn unlock_slow(m: &MutexOverlay) {
-    let key = m as *const MutexOverlay as usize;
-    parking::unpark_one(key, |info| {
-        // Under the bucket lock: nobody can take the lock (LOCKED is set) or queue.
-        // PARKED is cleared even if others wait: the wakee carries it back.
-        m.lock.store(0, Ordering::Release);
-        if info.have_more {
-            TOKEN_WAITERS_REMAIN
-        } else {
-            TOKEN_NORMAL
-        }
-    });
+    let queue = MutexQueue { key: m as *const MutexOverlay as usize, deadline: None };
+    lock_word::unlock_contended(&m.lock, &queue);
 }
 
 /// `pthread_mutex_destroy`: EBUSY while locked, then poison the kind as glibc does
@@ -286,7 +216,7 @@ pub fn destroy(m: &MutexOverlay) -> c_int {
     if mtype(m).is_err() {
         return libc::EINVAL;
     }
-    if m.lock.load(Ordering::Relaxed) & LOCKED != 0 {
+    if lock_word::is_locked(&m.lock) {
         return libc::EBUSY;
     }
     m.mark_destroyed();
@@ -311,18 +241,23 @@ pub mod api {
     use super::*;
     use libc::{pthread_mutex_t, pthread_mutexattr_t};
 
-    crate::real_fns! {
-        fn pthread_mutex_init(m: *mut pthread_mutex_t, a: *const pthread_mutexattr_t) -> c_int;
-        fn pthread_mutex_lock(m: *mut pthread_mutex_t) -> c_int;
-        fn pthread_mutex_trylock(m: *mut pthread_mutex_t) -> c_int;
-        fn pthread_mutex_timedlock(m: *mut pthread_mutex_t, t: *const timespec) -> c_int;
-        fn pthread_mutex_clocklock(m: *mut pthread_mutex_t, c: clockid_t, t: *const timespec) -> c_int;
-        fn pthread_mutex_unlock(m: *mut pthread_mutex_t) -> c_int;
-        fn pthread_mutex_destroy(m: *mut pthread_mutex_t) -> c_int;
-        fn pthread_mutexattr_gettype(a: *const pthread_mutexattr_t, t: *mut c_int) -> c_int;
-        fn pthread_mutexattr_getpshared(a: *const pthread_mutexattr_t, t: *mut c_int) -> c_int;
-        fn pthread_mutexattr_getrobust(a: *const pthread_mutexattr_t, t: *mut c_int) -> c_int;
-        fn pthread_mutexattr_getprotocol(a: *const pthread_mutexattr_t, t: *mut c_int) -> c_int;
+    /// glibc's own functions (looked up with dlsym/dlvsym), for the objects and
+    /// attributes the runtime leaves to glibc: `real::` always means glibc's.
+    pub mod real {
+        use super::*;
+        crate::real_fns! {
+            fn pthread_mutex_init(m: *mut pthread_mutex_t, a: *const pthread_mutexattr_t) -> c_int;
+            fn pthread_mutex_lock(m: *mut pthread_mutex_t) -> c_int;
+            fn pthread_mutex_trylock(m: *mut pthread_mutex_t) -> c_int;
+            fn pthread_mutex_timedlock(m: *mut pthread_mutex_t, t: *const timespec) -> c_int;
+            fn pthread_mutex_clocklock(m: *mut pthread_mutex_t, c: clockid_t, t: *const timespec) -> c_int;
+            fn pthread_mutex_unlock(m: *mut pthread_mutex_t) -> c_int;
+            fn pthread_mutex_destroy(m: *mut pthread_mutex_t) -> c_int;
+            fn pthread_mutexattr_gettype(a: *const pthread_mutexattr_t, t: *mut c_int) -> c_int;
+            fn pthread_mutexattr_getpshared(a: *const pthread_mutexattr_t, t: *mut c_int) -> c_int;
+            fn pthread_mutexattr_getrobust(a: *const pthread_mutexattr_t, t: *mut c_int) -> c_int;
+            fn pthread_mutexattr_getprotocol(a: *const pthread_mutexattr_t, t: *mut c_int) -> c_int;
+        }
     }
 
     /// # Safety
@@ -344,14 +279,14 @@ pub mod api {
             let (mut t, mut pshared, mut robust, mut proto) = (0, 0, 0, 0);
             // SAFETY: `attr` is the program's initialized attribute object.
             unsafe {
-                pthread_mutexattr_gettype(attr, &mut t);
-                pthread_mutexattr_getpshared(attr, &mut pshared);
-                pthread_mutexattr_getrobust(attr, &mut robust);
-                pthread_mutexattr_getprotocol(attr, &mut proto);
+                real::pthread_mutexattr_gettype(attr, &mut t);
+                real::pthread_mutexattr_getpshared(attr, &mut pshared);
+                real::pthread_mutexattr_getrobust(attr, &mut robust);
+                real::pthread_mutexattr_getprotocol(attr, &mut proto);
             }
             if pshared != libc::PTHREAD_PROCESS_PRIVATE || robust != 0 || proto != 0 {
                 // SAFETY: forwarded contract.
-                return unsafe { pthread_mutex_init(m, attr) };
+                return unsafe { real::pthread_mutex_init(m, attr) };
             }
             mtype = t;
         }
@@ -368,7 +303,7 @@ pub mod api {
         let o = unsafe { overlay(m) };
         if is_delegated(o) {
             // SAFETY: forwarded contract.
-            return unsafe { pthread_mutex_lock(m) };
+            return unsafe { real::pthread_mutex_lock(m) };
         }
         super::lock(o, Timeout::Never)
     }
@@ -380,7 +315,7 @@ pub mod api {
         let o = unsafe { overlay(m) };
         if is_delegated(o) {
             // SAFETY: forwarded contract.
-            return unsafe { pthread_mutex_trylock(m) };
+            return unsafe { real::pthread_mutex_trylock(m) };
         }
         super::trylock(o)
     }
@@ -394,9 +329,9 @@ pub mod api {
             // SAFETY: forwarded contract.
             return unsafe {
                 if timed {
-                    pthread_mutex_timedlock(m, ts)
+                    real::pthread_mutex_timedlock(m, ts)
                 } else {
-                    pthread_mutex_clocklock(m, clock, ts)
+                    real::pthread_mutex_clocklock(m, clock, ts)
                 }
             };
         }
@@ -411,7 +346,7 @@ pub mod api {
         let o = unsafe { overlay(m) };
         if is_delegated(o) {
             // SAFETY: forwarded contract.
-            return unsafe { pthread_mutex_unlock(m) };
+            return unsafe { real::pthread_mutex_unlock(m) };
         }
         super::unlock(o)
     }
@@ -423,7 +358,7 @@ pub mod api {
         let o = unsafe { overlay(m) };
         if is_delegated(o) {
             // SAFETY: forwarded contract.
-            return unsafe { pthread_mutex_destroy(m) };
+            return unsafe { real::pthread_mutex_destroy(m) };
         }
         super::destroy(o)
     }

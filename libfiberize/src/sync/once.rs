@@ -74,9 +74,14 @@ const POLL_MAX_NS: u64 = 64_000_000;
 
 pub type InitRoutine = unsafe extern "C" fn();
 
-crate::real_fns! {
-    fn pthread_once(o: *mut pthread_once_t, f: InitRoutine) -> c_int;
-    fn call_once(o: *mut pthread_once_t, f: InitRoutine) -> ();
+/// glibc's own functions (looked up with dlsym/dlvsym), for the objects and
+/// attributes the runtime leaves to glibc: `real::` always means glibc's.
+pub mod real {
+    use super::*;
+    crate::real_fns! {
+        fn pthread_once(o: *mut pthread_once_t, f: InitRoutine) -> c_int;
+        fn call_once(o: *mut pthread_once_t, f: InitRoutine) -> ();
+    }
 }
 
 /// `pthread_once`.
@@ -89,7 +94,7 @@ pub unsafe fn once(ctl: *mut pthread_once_t, init: InitRoutine) -> c_int {
     if ctl.is_null() || !(ctl as usize).is_multiple_of(core::mem::align_of::<AtomicI32>()) {
         // Not overlayable: glibc's, as natively (it crashes on NULL).
         // SAFETY: forwarded contract.
-        return unsafe { pthread_once(ctl, init) };
+        return unsafe { real::pthread_once(ctl, init) };
     }
     // SAFETY: a non-null, aligned int that lives as long as the program uses it.
     let word = unsafe { &*(ctl as *const AtomicI32) };
@@ -106,7 +111,7 @@ pub unsafe fn once(ctl: *mut pthread_once_t, init: InitRoutine) -> c_int {
 unsafe fn once_slow(ctl: *mut pthread_once_t, word: &AtomicI32, init: InitRoutine) -> c_int {
     if config::in_forked_child() {
         // SAFETY: forwarded contract.
-        return unsafe { pthread_once(ctl, init) };
+        return unsafe { real::pthread_once(ctl, init) };
     }
     let key = ctl as usize;
     let mut poll = POLL_MIN_NS;
@@ -121,7 +126,7 @@ unsafe fn once_slow(ctl: *mut pthread_once_t, word: &AtomicI32, init: InitRoutin
             }
             // SAFETY: forwarded contract. glibc takes the CLAIMED word over and runs
             // `init`; if `init` is unwound, so is this frame (see the module docs).
-            let r = unsafe { pthread_once(ctl, init) };
+            let r = unsafe { real::pthread_once(ctl, init) };
             parking::unpark_some_quick(key, u32::MAX, usize::MAX);
             return r;
         }

@@ -33,7 +33,7 @@
 //! under the preload at all) operate on the same bytes with glibc's code and wait in
 //! the kernel on shared futexes. They come from two places:
 //!
-//! * `sem_init(sem, pshared != 0, v)`: our `sem_init` passes these to glibc, which
+//! * `real::sem_init(sem, pshared != 0, v)`: our `sem_init` passes these to glibc, which
 //!   stores `private = FUTEX_SHARED`;
 //! * `sem_open`: we do not interpose it (nor `sem_close`/`sem_unlink`); glibc builds
 //!   the semaphore in a `/dev/shm/sem.*` file with `__new_sem_open_init`, which also
@@ -177,8 +177,8 @@ fn wait_slow(s: &SemOverlay, timeout: Timeout<'_>) -> Result<(), c_int> {
         );
         let err = match r {
             ParkResult::TimedOut => libc::ETIMEDOUT,
-            // glibc's sem_wait fails with EINTR when a signal handler runs (produced
-            // once the parking lot makes semaphore waits interruptible).
+            // glibc's sem_wait fails with EINTR when a signal handler runs: the parking
+            // lot reports a signal delivered to a WaitKind::Semaphore wait.
             ParkResult::Interrupted => libc::EINTR,
             _ => {
                 d = s.data.load(Ordering::Relaxed);
@@ -232,15 +232,20 @@ pub fn getvalue(s: &SemOverlay) -> c_int {
 pub mod api {
     use super::*;
 
-    crate::real_fns! {
-        fn sem_init(s: *mut sem_t, pshared: c_int, v: c_uint) -> c_int;
-        fn sem_destroy(s: *mut sem_t) -> c_int;
-        fn sem_wait(s: *mut sem_t) -> c_int;
-        fn sem_trywait(s: *mut sem_t) -> c_int;
-        fn sem_timedwait(s: *mut sem_t, t: *const timespec) -> c_int;
-        fn sem_clockwait(s: *mut sem_t, c: clockid_t, t: *const timespec) -> c_int;
-        fn sem_post(s: *mut sem_t) -> c_int;
-        fn sem_getvalue(s: *mut sem_t, v: *mut c_int) -> c_int;
+    /// glibc's own functions (looked up with dlsym/dlvsym), for the objects and
+    /// attributes the runtime leaves to glibc: `real::` always means glibc's.
+    pub mod real {
+        use super::*;
+        crate::real_fns! {
+            fn sem_init(s: *mut sem_t, pshared: c_int, v: c_uint) -> c_int;
+            fn sem_destroy(s: *mut sem_t) -> c_int;
+            fn sem_wait(s: *mut sem_t) -> c_int;
+            fn sem_trywait(s: *mut sem_t) -> c_int;
+            fn sem_timedwait(s: *mut sem_t, t: *const timespec) -> c_int;
+            fn sem_clockwait(s: *mut sem_t, c: clockid_t, t: *const timespec) -> c_int;
+            fn sem_post(s: *mut sem_t) -> c_int;
+            fn sem_getvalue(s: *mut sem_t, v: *mut c_int) -> c_int;
+        }
     }
 
     /// What an entry point did: our own result, or a real function's raw return value
@@ -291,7 +296,7 @@ pub mod api {
         }
         if pshared != 0 || !overlayable(s) {
             // SAFETY: forwarded contract.
-            return Outcome::Real(unsafe { sem_init(s, pshared, v) });
+            return Outcome::Real(unsafe { real::sem_init(s, pshared, v) });
         }
         // SAFETY: non-null and aligned; the program's sem_t.
         super::init(unsafe { SemOverlay::from_ptr(s) }, v);
@@ -305,7 +310,7 @@ pub mod api {
         match unsafe { ours(s) } {
             Some(_) => Outcome::Ours(Ok(())),
             // SAFETY: forwarded contract.
-            None => Outcome::Real(unsafe { sem_destroy(s) }),
+            None => Outcome::Real(unsafe { real::sem_destroy(s) }),
         }
     }
 
@@ -341,9 +346,9 @@ pub mod api {
         // SAFETY (all calls): forwarded contract.
         let block = || unsafe {
             match (timed, clock) {
-                (false, _) => sem_wait(s),
-                (true, None) => sem_timedwait(s, ts),
-                (true, Some(c)) => sem_clockwait(s, c, ts),
+                (false, _) => real::sem_wait(s),
+                (true, None) => real::sem_timedwait(s, ts),
+                (true, Some(c)) => real::sem_clockwait(s, c, ts),
             }
         };
         if !fiber::is_fiber() || s.is_null() {
@@ -357,7 +362,7 @@ pub mod api {
             return block(); // glibc fails with EINVAL at once
         }
         // SAFETY: forwarded contract.
-        let r = unsafe { sem_trywait(s) };
+        let r = unsafe { real::sem_trywait(s) };
         if r == 0 || errno() != libc::EAGAIN {
             return r;
         }
@@ -372,7 +377,7 @@ pub mod api {
         match unsafe { ours(s) } {
             Some(o) => Outcome::Ours(super::trywait(o)),
             // SAFETY: forwarded contract.
-            None => Outcome::Real(unsafe { sem_trywait(s) }),
+            None => Outcome::Real(unsafe { real::sem_trywait(s) }),
         }
     }
 
@@ -383,7 +388,7 @@ pub mod api {
         match unsafe { ours(s) } {
             Some(o) => Outcome::Ours(super::post(o)),
             // SAFETY: forwarded contract.
-            None => Outcome::Real(unsafe { sem_post(s) }),
+            None => Outcome::Real(unsafe { real::sem_post(s) }),
         }
     }
 
@@ -399,7 +404,7 @@ pub mod api {
             }
             // SAFETY: forwarded contract (glibc's semaphore, or NULL `out`, on which
             // glibc crashes as it would natively).
-            _ => Outcome::Real(unsafe { sem_getvalue(s, out) }),
+            _ => Outcome::Real(unsafe { real::sem_getvalue(s, out) }),
         }
     }
 }

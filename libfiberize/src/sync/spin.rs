@@ -40,12 +40,17 @@ crate::real_fns! {
     fn sched_yield() -> c_int;
 }
 
-crate::real_fns! {
-    fn pthread_spin_init(l: *mut pthread_spinlock_t, pshared: c_int) -> c_int;
-    fn pthread_spin_lock(l: *mut pthread_spinlock_t) -> c_int;
-    fn pthread_spin_trylock(l: *mut pthread_spinlock_t) -> c_int;
-    fn pthread_spin_unlock(l: *mut pthread_spinlock_t) -> c_int;
-    fn pthread_spin_destroy(l: *mut pthread_spinlock_t) -> c_int;
+/// glibc's own functions (looked up with dlsym/dlvsym), for the objects and
+/// attributes the runtime leaves to glibc: `real::` always means glibc's.
+pub mod real {
+    use super::*;
+    crate::real_fns! {
+        fn pthread_spin_init(l: *mut pthread_spinlock_t, pshared: c_int) -> c_int;
+        fn pthread_spin_lock(l: *mut pthread_spinlock_t) -> c_int;
+        fn pthread_spin_trylock(l: *mut pthread_spinlock_t) -> c_int;
+        fn pthread_spin_unlock(l: *mut pthread_spinlock_t) -> c_int;
+        fn pthread_spin_destroy(l: *mut pthread_spinlock_t) -> c_int;
+    }
 }
 
 /// The lock word, or None for an address we cannot overlay (NULL or misaligned:
@@ -71,7 +76,7 @@ pub unsafe fn init(l: *mut pthread_spinlock_t, pshared: c_int) -> c_int {
     match unsafe { word(l) } {
         Some(w) => w.store(UNLOCKED, Ordering::Relaxed),
         // SAFETY: forwarded contract.
-        None => return unsafe { pthread_spin_init(l, pshared) },
+        None => return unsafe { real::pthread_spin_init(l, pshared) },
     }
     0
 }
@@ -85,7 +90,7 @@ pub unsafe fn lock(l: *mut pthread_spinlock_t) -> c_int {
     // SAFETY: forwarded contract.
     let Some(w) = (unsafe { word(l) }) else {
         // SAFETY: forwarded contract.
-        return unsafe { pthread_spin_lock(l) };
+        return unsafe { real::pthread_spin_lock(l) };
     };
     if w.fetch_sub(1, Ordering::Acquire) == UNLOCKED {
         return 0;
@@ -131,7 +136,7 @@ pub unsafe fn trylock(l: *mut pthread_spinlock_t) -> c_int {
     // SAFETY: forwarded contract.
     let Some(w) = (unsafe { word(l) }) else {
         // SAFETY: forwarded contract.
-        return unsafe { pthread_spin_trylock(l) };
+        return unsafe { real::pthread_spin_trylock(l) };
     };
     match w.compare_exchange(UNLOCKED, 0, Ordering::Acquire, Ordering::Relaxed) {
         Ok(_) => 0,
@@ -149,7 +154,7 @@ pub unsafe fn unlock(l: *mut pthread_spinlock_t) -> c_int {
     match unsafe { word(l) } {
         Some(w) => w.store(UNLOCKED, Ordering::Release),
         // SAFETY: forwarded contract.
-        None => return unsafe { pthread_spin_unlock(l) },
+        None => return unsafe { real::pthread_spin_unlock(l) },
     }
     0
 }

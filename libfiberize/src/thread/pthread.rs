@@ -224,7 +224,12 @@ fn donor_main_inner(fiber: FiberRef, start: StartRoutine, arg: *mut c_void) -> *
     fiber::set_current(Arc::as_ptr(&fiber));
     crate::runtime::registry::register(&fiber);
 
-    let co = fiber::FiberCoroutine::with_stack(DonorStack::new(base, limit), move |yielder, ()| {
+    // SAFETY: `fiber_stack_bounds` returns 16-aligned bounds of this donor's own stack
+    // below its live frames (leaving a margin), above glibc's guard page; the donor
+    // does not touch that region again until the fiber finished (it sleeps, then
+    // exits).
+    let stack = unsafe { DonorStack::new(base, limit) };
+    let co = fiber::FiberCoroutine::with_stack(stack, move |yielder, ()| {
         // First resume: we run on a worker with FS = our donor's TCB.
         if let Some(me) = fiber::current() {
             me.set_yielder(yielder as *const _);

@@ -4,12 +4,13 @@
 //!
 //! An idle worker first spins for a while (`SPIN_ROUNDS`), then announces itself
 //! (timers are per worker, `crate::runtime::timer`: it sleeps at most until its own next one):
-//! `sleep_word = SLEEPING; num_sleeping += 1` (SeqCst), re-checks every queue, and only
+//! `SleepWord::announce` and `IdleCounts` (SeqCst, `crate::runtime::sleep_state`, where
+//! each fence says what it pairs with), re-checks every queue, and only
 //! then sleeps: in the reactor's `epoll_wait` (so that I/O readiness wakes it
 //! directly, see crate::io::reactor), or on a futex on `sleep_word` where there is no
-//! reactor. A producer publishes its fiber, issues a SeqCst fence and reads
-//! `num_sleeping`; if somebody sleeps and nobody spins, it moves one `sleep_word`
-//! SLEEPING→NOTIFIED and wakes it (eventfd write or futex wake; the eventfd wakes some
+//! reactor. A producer publishes its fiber and asks `IdleCounts::wake_needed` (a SeqCst
+//! fence, then the sleeper count); if somebody sleeps and nobody spins, it moves one
+//! `SleepWord` SLEEPING→NOTIFIED (`try_notify`) and wakes it (eventfd write or futex wake; the eventfd wakes some
 //! epoll sleeper, which need not be the one marked). The two SeqCst sequences form a
 //! Dekker pair: either the sleeper's re-check sees the fiber, or the producer sees the
 //! sleeper. Placing a fiber in a lifo slot does not notify (the waker's worker will
