@@ -61,9 +61,9 @@ pub fn direct_wait(fd: i32, events: i16, deadline: Option<u64>, leave_epoll: imp
     let w = unsafe { &*w };
     let wake_fd = w.wake_fd.load(Ordering::Acquire);
     // SAFETY: as above.
-    let local_empty = unsafe { (*w.local.get()).is_empty() };
+    let local_empty = unsafe { w.owner_local() }.is_empty();
     let rt = runtime_unchecked();
-    if wake_fd < 0 || !local_empty || !w.lifo.load(Ordering::Relaxed).is_null() || rt.has_work(Some(w)) {
+    if wake_fd < 0 || !local_empty || w.lifo.is_occupied(Ordering::Relaxed) || rt.has_work(Some(w)) {
         return DirectWait::Other;
     }
     // Spin first, as an idle worker would, watching this fd instead of the epoll set.

@@ -41,6 +41,7 @@
 //! | [`worker`] | the worker loop: find work, steal, run a fiber to its next switch, idle |
 //! | [`direct_wait`] | a fiber alone on its worker waits for its descriptor in the kernel |
 //! | [`monitor`] | the monitor thread: stuck workers, blocked workers and spares, preemption requests |
+//! | [`lifo`] | the lifo slot: one fiber, owned as a raw `Arc` pointer, swapped in and out |
 //!
 use core::cell::UnsafeCell;
 use core::ptr;
@@ -58,6 +59,7 @@ use crate::runtime::sleep_state::{IdleCounts, SleepWord};
 use crate::runtime::timer;
 
 mod direct_wait;
+mod lifo;
 mod monitor;
 mod start;
 mod wake;
@@ -123,8 +125,8 @@ pub struct WorkerShared {
     /// loop, or a fiber running on it (while the loop is suspended inside `resume`).
     local: UnsafeCell<Deque<FiberRef>>,
     stealer: Stealer<FiberRef>,
-    /// Stealable single-fiber slot holding an `Arc<Fiber>` from `Arc::into_raw`.
-    lifo: Padded<AtomicPtr<Fiber>>,
+    /// Single-fiber slot, stolen only from workers that are not ACTIVE (`lifo.rs`).
+    lifo: lifo::LifoSlot,
     sleep_word: SleepWord,
     tp: AtomicUsize,
     pub tid: AtomicU32,
@@ -156,8 +158,22 @@ pub struct WorkerShared {
     pub preempt_request: AtomicU64,
 }
 
-// SAFETY: `local` is only used from the owning OS thread (see the field's comment);
-// everything else is atomic or immutable.
+impl WorkerShared {
+    /// The worker's own deque.
+    ///
+    /// # Safety
+    /// Only the worker's own OS thread may call this (the worker loop, or a fiber
+    /// running on it), and not from a signal handler that interrupted a use of it
+    /// (the callers hold a `Shield` or run in the worker's scheduler context).
+    #[inline]
+    unsafe fn owner_local(&self) -> &Deque<FiberRef> {
+        // SAFETY: the caller is the only thread that touches `local` (contract above).
+        unsafe { &*self.local.get() }
+    }
+}
+
+// SAFETY: `local` is only used from the owning OS thread (see the field's comment and
+// `owner_local`); everything else is atomic or immutable.
 unsafe impl Sync for WorkerShared {}
 unsafe impl Send for WorkerShared {}
 
@@ -237,7 +253,7 @@ impl Runtime {
             return true;
         }
         self.workers().iter().any(|w| {
-            !w.stealer.is_empty() || (w.state.load(Ordering::Relaxed) != W_ACTIVE && !w.lifo.load(Ordering::SeqCst).is_null())
+            !w.stealer.is_empty() || (w.state.load(Ordering::Relaxed) != W_ACTIVE && w.lifo.is_occupied(Ordering::SeqCst))
         })
     }
 

@@ -112,10 +112,8 @@ pub(super) extern "C" fn monitor_main(_: *mut libc::c_void) -> *mut libc::c_void
 /// switches (a spin-wait on a flag) would starve while the rest of the pool is busy.
 fn release_queued(rt: &Runtime, w: &WorkerShared) {
     let mut moved = false;
-    let f = w.lifo.swap(ptr::null_mut(), Ordering::AcqRel);
-    if !f.is_null() {
-        // SAFETY: slot entries come from Arc::into_raw.
-        rt.injector.push(unsafe { Arc::from_raw(f) });
+    if let Some(f) = w.lifo.take() {
+        rt.injector.push(f);
         moved = true;
     }
     loop {

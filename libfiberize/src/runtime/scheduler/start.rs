@@ -38,7 +38,7 @@ fn start_pool() {
             index,
             local: UnsafeCell::new(local),
             stealer,
-            lifo: Padded(AtomicPtr::new(ptr::null_mut())),
+            lifo: lifo::LifoSlot::new(),
             sleep_word: SleepWord::new(),
             tp: AtomicUsize::new(0),
             tid: AtomicU32::new(0),

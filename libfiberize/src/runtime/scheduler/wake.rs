@@ -144,12 +144,9 @@ fn schedule(f: FiberRef) {
             // SAFETY: `worker` points at the WorkerShared that is running `cur`, i.e.
             // the one whose OS thread we are on; so `local` is ours to use.
             let w = unsafe { &*w };
-            let old = w.lifo.swap(Arc::into_raw(f) as *mut Fiber, Ordering::AcqRel);
-            if !old.is_null() {
-                // SAFETY: slot entries come from Arc::into_raw.
-                let old = unsafe { Arc::from_raw(old) };
-                // SAFETY: see above: we are on w's OS thread.
-                let local = unsafe { &*w.local.get() };
+            if let Some(old) = w.lifo.replace(f) {
+                // SAFETY: see above: we are on w's OS thread, shielded.
+                let local = unsafe { w.owner_local() };
                 local.push(old);
                 // Tell an idle worker only about a surplus: a single displaced fiber
                 // runs here right after the wakee (a signal/wait hand-off pair); waking
@@ -168,7 +165,7 @@ fn schedule(f: FiberRef) {
         // Scheduler context of a worker (timers, reactor dispatch): queue locally; the
         // worker looks for work right after. Others are told only about a surplus.
         // SAFETY: WORKER is set only on w's own OS thread, in scheduler context.
-        let local = unsafe { &*w.local.get() };
+        let local = unsafe { w.owner_local() };
         let surplus = !local.is_empty();
         local.push(f);
         if surplus {

@@ -61,15 +61,13 @@ fn rejoin_or_retire(rt: &Runtime, w: &WorkerShared) {
     }
     rt.active.fetch_sub(1, Ordering::AcqRel);
     // Retire: hand everything queued here to the others.
-    // SAFETY: we are w's OS thread.
-    let local = unsafe { &*w.local.get() };
+    // SAFETY: we are w's OS thread, in its scheduler context.
+    let local = unsafe { w.owner_local() };
     while let Some(f) = local.pop() {
         rt.injector.push(f);
     }
-    let p = w.lifo.swap(ptr::null_mut(), Ordering::AcqRel);
-    if !p.is_null() {
-        // SAFETY: slot entries come from Arc::into_raw.
-        rt.injector.push(unsafe { Arc::from_raw(p) });
+    if let Some(f) = w.lifo.take() {
+        rt.injector.push(f);
     }
     w.spare_word.store(0, Ordering::Release);
     w.state.store(W_SPARE, Ordering::Release);
@@ -82,18 +80,16 @@ fn rejoin_or_retire(rt: &Runtime, w: &WorkerShared) {
 }
 
 fn find_work(rt: &Runtime, w: &WorkerShared, tick: u32) -> Option<FiberRef> {
-    // SAFETY: we are w's OS thread.
-    let local = unsafe { &*w.local.get() };
+    // SAFETY: we are w's OS thread, in its scheduler context.
+    let local = unsafe { w.owner_local() };
     if tick.is_multiple_of(GLOBAL_CHECK_INTERVAL) {
         poller::poll_if_stale(poller::STALE_NS);
         if let Some(f) = steal_global(rt, local) {
             return Some(f);
         }
     }
-    let p = w.lifo.swap(ptr::null_mut(), Ordering::AcqRel);
-    if !p.is_null() {
-        // SAFETY: slot entries come from Arc::into_raw.
-        return Some(unsafe { Arc::from_raw(p) });
+    if let Some(f) = w.lifo.take() {
+        return Some(f);
     }
     if let Some(f) = local.pop() {
         return Some(f);
@@ -136,12 +132,10 @@ fn steal_from_others(rt: &Runtime, w: &WorkerShared, local: &Deque<FiberRef>) ->
         // the waker switches out (stealing it would split a ping-pong pair across
         // cores). A blocked worker's slot is fair game; a slot whose owner made no
         // progress for a tick is moved to the injector by the monitor.
-        if victim.state.load(Ordering::Relaxed) != W_ACTIVE && !victim.lifo.load(Ordering::Relaxed).is_null() {
-            let p = victim.lifo.swap(ptr::null_mut(), Ordering::AcqRel);
-            if !p.is_null() {
+        if victim.state.load(Ordering::Relaxed) != W_ACTIVE && victim.lifo.is_occupied(Ordering::Relaxed) {
+            if let Some(f) = victim.lifo.take() {
                 bump(&STATS.steals);
-                // SAFETY: slot entries come from Arc::into_raw.
-                return Some(unsafe { Arc::from_raw(p) });
+                return Some(f);
             }
         }
     }
@@ -194,8 +188,8 @@ pub(super) fn run_fiber(w: &WorkerShared, f: FiberRef) {
     w.running.store(0, Ordering::Relaxed);
     w.progress.fetch_add(1, Ordering::Relaxed);
     bump(&STATS.switches);
-    // SAFETY: we are w's OS thread.
-    let local = unsafe { &*w.local.get() };
+    // SAFETY: we are w's OS thread, back in its scheduler context.
+    let local = unsafe { w.owner_local() };
     match result {
         corosensei::CoroutineResult::Yield(Switch::Yield) => {
             f.set_life(Life::Runnable);
