@@ -282,8 +282,18 @@ static void log_event(const char *s) {
     pthread_mutex_unlock(&log_mu);
 }
 
+/* Threads that reached their lock call: the main thread waits for each before it
+ * goes on, so a slow thread start (a loaded machine) cannot change the order. */
+static atomic_int order_arrived;
+
+static void wait_arrived(int n) {
+    while (atomic_load(&order_arrived) < n)
+        sleep_ms(1);
+}
+
 static void *order_reader(void *arg) {
     note_fiber();
+    atomic_fetch_add(&order_arrived, 1);
     EXPECT(pthread_rwlock_rdlock(&orw), 0);
     log_event(arg);
     sleep_ms(30);
@@ -293,6 +303,7 @@ static void *order_reader(void *arg) {
 
 static void *order_writer(void *arg) {
     note_fiber();
+    atomic_fetch_add(&order_arrived, 1);
     EXPECT(pthread_rwlock_wrlock(&orw), 0);
     log_event(arg);
     sleep_ms(30);
@@ -307,12 +318,15 @@ static void test_order(int kind, const char *name) {
     EXPECT(pthread_rwlock_init(&orw, &a), 0);
     pthread_rwlockattr_destroy(&a);
     order_log[0] = 0;
+    atomic_store(&order_arrived, 0);
 
     EXPECT(pthread_rwlock_wrlock(&orw), 0);
     log_event("W1");
     pthread_t r = spawn(order_reader, "R2");
+    wait_arrived(1);
     sleep_ms(100);
     pthread_t w = spawn(order_writer, "W2");
+    wait_arrived(2);
     sleep_ms(200);
     EXPECT(pthread_rwlock_unlock(&orw), 0);
     join(r);
