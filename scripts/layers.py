@@ -21,7 +21,6 @@ LAYERS = {"lib": 99, "base": 0, "runtime": 1, "observe": 2, "signal": 3, "sync":
 MAX_LINES = 600
 LONG_FILES = {
     # file: why it stays whole
-    "tz.rs": "temporary: being split into tz/ (issue 15 follow-up in progress)",
 }
 
 
