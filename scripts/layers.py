@@ -25,9 +25,6 @@ MAX_LINES = 600
 PROTOCOL_FILES = {"runtime::park_state", "runtime::sleep_state", "sync::lock_word"}
 LONG_FILES = {
     # file: why it stays whole
-    "io/ops.rs": "temporary: being split into io/ops/ (issue 15 follow-up in progress)",
-    "sync/rwlock.rs": "temporary: being split into sync/rwlock/ (issue 15 follow-up in progress)",
-    "tz.rs": "temporary: being split into tz/ (issue 15 follow-up in progress)",
 }
 
 

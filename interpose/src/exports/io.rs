@@ -11,7 +11,7 @@ use libc::{c_int, c_long, c_uint, c_ulong, c_void, nfds_t, pollfd, size_t, socka
 fn enabled() -> bool {
     crate::gate::enabled() && !fiberize_rt::runtime::fiber::in_vfork_child()
 }
-use fiberize_rt::io::ops::{self, api, fd_api, wait_api};
+use fiberize_rt::io::ops::{self, lifecycle, readiness, transfer};
 
 /// Defines an export that calls `$ours` when enabled, else the real function.
 macro_rules! export {
@@ -27,44 +27,44 @@ macro_rules! export {
     };
 }
 
-export!(fn read(fd: c_int, buf: *mut c_void, n: size_t) -> ssize_t => api::read(fd, buf, n));
-export!(fn write(fd: c_int, buf: *const c_void, n: size_t) -> ssize_t => api::write(fd, buf, n));
-export!(fn readv(fd: c_int, iov: *const libc::iovec, n: c_int) -> ssize_t => api::readv(fd, iov, n));
-export!(fn writev(fd: c_int, iov: *const libc::iovec, n: c_int) -> ssize_t => api::writev(fd, iov, n));
-export!(fn recv(fd: c_int, buf: *mut c_void, n: size_t, flags: c_int) -> ssize_t => api::recv(fd, buf, n, flags));
-export!(fn send(fd: c_int, buf: *const c_void, n: size_t, flags: c_int) -> ssize_t => api::send(fd, buf, n, flags));
+export!(fn read(fd: c_int, buf: *mut c_void, n: size_t) -> ssize_t => transfer::read(fd, buf, n));
+export!(fn write(fd: c_int, buf: *const c_void, n: size_t) -> ssize_t => transfer::write(fd, buf, n));
+export!(fn readv(fd: c_int, iov: *const libc::iovec, n: c_int) -> ssize_t => transfer::readv(fd, iov, n));
+export!(fn writev(fd: c_int, iov: *const libc::iovec, n: c_int) -> ssize_t => transfer::writev(fd, iov, n));
+export!(fn recv(fd: c_int, buf: *mut c_void, n: size_t, flags: c_int) -> ssize_t => transfer::recv(fd, buf, n, flags));
+export!(fn send(fd: c_int, buf: *const c_void, n: size_t, flags: c_int) -> ssize_t => transfer::send(fd, buf, n, flags));
 export!(fn recvfrom(fd: c_int, buf: *mut c_void, n: size_t, flags: c_int, a: *mut sockaddr, l: *mut socklen_t) -> ssize_t
-    => api::recvfrom(fd, buf, n, flags, a, l));
+    => transfer::recvfrom(fd, buf, n, flags, a, l));
 export!(fn sendto(fd: c_int, buf: *const c_void, n: size_t, flags: c_int, a: *const sockaddr, l: socklen_t) -> ssize_t
-    => api::sendto(fd, buf, n, flags, a, l));
-export!(fn recvmsg(fd: c_int, m: *mut libc::msghdr, flags: c_int) -> ssize_t => api::recvmsg(fd, m, flags));
-export!(fn sendmsg(fd: c_int, m: *const libc::msghdr, flags: c_int) -> ssize_t => api::sendmsg(fd, m, flags));
-export!(fn accept4(fd: c_int, a: *mut sockaddr, l: *mut socklen_t, flags: c_int) -> c_int => api::accept4(fd, a, l, flags));
-export!(fn connect(fd: c_int, a: *const sockaddr, l: socklen_t) -> c_int => api::connect(fd, a, l));
-export!(fn poll(fds: *mut pollfd, n: nfds_t, timeout: c_int) -> c_int => wait_api::poll(fds, n, timeout));
+    => transfer::sendto(fd, buf, n, flags, a, l));
+export!(fn recvmsg(fd: c_int, m: *mut libc::msghdr, flags: c_int) -> ssize_t => transfer::recvmsg(fd, m, flags));
+export!(fn sendmsg(fd: c_int, m: *const libc::msghdr, flags: c_int) -> ssize_t => transfer::sendmsg(fd, m, flags));
+export!(fn accept4(fd: c_int, a: *mut sockaddr, l: *mut socklen_t, flags: c_int) -> c_int => transfer::accept4(fd, a, l, flags));
+export!(fn connect(fd: c_int, a: *const sockaddr, l: socklen_t) -> c_int => transfer::connect(fd, a, l));
+export!(fn poll(fds: *mut pollfd, n: nfds_t, timeout: c_int) -> c_int => readiness::poll(fds, n, timeout));
 export!(fn ppoll(fds: *mut pollfd, n: nfds_t, ts: *const libc::timespec, m: *const libc::sigset_t) -> c_int
-    => wait_api::ppoll(fds, n, ts, m));
+    => readiness::ppoll(fds, n, ts, m));
 export!(fn select(n: c_int, r: *mut libc::fd_set, w: *mut libc::fd_set, e: *mut libc::fd_set, t: *mut libc::timeval) -> c_int
-    => wait_api::select(n, r, w, e, t));
+    => readiness::select(n, r, w, e, t));
 export!(fn pselect(n: c_int, r: *mut libc::fd_set, w: *mut libc::fd_set, e: *mut libc::fd_set, t: *const libc::timespec, m: *const libc::sigset_t) -> c_int
-    => wait_api::pselect(n, r, w, e, t, m));
+    => readiness::pselect(n, r, w, e, t, m));
 export!(fn epoll_wait(ep: c_int, ev: *mut libc::epoll_event, max: c_int, timeout: c_int) -> c_int
-    => wait_api::epoll_pwait(ep, ev, max, timeout, core::ptr::null()));
+    => readiness::epoll_pwait(ep, ev, max, timeout, core::ptr::null()));
 export!(fn epoll_pwait(ep: c_int, ev: *mut libc::epoll_event, max: c_int, timeout: c_int, m: *const libc::sigset_t) -> c_int
-    => wait_api::epoll_pwait(ep, ev, max, timeout, m));
-export!(fn socket(d: c_int, t: c_int, p: c_int) -> c_int => fd_api::socket(d, t, p));
-export!(fn socketpair(d: c_int, t: c_int, p: c_int, sv: *mut c_int) -> c_int => fd_api::socketpair(d, t, p, sv));
-export!(fn pipe2(fds: *mut c_int, flags: c_int) -> c_int => fd_api::pipe2(fds, flags));
-export!(fn eventfd(init: c_uint, flags: c_int) -> c_int => fd_api::eventfd(init, flags));
-export!(fn epoll_create1(flags: c_int) -> c_int => fd_api::epoll_create1(flags));
-export!(fn close(fd: c_int) -> c_int => fd_api::close(fd));
-export!(fn dup(fd: c_int) -> c_int => fd_api::dup(fd));
-export!(fn dup2(a: c_int, b: c_int) -> c_int => fd_api::dup3(a, b, None));
-export!(fn dup3(a: c_int, b: c_int, flags: c_int) -> c_int => fd_api::dup3(a, b, Some(flags)));
+    => readiness::epoll_pwait(ep, ev, max, timeout, m));
+export!(fn socket(d: c_int, t: c_int, p: c_int) -> c_int => lifecycle::socket(d, t, p));
+export!(fn socketpair(d: c_int, t: c_int, p: c_int, sv: *mut c_int) -> c_int => lifecycle::socketpair(d, t, p, sv));
+export!(fn pipe2(fds: *mut c_int, flags: c_int) -> c_int => lifecycle::pipe2(fds, flags));
+export!(fn eventfd(init: c_uint, flags: c_int) -> c_int => lifecycle::eventfd(init, flags));
+export!(fn epoll_create1(flags: c_int) -> c_int => lifecycle::epoll_create1(flags));
+export!(fn close(fd: c_int) -> c_int => lifecycle::close(fd));
+export!(fn dup(fd: c_int) -> c_int => lifecycle::dup(fd));
+export!(fn dup2(a: c_int, b: c_int) -> c_int => lifecycle::dup3(a, b, None));
+export!(fn dup3(a: c_int, b: c_int, flags: c_int) -> c_int => lifecycle::dup3(a, b, Some(flags)));
 export!(fn setsockopt(fd: c_int, level: c_int, name: c_int, v: *const c_void, l: socklen_t) -> c_int
-    => fd_api::setsockopt(fd, level, name, v, l));
-export!(fn fsync(fd: c_int) -> c_int => fd_api::fsync(fd, false));
-export!(fn fdatasync(fd: c_int) -> c_int => fd_api::fsync(fd, true));
+    => lifecycle::setsockopt(fd, level, name, v, l));
+export!(fn fsync(fd: c_int) -> c_int => lifecycle::fsync(fd, false));
+export!(fn fdatasync(fd: c_int) -> c_int => lifecycle::fsync(fd, true));
 
 /// # Safety
 /// As `accept`.
@@ -105,7 +105,7 @@ pub unsafe extern "C" fn fcntl(fd: c_int, cmd: c_int, arg: c_long) -> c_int {
     // SAFETY: forwarded contract.
     unsafe {
         if enabled() {
-            fd_api::fcntl(fd, cmd, arg)
+            lifecycle::fcntl(fd, cmd, arg)
         } else {
             ops::fcntl(fd, cmd, arg)
         }
@@ -131,7 +131,7 @@ pub unsafe extern "C" fn ioctl(fd: c_int, req: c_ulong, arg: c_long) -> c_int {
     // SAFETY: forwarded contract.
     unsafe {
         if enabled() {
-            fd_api::ioctl(fd, req, arg)
+            lifecycle::ioctl(fd, req, arg)
         } else {
             ops::ioctl(fd, req, arg)
         }

@@ -1,0 +1,344 @@
+//! Data transfer: `read`/`write` and their vector and socket forms, `accept4`,
+//! `connect`, each made blocking for the program over a non-blocking descriptor (see
+//! the module essay in `mod.rs`). `super::read` and the like are the real functions.
+
+use super::lifecycle::{adopt_kind, is_stream_socket};
+use super::*;
+
+/// Whether `fd` is readable (or writable) right now, without waiting.
+fn ready_now(fd: c_int, dir: Dir) -> bool {
+    let mut p = pollfd { fd, events: dir.poll_events(), revents: 0 };
+    // SAFETY: one valid pollfd, zero timeout.
+    let r = unsafe { poll(&mut p, 1, 0) };
+    // An error or hang-up counts as ready: the real call will report it.
+    r != 0
+}
+
+/// A non-blocking attempt for a descriptor whose file status stays blocking: returns
+/// -1/EAGAIN instead of blocking when `fd` is not ready.
+fn probe_then(fd: c_int, dir: Dir, call: impl FnOnce() -> isize) -> isize {
+    if !ready_now(fd, dir) {
+        set_errno(libc::EAGAIN);
+        return -1;
+    }
+    call()
+}
+
+/// The rest of `iov` after its first `done` bytes.
+fn iov_tail(iov: &[libc::iovec], mut done: usize) -> Vec<libc::iovec> {
+    let mut out = Vec::with_capacity(iov.len());
+    for v in iov {
+        if done >= v.iov_len {
+            done -= v.iov_len;
+            continue;
+        }
+        // SAFETY: stays inside the program's buffer (done < iov_len).
+        out.push(libc::iovec {
+            iov_base: unsafe { (v.iov_base as *mut u8).add(done) } as *mut c_void,
+            iov_len: v.iov_len - done,
+        });
+        done = 0;
+    }
+    out
+}
+
+/// A blocking send on a stream socket queues everything before it returns (unless an
+/// error or a signal stops it): keep sending the rest, waiting for room between.
+fn send_all(fd: c_int, st: &FdState, total: usize, mut send_from: impl FnMut(usize) -> isize) -> isize {
+    let t = Dir::Write.timeout_ns(st);
+    let deadline = if t > 0 { Some(sys::now_ns().saturating_add(t)) } else { None };
+    let mut done = 0usize;
+    loop {
+        let seq = st.write_seq.load(Ordering::Acquire);
+        let r = send_from(done);
+        if r >= 0 {
+            done += r as usize;
+            if done >= total || !st.has(STREAM) {
+                return done as isize;
+            }
+            continue;
+        }
+        if !would_block() {
+            return if done > 0 { done as isize } else { -1 };
+        }
+        match wait(fd, st, Dir::Write, seq, deadline, t == 0) {
+            Waited::Ready => {}
+            Waited::TimedOut if done > 0 => return done as isize,
+            Waited::TimedOut => {
+                set_errno(libc::EAGAIN);
+                return -1;
+            }
+            Waited::Interrupted if done > 0 => return done as isize,
+            Waited::Interrupted => {
+                set_errno(libc::EINTR);
+                return -1;
+            }
+        }
+    }
+}
+
+const DW: c_int = libc::MSG_DONTWAIT;
+
+/// # Safety
+/// As `read`.
+pub unsafe fn read(fd: c_int, buf: *mut c_void, n: size_t) -> ssize_t {
+    let Some(st) = needs_loop(fd) else {
+        // SAFETY: forwarded contract.
+        return unsafe { super::read(fd, buf, n) };
+    };
+    if st.has(SOCKET) {
+        // SAFETY: read on a socket is recv with no flags.
+        blocking_sized(fd, st, Dir::Read, n, || unsafe { super::recv(fd, buf, n, DW) as isize }) as ssize_t
+    } else {
+        // SAFETY: forwarded contract; only called when readable.
+        blocking(fd, st, Dir::Read, || probe_then(fd, Dir::Read, || unsafe { super::read(fd, buf, n) as isize })) as ssize_t
+    }
+}
+
+/// # Safety
+/// As `readv`.
+pub unsafe fn readv(fd: c_int, iov: *const libc::iovec, cnt: c_int) -> ssize_t {
+    let Some(st) = needs_loop(fd) else {
+        // SAFETY: forwarded contract.
+        return unsafe { super::readv(fd, iov, cnt) };
+    };
+    if st.has(SOCKET) {
+        // SAFETY: readv on a socket is recvmsg with these buffers and no flags.
+        let mut m: libc::msghdr = unsafe { core::mem::zeroed() };
+        m.msg_iov = iov as *mut libc::iovec;
+        m.msg_iovlen = cnt.max(0) as _;
+        // SAFETY: `m` describes the program's buffers.
+        blocking(fd, st, Dir::Read, || unsafe { super::recvmsg(fd, &mut m, DW) as isize }) as ssize_t
+    } else {
+        // SAFETY: forwarded contract; only called when readable.
+        blocking(fd, st, Dir::Read, || probe_then(fd, Dir::Read, || unsafe { super::readv(fd, iov, cnt) as isize })) as ssize_t
+    }
+}
+
+/// # Safety
+/// As `recv`.
+pub unsafe fn recv(fd: c_int, buf: *mut c_void, n: size_t, flags: c_int) -> ssize_t {
+    match needs_loop(fd) {
+        Some(st) if flags & DW == 0 && st.has(SOCKET) => {
+            // Only plain reads prove emptiness (MSG_PEEK/WAITALL/OOB do not).
+            let sized = if flags == 0 { n } else { 0 };
+            // SAFETY: forwarded contract, made non-blocking for this call only.
+            blocking_sized(fd, st, Dir::Read, sized, || unsafe { super::recv(fd, buf, n, flags | DW) as isize }) as ssize_t
+        }
+        // SAFETY: forwarded contract (one attempt, non-blocking or not ours).
+        _ => nonblocking_read(fd, if flags & !DW == 0 { n } else { 0 }, || unsafe { super::recv(fd, buf, n, flags) as isize })
+            as ssize_t,
+    }
+}
+
+/// # Safety
+/// As `recvfrom`.
+pub unsafe fn recvfrom(fd: c_int, buf: *mut c_void, n: size_t, flags: c_int, a: *mut sockaddr, l: *mut socklen_t) -> ssize_t {
+    match needs_loop(fd) {
+        Some(st) if flags & DW == 0 && st.has(SOCKET) => {
+            let sized = if flags == 0 { n } else { 0 };
+            // SAFETY: forwarded contract, non-blocking for this call only.
+            blocking_sized(fd, st, Dir::Read, sized, || unsafe { super::recvfrom(fd, buf, n, flags | DW, a, l) as isize })
+                as ssize_t
+        }
+        // SAFETY: forwarded contract (one attempt, non-blocking or not ours).
+        _ => nonblocking_read(fd, if flags & !DW == 0 { n } else { 0 }, || unsafe {
+            super::recvfrom(fd, buf, n, flags, a, l) as isize
+        }) as ssize_t,
+    }
+}
+
+/// # Safety
+/// As `recvmsg`.
+pub unsafe fn recvmsg(fd: c_int, m: *mut libc::msghdr, flags: c_int) -> ssize_t {
+    match needs_loop(fd) {
+        Some(st) if flags & DW == 0 && st.has(SOCKET) => {
+            // SAFETY: forwarded contract, non-blocking for this call only.
+            blocking(fd, st, Dir::Read, || unsafe { super::recvmsg(fd, m, flags | DW) as isize }) as ssize_t
+        }
+        // SAFETY: forwarded contract.
+        _ => unsafe { super::recvmsg(fd, m, flags) },
+    }
+}
+
+/// # Safety
+/// As `write`.
+pub unsafe fn write(fd: c_int, buf: *const c_void, n: size_t) -> ssize_t {
+    let Some(st) = needs_loop(fd) else {
+        // SAFETY: forwarded contract.
+        return unsafe { super::write(fd, buf, n) };
+    };
+    if st.has(SOCKET) {
+        // write on a socket is send with no flags (SIGPIPE on EPIPE included).
+        // SAFETY: the remainder of the program's buffer.
+        send_all(fd, st, n, |done| unsafe {
+            super::send(fd, (buf as *const u8).add(done) as *const c_void, n - done, DW) as isize
+        }) as ssize_t
+    } else {
+        // SAFETY: forwarded contract; only called when writable.
+        blocking(fd, st, Dir::Write, || probe_then(fd, Dir::Write, || unsafe { super::write(fd, buf, n) as isize })) as ssize_t
+    }
+}
+
+/// # Safety
+/// As `writev`.
+pub unsafe fn writev(fd: c_int, iov: *const libc::iovec, cnt: c_int) -> ssize_t {
+    let Some(st) = needs_loop(fd) else {
+        // SAFETY: forwarded contract.
+        return unsafe { super::writev(fd, iov, cnt) };
+    };
+    if st.has(SOCKET) && cnt > 0 && !iov.is_null() {
+        // SAFETY: the program's iovec array of `cnt` entries.
+        let all = unsafe { core::slice::from_raw_parts(iov, cnt as usize) };
+        let total: usize = all.iter().map(|v| v.iov_len).sum();
+        send_all(fd, st, total, |done| {
+            let mut tail = iov_tail(all, done);
+            // SAFETY: a zeroed msghdr is valid; it points at the remaining buffers.
+            let mut m: libc::msghdr = unsafe { core::mem::zeroed() };
+            m.msg_iov = tail.as_mut_ptr();
+            m.msg_iovlen = tail.len() as _;
+            // SAFETY: `m` describes live buffers.
+            unsafe { super::sendmsg(fd, &m, DW) as isize }
+        }) as ssize_t
+    } else {
+        // SAFETY: forwarded contract; only called when writable.
+        blocking(fd, st, Dir::Write, || probe_then(fd, Dir::Write, || unsafe { super::writev(fd, iov, cnt) as isize })) as ssize_t
+    }
+}
+
+/// # Safety
+/// As `send`.
+pub unsafe fn send(fd: c_int, buf: *const c_void, n: size_t, flags: c_int) -> ssize_t {
+    match needs_loop(fd) {
+        Some(st) if flags & DW == 0 && st.has(SOCKET) => {
+            // SAFETY: the remainder of the program's buffer.
+            send_all(fd, st, n, |done| unsafe {
+                super::send(fd, (buf as *const u8).add(done) as *const c_void, n - done, flags | DW) as isize
+            }) as ssize_t
+        }
+        // SAFETY: forwarded contract.
+        _ => unsafe { super::send(fd, buf, n, flags) },
+    }
+}
+
+/// # Safety
+/// As `sendto`.
+pub unsafe fn sendto(fd: c_int, buf: *const c_void, n: size_t, flags: c_int, a: *const sockaddr, l: socklen_t) -> ssize_t {
+    match needs_loop(fd) {
+        Some(st) if flags & DW == 0 && st.has(SOCKET) => {
+            // SAFETY: the remainder of the program's buffer.
+            send_all(fd, st, n, |done| unsafe {
+                super::sendto(fd, (buf as *const u8).add(done) as *const c_void, n - done, flags | DW, a, l) as isize
+            }) as ssize_t
+        }
+        // SAFETY: forwarded contract.
+        _ => unsafe { super::sendto(fd, buf, n, flags, a, l) },
+    }
+}
+
+/// # Safety
+/// As `sendmsg`.
+pub unsafe fn sendmsg(fd: c_int, m: *const libc::msghdr, flags: c_int) -> ssize_t {
+    match needs_loop(fd) {
+        Some(st) if flags & DW == 0 && st.has(SOCKET) && !m.is_null() => {
+            // SAFETY: the program's msghdr.
+            let hdr = unsafe { *m };
+            let all: &[libc::iovec] = if hdr.msg_iov.is_null() {
+                &[]
+            } else {
+                // SAFETY: the program's iovec array.
+                unsafe { core::slice::from_raw_parts(hdr.msg_iov, hdr.msg_iovlen) }
+            };
+            let total: usize = all.iter().map(|v| v.iov_len).sum();
+            send_all(fd, st, total, |done| {
+                let mut tail = iov_tail(all, done);
+                let mut h = hdr;
+                h.msg_iov = tail.as_mut_ptr();
+                h.msg_iovlen = tail.len() as _;
+                if done > 0 {
+                    // Ancillary data went with the first part.
+                    h.msg_control = core::ptr::null_mut();
+                    h.msg_controllen = 0;
+                }
+                // SAFETY: `h` describes live buffers.
+                unsafe { super::sendmsg(fd, &h, flags | DW) as isize }
+            }) as ssize_t
+        }
+        // SAFETY: forwarded contract.
+        _ => unsafe { super::sendmsg(fd, m, flags) },
+    }
+}
+
+/// `accept` / `accept4`: waits for a pending connection by readiness, then accepts.
+///
+/// # Safety
+/// As `accept4`.
+pub unsafe fn accept4(fd: c_int, a: *mut sockaddr, l: *mut socklen_t, flags: c_int) -> c_int {
+    // SAFETY (both calls): forwarded contract.
+    let call = || unsafe { super::accept4(fd, a, l, flags) as isize };
+    let r = match needs_loop(fd) {
+        Some(st) => blocking(fd, st, Dir::Read, || probe_then(fd, Dir::Read, call)),
+        None => call(),
+    } as c_int;
+    if r >= 0 {
+        adopt_kind(r, flags & libc::SOCK_NONBLOCK != 0, is_stream_socket(r), true);
+    }
+    r
+}
+
+/// `connect` on a blocking socket: made non-blocking for the duration of this
+/// call only, then completion is awaited by readiness.
+///
+/// # Safety
+/// As `connect`.
+pub unsafe fn connect(fd: c_int, a: *const sockaddr, l: socklen_t) -> c_int {
+    let Some(st) = needs_loop(fd).filter(|s| s.has(SOCKET)) else {
+        // SAFETY: forwarded contract.
+        return unsafe { super::connect(fd, a, l) };
+    };
+    // SAFETY: plain fcntl calls on the program's socket.
+    let fl = unsafe { fcntl(fd, libc::F_GETFL, 0) };
+    if fl < 0 || fiber::current().is_none() {
+        // SAFETY: forwarded contract.
+        return unsafe { super::connect(fd, a, l) };
+    }
+    // SAFETY: as above.
+    unsafe { fcntl(fd, libc::F_SETFL, (fl | libc::O_NONBLOCK) as libc::c_long) };
+    let mut seq = st.write_seq.load(Ordering::Acquire);
+    // SAFETY: forwarded contract.
+    let r = unsafe { super::connect(fd, a, l) };
+    let e = errno();
+    // SAFETY: restores the program's flags.
+    unsafe { fcntl(fd, libc::F_SETFL, fl as libc::c_long) };
+    if r == 0 || e != libc::EINPROGRESS {
+        set_errno(e);
+        return r;
+    }
+    let t = st.sndtimeo_ns.load(Ordering::Relaxed);
+    let deadline = if t > 0 { Some(sys::now_ns().saturating_add(t)) } else { None };
+    loop {
+        if ready_now(fd, Dir::Write) {
+            break;
+        }
+        match wait(fd, st, Dir::Write, seq, deadline, t == 0) {
+            Waited::Ready => seq = st.write_seq.load(Ordering::Acquire),
+            Waited::TimedOut => {
+                set_errno(libc::EINPROGRESS);
+                return -1;
+            }
+            Waited::Interrupted => {
+                set_errno(libc::EINTR);
+                return -1;
+            }
+        }
+    }
+    let mut err: c_int = 0;
+    let mut len = core::mem::size_of::<c_int>() as socklen_t;
+    // SAFETY: valid out-parameters.
+    unsafe { getsockopt(fd, libc::SOL_SOCKET, libc::SO_ERROR, &mut err as *mut c_int as *mut c_void, &mut len) };
+    if err != 0 {
+        set_errno(err);
+        return -1;
+    }
+    0
+}
