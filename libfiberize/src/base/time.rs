@@ -42,3 +42,20 @@ pub fn absolute_deadline(clock: clockid_t, ts: &timespec) -> Result<u64, c_int> 
     let now_clock = if clock == libc::CLOCK_MONOTONIC { now_mono } else { sys::clock_ns(clock) };
     Ok(if target <= now_clock { now_mono } else { now_mono.saturating_add(target - now_clock) })
 }
+
+/// A `poll`-style timeout in milliseconds (negative: none) → absolute CLOCK_MONOTONIC
+/// deadline (`None`: no limit).
+#[inline]
+pub fn deadline_in_ms(timeout_ms: c_int) -> Option<u64> {
+    (timeout_ms >= 0).then(|| sys::now_ns().saturating_add(timeout_ms as u64 * 1_000_000))
+}
+
+/// Milliseconds left until `deadline`, for a `poll`/`epoll_wait` timeout: rounded up
+/// (a wait never ends before its deadline), 0 once it passed, -1 for no deadline.
+#[inline]
+pub fn ms_until(deadline: Option<u64>) -> c_int {
+    match deadline {
+        None => -1,
+        Some(d) => d.saturating_sub(sys::now_ns()).div_ceil(1_000_000).min(i32::MAX as u64) as c_int,
+    }
+}

@@ -152,17 +152,9 @@ pub fn wake_poller() {
 pub fn poll(deadline: Option<u64>) -> usize {
     let ep = epfd();
     let mut events: [libc::epoll_event; MAX_EVENTS] = [libc::epoll_event { events: 0, u64: 0 }; MAX_EVENTS];
-    let timeout_ms: isize = match deadline {
-        None => -1,
+    let timeout_ms = match deadline {
         Some(0) => 0,
-        Some(d) => {
-            let now = sys::now_ns();
-            if d <= now {
-                0
-            } else {
-                (d - now).div_ceil(1_000_000).min(i32::MAX as u64) as isize
-            }
-        }
+        d => crate::base::time::ms_until(d) as isize,
     };
     // SAFETY: `events` is a writable array of MAX_EVENTS entries.
     let n = unsafe {

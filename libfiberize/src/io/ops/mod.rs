@@ -124,7 +124,7 @@ enum Waited {
 /// `SA_RESTART`.
 fn wait(fd: c_int, st: &FdState, dir: Dir, seq: u32, deadline: Option<u64>, restartable: bool) -> Waited {
     if let Some(me) = fiber::current() {
-        if let Some(r) = direct_wait(fd, st, dir.poll_events(), deadline, restartable) {
+        if let Some(r) = try_direct_wait(fd, st, dir.poll_events(), deadline, restartable) {
             return r.map_or_else(|w| w, |_| Waited::Ready);
         }
         let interrupted = || delivery::interrupted_for_good(me, restartable);
@@ -153,7 +153,7 @@ fn wait(fd: c_int, st: &FdState, dir: Dir, seq: u32, deadline: Option<u64>, rest
     }
     // A plain thread (or an fd epoll refuses): block in the real poll — on the donor
     // if we are a fiber, so that no worker blocks.
-    let ms = remaining_ms(deadline);
+    let ms = crate::base::time::ms_until(deadline);
     let mut p = pollfd { fd, events: dir.poll_events(), revents: 0 };
     // SAFETY: one valid pollfd.
     let r = fiber::run_on_donor(|| unsafe { poll(&mut p, 1, ms) });
@@ -164,28 +164,19 @@ fn wait(fd: c_int, st: &FdState, dir: Dir, seq: u32, deadline: Option<u64>, rest
     }
 }
 
-/// Milliseconds left until `deadline` for a `poll`-style timeout, rounded up (-1: none).
-fn remaining_ms(deadline: Option<u64>) -> c_int {
-    match deadline {
-        None => -1,
-        Some(d) => {
-            let now = sys::now_ns();
-            if d <= now {
-                0
-            } else {
-                (d - now).div_ceil(1_000_000).min(i32::MAX as u64) as c_int
-            }
-        }
-    }
-}
-
 /// A fiber alone on its worker waits for `fd` in the kernel itself
 /// (`scheduler::direct_wait`): `Some(Ok(revents))` when it is ready, `Some(Err(_))`
 /// when the wait timed out or a handler interrupted it (see [`wait`]), `None` when the
 /// caller must wait the ordinary way. Whatever ended the wait, the readiness sequences
 /// move on, since no reactor edge reports what happened meanwhile (`known_empty` must
 /// not skip the next attempt). A cancellation point, as the parked wait is.
-fn direct_wait(fd: c_int, st: &FdState, events: i16, deadline: Option<u64>, restartable: bool) -> Option<Result<i16, Waited>> {
+fn try_direct_wait(
+    fd: c_int,
+    st: &FdState,
+    events: i16,
+    deadline: Option<u64>,
+    restartable: bool,
+) -> Option<Result<i16, Waited>> {
     let me = fiber::current()?;
     delivery::clear_interruption(me);
     // Only while few fibers wait through the reactor: with many connections a worker

@@ -5,14 +5,6 @@
 
 use super::*;
 
-fn ms_deadline(timeout_ms: c_int) -> Option<u64> {
-    if timeout_ms < 0 {
-        None
-    } else {
-        Some(sys::now_ns().saturating_add(timeout_ms as u64 * 1_000_000))
-    }
-}
-
 /// How long one slice of a donor-run wait over several descriptors lasts before the
 /// donor looks for a cancellation request (`poll` and `select` are cancellation points).
 const DONOR_WAIT_SLICE_MS: c_int = (crate::signal::cancel::DONOR_WAIT_SLICE_NS / 1_000_000) as c_int;
@@ -22,9 +14,9 @@ const DONOR_WAIT_SLICE_MS: c_int = (crate::signal::cancel::DONOR_WAIT_SLICE_NS /
 /// asked to cancel (then acts on it). `wait_ms` must make each slice a fresh call
 /// (restoring whatever a timed-out call changed).
 fn wait_on_donor_in_slices(deadline: Option<u64>, mut wait_ms: impl FnMut(c_int) -> c_int) -> c_int {
-    let Some(me) = fiber::current() else { return wait_ms(remaining_ms(deadline)) };
+    let Some(me) = fiber::current() else { return wait_ms(crate::base::time::ms_until(deadline)) };
     let r = fiber::run_on_donor(|| loop {
-        let left = remaining_ms(deadline);
+        let left = crate::base::time::ms_until(deadline);
         let slice = if (0..=DONOR_WAIT_SLICE_MS).contains(&left) { left } else { DONOR_WAIT_SLICE_MS };
         let r = wait_ms(slice);
         if r != 0 || slice == left || me.cancel_pending() {
@@ -45,7 +37,7 @@ pub unsafe fn poll(fds: *mut pollfd, n: nfds_t, timeout_ms: c_int) -> c_int {
         // SAFETY: forwarded contract.
         return unsafe { super::poll(fds, n, timeout_ms) };
     }
-    let deadline = ms_deadline(timeout_ms);
+    let deadline = crate::base::time::deadline_in_ms(timeout_ms);
     if n == 1 && timeout_ms != 0 {
         // SAFETY: n == 1: one valid pollfd.
         let p = unsafe { &mut *fds };
@@ -63,7 +55,7 @@ pub unsafe fn poll(fds: *mut pollfd, n: nfds_t, timeout_ms: c_int) -> c_int {
         if let (Some(dir), Some(st)) = (dir, fdtable::owned(p.fd)) {
             // Alone on the worker: the kernel's poll itself, as natively (it reports
             // a present readiness at once, so no probe first).
-            match direct_wait(p.fd, st, p.events, deadline, false) {
+            match try_direct_wait(p.fd, st, p.events, deadline, false) {
                 Some(Ok(revents)) => {
                     p.revents = revents;
                     return 1;
@@ -237,7 +229,7 @@ pub unsafe fn epoll_pwait(
     if r != 0 || timeout_ms == 0 {
         return r;
     }
-    let deadline = ms_deadline(timeout_ms);
+    let deadline = crate::base::time::deadline_in_ms(timeout_ms);
     if let Some(st) = fdtable::owned(ep) {
         if reactor::ensure_registered(ep, st, false).is_ok() {
             loop {
@@ -257,5 +249,5 @@ pub unsafe fn epoll_pwait(
             }
         }
     }
-    fiber::run_on_donor(|| call(remaining_ms(deadline)))
+    fiber::run_on_donor(|| call(crate::base::time::ms_until(deadline)))
 }
