@@ -19,8 +19,12 @@ use core::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 
 use crate::base::rawlock::RawOnce;
 
+// `STATE`: the on/off decision, taken at the first export call and never changed.
+/// No export has been called yet.
 const STATE_UNDECIDED: u8 = 0;
+/// The runtime serves the exports.
 const STATE_ENABLED: u8 = 1;
+/// `FIBERIZE=off` (or no usable environment): every export passes through to glibc.
 const STATE_DISABLED: u8 = 2;
 static STATE: AtomicU8 = AtomicU8::new(STATE_UNDECIDED);
 

@@ -130,8 +130,12 @@ pub fn thread_pointer() -> usize {
     tp
 }
 
+// `FSBASE_METHOD`: how this process writes the FS base register.
+/// Not decided yet (`detect_fsbase_method` runs before the first switch).
 const FSBASE_UNKNOWN: u8 = 0;
+/// `wrfsbase` (the kernel enabled FSGSBASE): a few cycles.
 const FSBASE_INSTRUCTION: u8 = 1;
+/// `arch_prctl(ARCH_SET_FS)`: a system call per switch.
 const FSBASE_SYSCALL: u8 = 2;
 static FSBASE_METHOD: AtomicU8 = AtomicU8::new(FSBASE_UNKNOWN);
 

@@ -32,9 +32,14 @@
 use core::ptr;
 use core::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
 
+// `FdState::flags`:
+/// We saw the descriptor created (socket, pipe, eventfd, accept…): its waits are ours.
 pub const OWNED: u32 = 1;
+/// The program itself set O_NONBLOCK: its calls return EAGAIN as natively.
 pub const USER_NONBLOCK: u32 = 2;
+/// In the runtime's epoll set.
 pub const REGISTERED: u32 = 4;
+/// The program's own epoll descriptor (its waits park on readiness of that fd).
 pub const EPOLL_FD: u32 = 8;
 /// A byte stream (SOCK_STREAM socket, pipe): a short read means the queue was empty.
 pub const STREAM: u32 = 16;
@@ -92,9 +97,14 @@ impl FdState {
     }
 }
 
+/// The table is a two-level array allocated a chunk at a time, so that a program with
+/// few descriptors pays for one chunk: log2 of descriptors per chunk.
 const CHUNK_BITS: usize = 10;
+/// Descriptors per chunk.
 const CHUNK: usize = 1 << CHUNK_BITS;
-const CHUNKS: usize = 1024; // fds up to 1 Mi
+/// Chunks: descriptors up to 1 Mi (the usual hard `RLIMIT_NOFILE`); higher fds are
+/// not tracked and behave as natively (blocking on the worker).
+const CHUNKS: usize = 1024;
 type Chunk = [FdState; CHUNK];
 
 #[allow(clippy::declare_interior_mutable_const)]

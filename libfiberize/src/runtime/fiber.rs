@@ -309,7 +309,9 @@ impl Fiber {
 // none of the runtime's tables and behave as a plain thread too.
 // ---------------------------------------------------------------------------------
 
+/// In `CURRENT`: the fiber runs on its donor thread now (a plain OS thread's rules).
 const ON_DONOR_BIT: usize = 1;
+/// In `CURRENT`: a vfork child borrows this TCB (it must not touch the runtime).
 const VFORK_CHILD_BIT: usize = 2;
 
 thread_local! {

@@ -52,7 +52,10 @@ static LAST_POLL_NS: AtomicU64 = AtomicU64::new(0);
 /// and rare enough that a non-blocking epoll_wait (~0.3 µs) stays below 1 % of a
 /// worker's time.
 pub const STALE_NS: u64 = 50_000;
+/// Events taken per `epoll_wait`. Origin: a round number; more ready fds than this are
+/// simply returned by the next call (the set is edge-triggered, nothing is lost).
 const MAX_EVENTS: usize = 256;
+/// The `epoll_event.u64` of the wake-up eventfd (fd cookies never reach it).
 const WAKE_COOKIE: u64 = u64::MAX;
 
 /// Creates the epoll set and its wake-up eventfd. Called once when the pool starts.

@@ -75,8 +75,11 @@ const _: () = {
 
 /// glibc's `BARRIER_IN_THRESHOLD` (UINT_MAX/2): counts from here on get EINVAL.
 pub const COUNT_LIMIT: u32 = u32::MAX / 2;
+/// What `pthread_barrier_wait` returns to exactly one thread of each round.
 pub const PTHREAD_BARRIER_SERIAL_THREAD: c_int = -1;
+/// In `inside`: `pthread_barrier_destroy` waits for INSIDE to drop to 0.
 const DESTROYING: u32 = 1 << 31;
+/// ROUND's position in `state` (above the 32-bit ARRIVED).
 const ROUND_SHIFT: u32 = 32;
 /// Spins before parking. Origin: a round completed by a fiber on another worker is
 /// often only a few hundred ns away; three short spins (~2 µs in all) cover that.

@@ -18,7 +18,10 @@ use crate::runtime::fiber::WaitKind;
 use crate::sync::mutex;
 use crate::sync::parking::{self, ParkResult};
 
+/// `CondOverlay::flags`: process-shared (glibc keeps it; see `init`).
 const FLAG_SHARED: u32 = 1;
+/// `CondOverlay::flags`: timed waits measure against CLOCK_MONOTONIC
+/// (`pthread_condattr_setclock`), else CLOCK_REALTIME.
 const FLAG_MONOTONIC: u32 = 2;
 
 /// glibc's own functions (looked up with dlsym/dlvsym), for the objects and

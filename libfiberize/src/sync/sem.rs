@@ -72,7 +72,9 @@ use crate::sync::parking::{self, ParkResult, TOKEN_NORMAL};
 
 /// `SEM_VALUE_MAX` on Linux (INT_MAX).
 pub const SEM_VALUE_MAX: u32 = 0x7fff_ffff;
+/// The low half of glibc's 64-bit `data` word: the semaphore's value.
 const VALUE_MASK: u64 = 0xffff_ffff;
+/// One waiter in the high half of `data` (glibc's `SEM_NWAITERS_SHIFT` = 32).
 const ONE_WAITER: u64 = 1 << 32;
 /// glibc's `FUTEX_SHARED` (= `LLL_SHARED` = `FUTEX_PRIVATE_FLAG`).
 pub const GLIBC_FUTEX_SHARED: i32 = 128;

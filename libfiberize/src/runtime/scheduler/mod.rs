@@ -87,8 +87,12 @@ const GLOBAL_CHECK_INTERVAL: u32 = 61;
 /// Monitor period.
 const MONITOR_TICK_NS: u64 = 1_000_000;
 
+// `WorkerShared::state` (the table in the module docs):
+/// Runs fibers and counts toward `Runtime::target`.
 const W_ACTIVE: u32 = 1;
+/// Stuck in a call the runtime does not know; replaced by a spare, not counted.
 const W_BLOCKED: u32 = 2;
+/// Parked on `spare_word` until the monitor needs it.
 const W_SPARE: u32 = 3;
 /// Monitor ticks without progress before a sleeping worker counts as blocked.
 /// Origin: two ticks (2–3 ms) is far longer than any switch-free stretch of a fiber

@@ -110,10 +110,16 @@ fn write_key(o: &RwlockOverlay) -> usize {
     &o.waiters as *const AtomicU32 as usize
 }
 
+// The state word's bits (the table in the module docs):
+/// A writer holds the lock.
 pub const WRITER: u32 = 1;
+/// Writers may be queued on `write_key`.
 pub const WPARKED: u32 = 2;
+/// Readers may be queued on the lock's address.
 pub const RPARKED: u32 = 4;
+/// The reader count starts at this bit.
 const READER_SHIFT: u32 = 3;
+/// One reader in the count.
 pub const READER: u32 = 1 << READER_SHIFT;
 /// glibc fails a read lock with EAGAIN when the count would reach 2^28.
 pub const MAX_READERS: u32 = (1 << 28) - 1;
