@@ -156,9 +156,12 @@ pub(super) fn run_fiber(w: &WorkerShared, f: FiberRef) {
     w.progress.fetch_add(1, Ordering::Relaxed);
     let fiber_tp = f.tp.load(Ordering::Acquire);
     let own_tp = w.tp.load(Ordering::Relaxed);
+    f.worker_tp.store(own_tp, Ordering::Relaxed);
     // SAFETY: we dequeued `f`, so we are its only runner (park protocol / queues hand
     // out each fiber once). Between the two FS writes no code touches TLS: resume()
-    // is corosensei's register switch, which uses none.
+    // is corosensei's register switch, which uses none. `swap_registered`: we are f's
+    // runner, f is suspended around the resume, and both thread pointers are of live
+    // threads (f's donor sleeps while f lives; we are the worker).
     // Per-fiber signal masks (see `crate::signal::delivery`): install the fiber's before the
     // switch, and put the worker's own back afterwards if the fiber has (or, during
     // this run, acquired) a mask of its own.
@@ -180,6 +183,10 @@ pub(super) fn run_fiber(w: &WorkerShared, f: FiberRef) {
     };
     let result = unsafe {
         let co = f.coroutine_mut();
+        // WTLS registrations (crate::runtime::wtls): the worker's values in, the
+        // fiber's own aside; swapped back below whatever the fiber did (and ends an
+        // `addr_of` pin). One load and branch for a fiber without any.
+        crate::runtime::wtls::swap_registered(&f, fiber_tp, own_tp);
         sys::set_thread_pointer(fiber_tp);
         if let Some(m) = own_mask(&f) {
             sys::sigmask_set(m);
@@ -189,6 +196,7 @@ pub(super) fn run_fiber(w: &WorkerShared, f: FiberRef) {
             sys::sigmask_set(base);
         }
         sys::set_thread_pointer(own_tp);
+        crate::runtime::wtls::swap_registered(&f, fiber_tp, own_tp);
         r
     };
     w.running.store(0, Ordering::Relaxed);
