@@ -65,6 +65,31 @@ crate::real_fns! {
     fn fdatasync(fd: c_int) -> c_int;
 }
 
+/// A read or write of an untracked descriptor (a regular file, mostly) that a fiber
+/// runs on its worker and that took longer than this is a "slow inline file I/O" in
+/// the report (`FIBERIZE_REPORT`). Origin: a page-cache hit takes microseconds; a
+/// millisecond is a disk read, during which the worker's other fibers wait.
+const SLOW_FILE_IO_NS: u64 = 1_000_000;
+
+/// Runs `call`; with the report on, notes it by the program's call site when a fiber
+/// ran it on its worker for longer than [`SLOW_FILE_IO_NS`].
+#[inline]
+fn noting_slow_file_io(call: impl FnOnce() -> ssize_t) -> ssize_t {
+    if !crate::base::sites::on() || !fiber::is_fiber() {
+        return call();
+    }
+    let t0 = sys::now_ns();
+    let r = call();
+    let took = sys::now_ns().saturating_sub(t0);
+    if took > SLOW_FILE_IO_NS {
+        let site = crate::base::sites::caller_outside_library();
+        if let Some(e) = crate::base::sites::entry(crate::base::sites::Kind::SlowFileIo, site, || site) {
+            e.add(took);
+        }
+    }
+    r
+}
+
 #[inline]
 fn would_block() -> bool {
     let e = errno();
@@ -358,7 +383,7 @@ pub mod api {
     pub unsafe fn read(fd: c_int, buf: *mut c_void, n: size_t) -> ssize_t {
         let Some(st) = needs_loop(fd) else {
             // SAFETY: forwarded contract.
-            return unsafe { super::read(fd, buf, n) };
+            return super::noting_slow_file_io(|| unsafe { super::read(fd, buf, n) });
         };
         if st.has(SOCKET) {
             // SAFETY: read on a socket is recv with no flags.
@@ -443,7 +468,7 @@ pub mod api {
     pub unsafe fn write(fd: c_int, buf: *const c_void, n: size_t) -> ssize_t {
         let Some(st) = needs_loop(fd) else {
             // SAFETY: forwarded contract.
-            return unsafe { super::write(fd, buf, n) };
+            return super::noting_slow_file_io(|| unsafe { super::write(fd, buf, n) });
         };
         if st.has(SOCKET) {
             // write on a socket is send with no flags (SIGPIPE on EPIPE included).

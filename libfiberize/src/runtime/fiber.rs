@@ -420,8 +420,14 @@ pub fn current_or_demote() -> Option<&'static Fiber> {
 }
 
 #[cold]
-fn demote(_f: &Fiber) {
+fn demote(f: &Fiber) {
     bump(&STATS.fibers_demoted);
+    if crate::base::sites::on() {
+        let routine = f.start_routine;
+        if let Some(e) = crate::base::sites::entry(crate::base::sites::Kind::Demoted, routine, || routine) {
+            e.add(0);
+        }
+    }
     become_plain_thread();
 }
 

@@ -210,6 +210,17 @@ pub fn park(
     timed_out: impl FnOnce(bool),
     deadline: Deadline,
 ) -> ParkResult {
+    // The report's lock waits (`crate::base::sites`): one entry per lock, named by the
+    // call site of its first contended wait (captured at the end, while the program's
+    // frames are still below us).
+    let report_kind = match kind {
+        _ if !crate::base::sites::on() => None,
+        WaitKind::Mutex => Some(crate::base::sites::Kind::Mutex),
+        WaitKind::RwLock => Some(crate::base::sites::Kind::RwLock),
+        WaitKind::Cond => Some(crate::base::sites::Kind::Cond),
+        _ => None,
+    };
+    let since = if report_kind.is_some() { sys::now_ns() } else { 0 };
     let me = fiber::current_or_demote();
     let waiter = Waiter::new(key, bitset, me.map_or(ptr::null(), |f| f as *const Fiber));
     let b = bucket(key);
@@ -297,6 +308,9 @@ pub fn park(
         if result == ParkResult::Interrupted && async_cancellable {
             crate::signal::cancel::act_on_async_cancel(f);
         }
+    }
+    if let Some(e) = report_kind.and_then(|k| crate::base::sites::entry(k, key, crate::base::sites::caller_outside_library)) {
+        e.add(sys::now_ns().saturating_sub(since));
     }
     result
 }

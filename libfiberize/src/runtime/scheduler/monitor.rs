@@ -139,6 +139,9 @@ pub(crate) fn mark_blocked(rt: &Runtime, w: &WorkerShared) {
         return;
     }
     bump(&STATS.workers_blocked);
+    if crate::base::sites::on() {
+        note_blocking_call(w);
+    }
     let id = w.running.load(Ordering::Relaxed);
     if id != 0 {
         if let Some(f) = crate::runtime::registry::find_by_id(id) {
@@ -165,6 +168,42 @@ pub(crate) fn mark_blocked(rt: &Runtime, w: &WorkerShared) {
     rt.started.store(idx + 1, Ordering::Release);
     bump(&STATS.workers_spawned);
     spawn_runtime_thread(worker::worker_main, &rt.workers[idx] as *const WorkerShared as *mut libc::c_void);
+}
+
+/// For the report: the call `w` is blocked in, by the program's call site, from
+/// `/proc/self/task/TID/syscall` ("nr args... sp pc"): the system call, the user stack
+/// pointer and the instruction after the `syscall`; the program's call site is `pc`
+/// itself when the program made the system call inline, else the first return address
+/// into the program's code above `sp`. The time is added when the worker comes back
+/// (`worker::rejoin_or_retire`).
+fn note_blocking_call(w: &WorkerShared) {
+    let mut buf = [0u8; 256];
+    let Some(n) = read_task_file(w.tid.load(Ordering::Relaxed), b"syscall", &mut buf) else { return };
+    let fields: Vec<u64> = buf[..n]
+        .split(|c| c.is_ascii_whitespace())
+        .filter(|f| !f.is_empty())
+        .filter_map(|f| {
+            let s = core::str::from_utf8(f).ok()?;
+            match s.strip_prefix("0x") {
+                Some(hex) => u64::from_str_radix(hex, 16).ok(),
+                None => s.parse().ok(),
+            }
+        })
+        .collect();
+    // "nr a1 a2 a3 a4 a5 a6 sp pc" while in a system call ("running" or "-1 sp pc" not).
+    if fields.len() != 9 {
+        return;
+    }
+    let (nr, sp, pc) = (fields[0], fields[7] as usize, fields[8] as usize);
+    let site = if crate::base::sites::is_program_code(pc) { pc } else { crate::base::sites::first_program_return(sp, 512) };
+    let key = if site != 0 { site } else { pc };
+    if let Some(e) = crate::base::sites::entry(crate::base::sites::Kind::BlockedWorker, key, || site) {
+        e.pc.store(pc, Ordering::Relaxed);
+        e.detail.store(nr, Ordering::Relaxed);
+        e.add(0);
+        w.times.blocked_since.store(sys::now_ns(), Ordering::Relaxed);
+        w.times.blocked_entry.store(e as *const _ as *mut _, Ordering::Relaxed);
+    }
 }
 
 /// A worker counts as blocked only if its thread ran less than 1/BLOCKED_CPU_SHARE of

@@ -17,6 +17,7 @@ pub(super) extern "C" fn worker_main(arg: *mut libc::c_void) -> *mut libc::c_voi
     let rt = runtime_unchecked();
     w.tp.store(sys::thread_pointer(), Ordering::Relaxed);
     w.tid.store(sys::gettid() as u32, Ordering::Relaxed);
+    w.times.born_ns.store(sys::now_ns(), Ordering::Relaxed);
     if crate::base::config::config().direct_wait {
         w.wake_fd.store(sys::eventfd_new(), Ordering::Release);
     }
@@ -38,11 +39,24 @@ pub(super) extern "C" fn worker_main(arg: *mut libc::c_void) -> *mut libc::c_voi
         tick = tick.wrapping_add(1);
         w.timers.fire_due();
         match find_work(rt, w, tick) {
+            Some(f) if crate::base::sites::on() => {
+                let t0 = sys::now_ns();
+                run_fiber(w, f);
+                w.times.running_ns.fetch_add(sys::now_ns().saturating_sub(t0), Ordering::Relaxed);
+                if w.state.load(Ordering::Acquire) != W_ACTIVE {
+                    rejoin_or_retire(rt, w);
+                }
+            }
             Some(f) => {
                 run_fiber(w, f);
                 if w.state.load(Ordering::Acquire) != W_ACTIVE {
                     rejoin_or_retire(rt, w);
                 }
+            }
+            None if crate::base::sites::on() => {
+                let t0 = sys::now_ns();
+                idle(rt, w);
+                w.times.idle_ns.fetch_add(sys::now_ns().saturating_sub(t0), Ordering::Relaxed);
             }
             None => idle(rt, w),
         }
@@ -53,6 +67,12 @@ pub(super) extern "C" fn worker_main(arg: *mut libc::c_void) -> *mut libc::c_voi
 /// as a spare until the monitor needs us.
 #[cold]
 fn rejoin_or_retire(rt: &Runtime, w: &WorkerShared) {
+    let caught = w.times.blocked_entry.swap(ptr::null_mut(), Ordering::Relaxed);
+    if !caught.is_null() {
+        // SAFETY: entries of the report's table are statics, never freed.
+        let since = w.times.blocked_since.load(Ordering::Relaxed);
+        unsafe { &*caught }.add_time(sys::now_ns().saturating_sub(since));
+    }
     if w.state.compare_exchange(W_BLOCKED, W_ACTIVE, Ordering::AcqRel, Ordering::Acquire).is_err() {
         return;
     }
