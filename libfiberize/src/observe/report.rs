@@ -110,14 +110,14 @@ fn line(out: &mut String, e: &Entry, text: &str) {
         out,
         "  {:>8} {:>11} {:>11}  {text}",
         e.count.load(Relaxed),
-        ms(e.total_ns.load(Relaxed)),
-        ms(e.max_ns.load(Relaxed))
+        ms(sites::ticks_to_ns(e.total_ticks.load(Relaxed))),
+        ms(sites::ticks_to_ns(e.max_ticks.load(Relaxed)))
     );
 }
 
 fn top(kinds: &[Kind]) -> Vec<&'static Entry> {
     let mut v: Vec<&'static Entry> = sites::entries().filter(|e| kinds.iter().any(|&k| e.kind() == k as usize)).collect();
-    v.sort_by_key(|e| core::cmp::Reverse((e.total_ns.load(Relaxed), e.count.load(Relaxed))));
+    v.sort_by_key(|e| core::cmp::Reverse((e.total_ticks.load(Relaxed), e.count.load(Relaxed))));
     v
 }
 
@@ -140,8 +140,12 @@ pub fn render(why: &str) -> String {
     let blocked = top(&[Kind::BlockedWorker, Kind::SlowFileIo]);
     for e in blocked.iter().take(TOP) {
         let text = if e.kind() == Kind::BlockedWorker as usize {
+            let outer = match e.outer_site.load(Relaxed) {
+                0 => String::new(),
+                o => format!(" <- {}", names.name_of(o)),
+            };
             format!(
-                "{} in {} <- {}",
+                "{} in {} <- {}{outer}",
                 syscall_name(e.detail.load(Relaxed)),
                 names.name_of(e.pc.load(Relaxed) + 1),
                 names.name_of(e.site.load(Relaxed))
@@ -155,19 +159,27 @@ pub fn render(why: &str) -> String {
         let _ = writeln!(out, "  (none)");
     }
 
-    let _ = writeln!(out, "most contended locks (by total wait; named by the call site of the first contended wait):");
-    let _ = writeln!(out, "  {:>8} {:>11} {:>11}  lock <- program call site", "waits", "total ms", "longest ms");
-    let locks = top(&[Kind::Mutex, Kind::RwLock, Kind::Cond]);
-    for e in locks.iter().take(TOP) {
-        let what = match e.kind() {
-            k if k == Kind::Mutex as usize => "mutex",
-            k if k == Kind::RwLock as usize => "rwlock",
-            _ => "condvar",
-        };
-        line(&mut out, e, &format!("{what} {:#x} <- {}", e.key(), names.name_of(e.site.load(Relaxed))));
-    }
-    if locks.is_empty() {
-        let _ = writeln!(out, "  (none)");
+    for (title, kinds) in [
+        (
+            "most contended locks (by total wait; named by the call site of the first contended wait):",
+            &[Kind::Mutex, Kind::RwLock][..],
+        ),
+        ("condition variables waited on longest (includes threads idle until work comes):", &[Kind::Cond][..]),
+    ] {
+        let _ = writeln!(out, "{title}");
+        let _ = writeln!(out, "  {:>8} {:>11} {:>11}  object <- program call site", "waits", "total ms", "longest ms");
+        let list = top(kinds);
+        for e in list.iter().take(TOP) {
+            let what = match e.kind() {
+                k if k == Kind::Mutex as usize => "mutex",
+                k if k == Kind::RwLock as usize => "rwlock",
+                _ => "condvar",
+            };
+            line(&mut out, e, &format!("{what} {:#x} <- {}", e.key(), names.name_of(e.site.load(Relaxed))));
+        }
+        if list.is_empty() {
+            let _ = writeln!(out, "  (none)");
+        }
     }
 
     let _ = writeln!(out, "fibers demoted to plain threads (blocked their worker again and again), by start routine:");
@@ -193,15 +205,15 @@ pub fn render(why: &str) -> String {
 
 fn render_workers(out: &mut String) {
     let Some(rt) = scheduler::try_runtime() else { return };
-    let now = sys::now_ns();
+    let now = sites::ticks();
     let (mut wall, mut running, mut idle) = (0, 0, 0);
     let mut per_worker = String::new();
     for w in rt.workers() {
-        let born = w.times.born_ns.load(Relaxed);
+        let born = w.times.born_ticks.load(Relaxed);
         if born == 0 {
             continue;
         }
-        let (life, r, i) = (now.saturating_sub(born), w.times.running_ns.load(Relaxed), w.times.idle_ns.load(Relaxed));
+        let (life, r, i) = (now.saturating_sub(born), w.times.running_ticks.load(Relaxed), w.times.idle_ticks.load(Relaxed));
         wall += life;
         running += r;
         idle += i;
@@ -212,7 +224,7 @@ fn render_workers(out: &mut String) {
             percent(r, life),
             percent(i, life),
             percent(life.saturating_sub(r + i), life),
-            format_args!("{:.1}", life as f64 / 1e9)
+            format_args!("{:.1}", sites::ticks_to_ns(life) as f64 / 1e9)
         );
     }
     let _ = writeln!(

@@ -212,7 +212,7 @@ pub fn park(
 ) -> ParkResult {
     // The report's lock waits (`crate::base::sites`): one entry per lock, named by the
     // call site of its first contended wait (captured at the end, while the program's
-    // frames are still below us).
+    // frames are still above ours on the stack).
     let report_kind = match kind {
         _ if !crate::base::sites::on() => None,
         WaitKind::Mutex => Some(crate::base::sites::Kind::Mutex),
@@ -220,7 +220,7 @@ pub fn park(
         WaitKind::Cond => Some(crate::base::sites::Kind::Cond),
         _ => None,
     };
-    let since = if report_kind.is_some() { sys::now_ns() } else { 0 };
+    let since = if report_kind.is_some() { crate::base::sites::ticks() } else { 0 };
     let me = fiber::current_or_demote();
     let waiter = Waiter::new(key, bitset, me.map_or(ptr::null(), |f| f as *const Fiber));
     let b = bucket(key);
@@ -309,8 +309,8 @@ pub fn park(
             crate::signal::cancel::act_on_async_cancel(f);
         }
     }
-    if let Some(e) = report_kind.and_then(|k| crate::base::sites::entry(k, key, crate::base::sites::caller_outside_library)) {
-        e.add(sys::now_ns().saturating_sub(since));
+    if let Some(e) = report_kind.and_then(|k| crate::base::sites::entry(k, key, crate::base::sites::program_call_site)) {
+        e.add(crate::base::sites::ticks().saturating_sub(since));
     }
     result
 }

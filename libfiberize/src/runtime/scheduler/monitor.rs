@@ -195,13 +195,15 @@ fn note_blocking_call(w: &WorkerShared) {
         return;
     }
     let (nr, sp, pc) = (fields[0], fields[7] as usize, fields[8] as usize);
-    let site = if crate::base::sites::is_program_code(pc) { pc } else { crate::base::sites::first_program_return(sp, 512) };
+    let (site, outer) =
+        if crate::base::sites::is_program_code(pc) { (pc, 0) } else { crate::base::sites::program_returns(sp, 512) };
     let key = if site != 0 { site } else { pc };
     if let Some(e) = crate::base::sites::entry(crate::base::sites::Kind::BlockedWorker, key, || site) {
         e.pc.store(pc, Ordering::Relaxed);
         e.detail.store(nr, Ordering::Relaxed);
+        e.outer_site.store(outer, Ordering::Relaxed);
         e.add(0);
-        w.times.blocked_since.store(sys::now_ns(), Ordering::Relaxed);
+        w.times.blocked_since.store(crate::base::sites::ticks(), Ordering::Relaxed);
         w.times.blocked_entry.store(e as *const _ as *mut _, Ordering::Relaxed);
     }
 }
