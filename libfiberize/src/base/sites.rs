@@ -309,7 +309,8 @@ pub fn program_returns(sp: usize, words: usize) -> (usize, usize) {
     (first, 0)
 }
 
-fn in_main_executable(addr: usize) -> bool {
+/// Whether `addr` is in the main executable's code.
+pub fn in_main_executable(addr: usize) -> bool {
     RANGES[..MAIN_RANGES.load(Relaxed)].iter().any(|(s, e, _)| addr >= s.load(Relaxed) && addr < e.load(Relaxed))
 }
 

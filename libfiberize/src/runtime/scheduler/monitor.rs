@@ -195,8 +195,16 @@ fn note_blocking_call(w: &WorkerShared) {
         return;
     }
     let (nr, sp, pc) = (fields[0], fields[7] as usize, fields[8] as usize);
-    let (site, outer) =
-        if crate::base::sites::is_program_code(pc) { (pc, 0) } else { crate::base::sites::program_returns(sp, 512) };
+    use crate::base::sites::{in_main_executable, is_program_code, program_returns};
+    let (site, outer) = match (is_program_code(pc), in_main_executable(pc)) {
+        (true, true) => (pc, 0),
+        // Inline system call in a shared object (liburing): its caller in the program.
+        (true, false) => match program_returns(sp, 4096) {
+            (first, _) if in_main_executable(first) => (pc, first),
+            (_, outer) => (pc, outer),
+        },
+        (false, _) => program_returns(sp, 4096),
+    };
     let key = if site != 0 { site } else { pc };
     if let Some(e) = crate::base::sites::entry(crate::base::sites::Kind::BlockedWorker, key, || site) {
         e.pc.store(pc, Ordering::Relaxed);
