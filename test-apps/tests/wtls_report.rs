@@ -91,7 +91,7 @@ fn report_names_the_blocking_call_and_the_hot_lock_first() {
         locks.first().is_some_and(|l| l.contains("mutex") && l.contains("hot_lock_user")),
         "the hot lock is not first:\n{report}"
     );
-    assert!(report.contains("worker time: running fibers"), "{report}");
+    assert!(report.contains("worker time (sampled every 1 ms): running fibers"), "{report}");
     assert!(stat(&pre, "workers_blocked") >= 1, "{}", pre.stderr);
 }
 

@@ -5,8 +5,8 @@
 //! # Cost
 //!
 //! Off by default: every recording path starts with [`on`], one relaxed load. On, a
-//! record is a few relaxed atomic adds on the entry's line, timed with the time stamp
-//! counter; the call site is captured (a stack scan, no symbol lookup) only when an
+//! record is two relaxed atomic adds on the entry's line, timed with the monitor's
+//! 1 ms clock ([`now`]); the call site is captured (a stack scan, no symbol lookup) only when an
 //! entry is made, and names are looked up only when the report is written.
 //! (Walking frame pointers would be exact, but building the library with them cost the
 //! uncontended lock path ~15%: 0.84x of main on `bench_core uncontended`.)
@@ -61,9 +61,9 @@ pub struct Entry {
     /// first return address into the main executable above it (0: none found).
     pub outer_site: AtomicUsize,
     pub count: AtomicU64,
-    /// Total and longest time, in [`ticks`].
-    pub total_ticks: AtomicU64,
-    pub max_ticks: AtomicU64,
+    /// Total and longest time, in ns of the report's clock ([`now`]).
+    pub total_ns: AtomicU64,
+    pub max_ns: AtomicU64,
 }
 
 impl Entry {
@@ -73,14 +73,18 @@ impl Entry {
     pub fn key(&self) -> usize {
         self.tag.load(Relaxed) >> 3
     }
-    /// Adds one more of what the entry counts, `t` [`ticks`] long.
+    /// Adds one more of what the entry counts, `t` ns long.
     pub fn add(&self, t: u64) {
         self.count.fetch_add(1, Relaxed);
         self.add_time(t);
     }
     pub fn add_time(&self, t: u64) {
-        self.total_ticks.fetch_add(t, Relaxed);
-        self.max_ticks.fetch_max(t, Relaxed);
+        self.total_ns.fetch_add(t, Relaxed);
+        // A load, and a store only for a new longest: no read-modify-write on the hot
+        // path (two waits racing to set a new longest may leave the shorter one).
+        if t > self.max_ns.load(Relaxed) {
+            self.max_ns.store(t, Relaxed);
+        }
     }
 }
 
@@ -96,8 +100,8 @@ const EMPTY: Entry = Entry {
     detail: AtomicU64::new(0),
     outer_site: AtomicUsize::new(0),
     count: AtomicU64::new(0),
-    total_ticks: AtomicU64::new(0),
-    max_ticks: AtomicU64::new(0),
+    total_ns: AtomicU64::new(0),
+    max_ns: AtomicU64::new(0),
 };
 static TABLE: [Entry; SLOTS] = [EMPTY; SLOTS];
 /// Records lost to a full table.
@@ -114,32 +118,27 @@ pub fn on() -> bool {
 /// the code ranges that tell program code from ours and the C library's.
 pub fn start() {
     collect_code_ranges();
-    START.0.store(ticks(), Relaxed);
-    START.1.store(crate::base::sys::now_ns(), Relaxed);
+    set_now(crate::base::sys::now_ns());
     ON.store(true, Relaxed);
 }
 
-/// (ticks, ns) when collecting started: the scale of [`ticks`].
-static START: (AtomicU64, AtomicU64) = (AtomicU64::new(0), AtomicU64::new(0));
+/// The report's clock: CLOCK_MONOTONIC in ns as of the monitor's last tick (1 ms),
+/// so that timing a wait costs two relaxed loads. Reading a clock costs ~80 ns (and
+/// `rdtsc` ~120 ns, trapped by the hypervisor) on the 2-vCPU VM, and a condvar
+/// ping-pong ran at 0.7x of its rate with two reads per wait and per run. Waits
+/// shorter than a tick count as 0 or 1 tick with the probability of crossing one, so
+/// totals stay right on average; a longest wait is right to a tick.
+static NOW: AtomicU64 = AtomicU64::new(0);
 
-/// The time stamp counter: what the report's times are measured in, because it costs
-/// a few ns where a clock read costs tens (two per fiber switch while the report is
-/// on). Invariant and synchronized across CPUs on the machines this runs on (x86-64
-/// with `constant_tsc`/`nonstop_tsc`); converted with [`ticks_to_ns`].
+/// The report's clock (see [`NOW`]).
 #[inline]
-pub fn ticks() -> u64 {
-    // SAFETY: rdtsc has no preconditions on x86-64.
-    unsafe { core::arch::x86_64::_rdtsc() }
+pub fn now() -> u64 {
+    NOW.load(Relaxed)
 }
 
-/// `t` ticks in ns, scaled by the clock and counter progress since [`start`].
-pub fn ticks_to_ns(t: u64) -> u64 {
-    let (t0, n0) = (START.0.load(Relaxed), START.1.load(Relaxed));
-    let (dt, dn) = (ticks().saturating_sub(t0), crate::base::sys::now_ns().saturating_sub(n0));
-    if dt == 0 {
-        return 0;
-    }
-    (t as u128 * dn as u128 / dt as u128) as u64
+/// Advances the report's clock (the monitor, every tick).
+pub fn set_now(ns: u64) {
+    NOW.store(ns, Relaxed);
 }
 
 /// The entry for (kind, key), made if new; `site` is called to name a new entry.

@@ -10,16 +10,17 @@
 //!   `/proc/self/task/TID/syscall` and names the program's call site (the first return
 //!   address into the program's code above that stack pointer). Also regular-file
 //!   reads and writes a fiber ran on its worker that took over a millisecond. Count,
-//!   total and longest time (from the moment the monitor caught it);
+//!   total and longest time (from the moment the monitor caught it); times are on the
+//!   monitor's 1 ms clock (`sites::now`);
 //! * **contended locks**: every wait of a fiber or thread on a mutex, rwlock or
 //!   condition variable, per lock, named by the program's call site of the lock's
 //!   first contended wait (a frame-pointer walk out of the library). Waits, total and
 //!   longest wait;
 //! * **fibers demoted** to plain threads (they blocked their worker again and again),
 //!   by start routine, and the threads that never became fibers;
-//! * **spare workers** started for blocked ones, and each worker's time: running
-//!   fibers, idle (spinning or asleep), and the rest, in the runtime (finding work,
-//!   switching, timers, retired as a spare).
+//! * **spare workers** started for blocked ones, and each worker's time, sampled by
+//!   the monitor every tick: running fibers, idle (spinning or asleep), and the rest,
+//!   in the runtime (finding work, switching, timers, retired as a spare).
 //!
 //! Names come from `dladdr` or the object's `.symtab` (`crate::observe::symbols`); an
 //! address without a symbol is shown as an offset into its object, for
@@ -110,14 +111,14 @@ fn line(out: &mut String, e: &Entry, text: &str) {
         out,
         "  {:>8} {:>11} {:>11}  {text}",
         e.count.load(Relaxed),
-        ms(sites::ticks_to_ns(e.total_ticks.load(Relaxed))),
-        ms(sites::ticks_to_ns(e.max_ticks.load(Relaxed)))
+        ms(e.total_ns.load(Relaxed)),
+        ms(e.max_ns.load(Relaxed))
     );
 }
 
 fn top(kinds: &[Kind]) -> Vec<&'static Entry> {
     let mut v: Vec<&'static Entry> = sites::entries().filter(|e| kinds.iter().any(|&k| e.kind() == k as usize)).collect();
-    v.sort_by_key(|e| core::cmp::Reverse((e.total_ticks.load(Relaxed), e.count.load(Relaxed))));
+    v.sort_by_key(|e| core::cmp::Reverse((e.total_ns.load(Relaxed), e.count.load(Relaxed))));
     v
 }
 
@@ -205,26 +206,28 @@ pub fn render(why: &str) -> String {
 
 fn render_workers(out: &mut String) {
     let Some(rt) = scheduler::try_runtime() else { return };
-    let now = sites::ticks();
-    let (mut wall, mut running, mut idle) = (0, 0, 0);
+    let now = sys::now_ns();
+    let (mut running, mut idle, mut runtime) = (0, 0, 0);
     let mut per_worker = String::new();
     for w in rt.workers() {
-        let born = w.times.born_ticks.load(Relaxed);
+        let born = w.times.born_ns.load(Relaxed);
         if born == 0 {
             continue;
         }
-        let (life, r, i) = (now.saturating_sub(born), w.times.running_ticks.load(Relaxed), w.times.idle_ticks.load(Relaxed));
-        wall += life;
+        let t = &w.times;
+        let (r, i, x) = (t.running_samples.load(Relaxed), t.idle_samples.load(Relaxed), t.runtime_samples.load(Relaxed));
         running += r;
         idle += i;
+        runtime += x;
+        let all = r + i + x;
         let _ = writeln!(
             per_worker,
-            "  worker {:>3}: running {:>6} idle {:>6} runtime {:>6} of {} s",
+            "  worker {:>3}: running {:>6} idle {:>6} runtime {:>6} of {:.1} s",
             w.index,
-            percent(r, life),
-            percent(i, life),
-            percent(life.saturating_sub(r + i), life),
-            format_args!("{:.1}", sites::ticks_to_ns(life) as f64 / 1e9)
+            percent(r, all),
+            percent(i, all),
+            percent(x, all),
+            now.saturating_sub(born) as f64 / 1e9
         );
     }
     let _ = writeln!(
@@ -234,12 +237,13 @@ fn render_workers(out: &mut String) {
         STATS.workers_spawned.get(),
         STATS.workers_blocked.get()
     );
+    let all = running + idle + runtime;
     let _ = writeln!(
         out,
-        "worker time: running fibers {}, idle {}, in the runtime {}",
-        percent(running, wall),
-        percent(idle, wall),
-        percent(wall.saturating_sub(running + idle), wall)
+        "worker time (sampled every 1 ms): running fibers {}, idle {}, in the runtime {}",
+        percent(running, all),
+        percent(idle, all),
+        percent(runtime, all)
     );
     out.push_str(&per_worker);
 }

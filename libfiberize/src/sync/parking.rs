@@ -220,7 +220,7 @@ pub fn park(
         WaitKind::Cond => Some(crate::base::sites::Kind::Cond),
         _ => None,
     };
-    let since = if report_kind.is_some() { crate::base::sites::ticks() } else { 0 };
+    let since = if report_kind.is_some() { crate::base::sites::now() } else { 0 };
     let me = fiber::current_or_demote();
     let waiter = Waiter::new(key, bitset, me.map_or(ptr::null(), |f| f as *const Fiber));
     let b = bucket(key);
@@ -310,7 +310,7 @@ pub fn park(
         }
     }
     if let Some(e) = report_kind.and_then(|k| crate::base::sites::entry(k, key, crate::base::sites::program_call_site)) {
-        e.add(crate::base::sites::ticks().saturating_sub(since));
+        e.add(crate::base::sites::now().saturating_sub(since));
     }
     result
 }

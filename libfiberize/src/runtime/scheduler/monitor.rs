@@ -47,6 +47,9 @@ pub(super) extern "C" fn monitor_main(_: *mut libc::c_void) -> *mut libc::c_void
         sys::futex_wait(&rt.monitor_word, 0, Some(deadline));
         poller::poll_if_stale(MONITOR_TICK_NS);
         (crate::runtime::hooks::get().exit_if_main_left_and_all_done)();
+        if crate::base::sites::on() {
+            sample_for_report(rt);
+        }
         if rt.idle.sleeping() > 0 && rt.idle.spinning() == 0 && rt.has_work(None) {
             rt.wake_one_sleeper();
         }
@@ -103,6 +106,26 @@ pub(super) extern "C" fn monitor_main(_: *mut libc::c_void) -> *mut libc::c_void
             }
         }
         preempt_watch.tick(rt);
+    }
+}
+
+/// The report's clock and its samples of where each worker's time goes
+/// (`crate::base::sites`): one look per worker per tick instead of clock reads on the
+/// workers' paths.
+fn sample_for_report(rt: &Runtime) {
+    crate::base::sites::set_now(sys::now_ns());
+    for w in rt.workers() {
+        if w.times.born_ns.load(Ordering::Relaxed) == 0 {
+            continue;
+        }
+        let bucket = if w.running.load(Ordering::Relaxed) != 0 {
+            &w.times.running_samples
+        } else if w.times.idle.load(Ordering::Relaxed) {
+            &w.times.idle_samples
+        } else {
+            &w.times.runtime_samples
+        };
+        bucket.fetch_add(1, Ordering::Relaxed);
     }
 }
 
@@ -211,7 +234,7 @@ fn note_blocking_call(w: &WorkerShared) {
         e.detail.store(nr, Ordering::Relaxed);
         e.outer_site.store(outer, Ordering::Relaxed);
         e.add(0);
-        w.times.blocked_since.store(crate::base::sites::ticks(), Ordering::Relaxed);
+        w.times.blocked_since.store(crate::base::sites::now(), Ordering::Relaxed);
         w.times.blocked_entry.store(e as *const _ as *mut _, Ordering::Relaxed);
     }
 }

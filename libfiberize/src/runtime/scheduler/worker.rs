@@ -17,7 +17,7 @@ pub(super) extern "C" fn worker_main(arg: *mut libc::c_void) -> *mut libc::c_voi
     let rt = runtime_unchecked();
     w.tp.store(sys::thread_pointer(), Ordering::Relaxed);
     w.tid.store(sys::gettid() as u32, Ordering::Relaxed);
-    w.times.born_ticks.store(crate::base::sites::ticks(), Ordering::Relaxed);
+    w.times.born_ns.store(sys::now_ns(), Ordering::Relaxed);
     if crate::base::config::config().direct_wait {
         w.wake_fd.store(sys::eventfd_new(), Ordering::Release);
     }
@@ -39,14 +39,6 @@ pub(super) extern "C" fn worker_main(arg: *mut libc::c_void) -> *mut libc::c_voi
         tick = tick.wrapping_add(1);
         w.timers.fire_due();
         match find_work(rt, w, tick) {
-            Some(f) if crate::base::sites::on() => {
-                let t0 = crate::base::sites::ticks();
-                run_fiber(w, f);
-                w.times.running_ticks.fetch_add(crate::base::sites::ticks().saturating_sub(t0), Ordering::Relaxed);
-                if w.state.load(Ordering::Acquire) != W_ACTIVE {
-                    rejoin_or_retire(rt, w);
-                }
-            }
             Some(f) => {
                 run_fiber(w, f);
                 if w.state.load(Ordering::Acquire) != W_ACTIVE {
@@ -54,9 +46,9 @@ pub(super) extern "C" fn worker_main(arg: *mut libc::c_void) -> *mut libc::c_voi
                 }
             }
             None if crate::base::sites::on() => {
-                let t0 = crate::base::sites::ticks();
+                w.times.idle.store(true, Ordering::Relaxed);
                 idle(rt, w);
-                w.times.idle_ticks.fetch_add(crate::base::sites::ticks().saturating_sub(t0), Ordering::Relaxed);
+                w.times.idle.store(false, Ordering::Relaxed);
             }
             None => idle(rt, w),
         }
@@ -71,7 +63,7 @@ fn rejoin_or_retire(rt: &Runtime, w: &WorkerShared) {
     if !caught.is_null() {
         // SAFETY: entries of the report's table are statics, never freed.
         let since = w.times.blocked_since.load(Ordering::Relaxed);
-        unsafe { &*caught }.add_time(crate::base::sites::ticks().saturating_sub(since));
+        unsafe { &*caught }.add_time(crate::base::sites::now().saturating_sub(since));
     }
     if w.state.compare_exchange(W_BLOCKED, W_ACTIVE, Ordering::AcqRel, Ordering::Acquire).is_err() {
         return;
