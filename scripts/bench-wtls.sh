@@ -6,7 +6,7 @@
 #   wtls      under libfiberize.so, the pool reached through WTLS_ADDR_OF: one pool per worker
 # Per way: requests/s (median of ROUNDS rounds, alternating), the bytes of pool slabs
 # the program allocated, and its peak RSS.
-#   scripts/bench-wtls.sh [CONNECTIONS...]    default: 256 2000; ROUNDS=3 SECONDS=2
+#   scripts/bench-wtls.sh [CONNECTIONS...]    default: 256 2000; ROUNDS=3 RUN_SECONDS=2
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release -p interpose >/dev/null 2>&1 || cargo build --release -p interpose
@@ -14,7 +14,7 @@ LIB=$PWD/target/release/libfiberize.so
 TMP=$(mktemp -d); trap 'rm -rf "$TMP"' EXIT
 cc -O2 -pthread -Iinterpose/include -o "$TMP/bench_wtls" test-apps/bench/bench_wtls.c
 ROUNDS=${ROUNDS:-3}
-SECONDS_PER_RUN=${SECONDS:-2}
+SECONDS_PER_RUN=${RUN_SECONDS:-2}
 median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 field() { sed -n "s/.*$1=\([0-9.]*\).*/\1/p"; }
 run() { # way connections

@@ -11,8 +11,8 @@
  *
  * Clients (CLIENTS threads) each own a share of the connections and run a closed
  * loop: one request byte to each of their connections, then each reply. A request
- * takes OBJECTS_PER_REQUEST objects from the pool, fills and sums them, and gives
- * them back. Prints "ops=<requests/s> pool_kib=<bytes of pool slabs, KiB>
+ * takes OBJECTS_PER_REQUEST objects from the pool (FIFO), fills and sums them, and
+ * gives them back. Prints "ops=<requests/s> pool_kib=<bytes of pool slabs, KiB>
  * pools=<pools made> rss_mb=<peak RSS>". */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -37,8 +37,10 @@ struct object {
     unsigned char payload[OBJECT_BYTES - sizeof(struct object *)];
 };
 
+/* A FIFO free list: objects come back at the tail, so a pool cycles through its
+ * whole slab, as buffer pools and allocator caches that rotate their objects do. */
 struct pool {
-    struct object *free;
+    struct object *head, *tail;
 };
 
 static __thread struct pool thread_pool;
@@ -53,10 +55,10 @@ static struct pool *my_pool(void) {
 
 static void pool_fill(struct pool *p) {
     struct object *slab = malloc(sizeof(struct object) * POOL_OBJECTS);
-    for (int i = 0; i < POOL_OBJECTS; i++) {
-        slab[i].next = p->free;
-        p->free = &slab[i];
-    }
+    for (int i = 0; i < POOL_OBJECTS; i++)
+        slab[i].next = i + 1 < POOL_OBJECTS ? &slab[i + 1] : NULL;
+    p->head = &slab[0];
+    p->tail = &slab[POOL_OBJECTS - 1];
     atomic_fetch_add(&pool_bytes, sizeof(struct object) * POOL_OBJECTS);
     atomic_fetch_add(&pools_made, 1);
 }
@@ -65,20 +67,24 @@ static void pool_fill(struct pool *p) {
  * back, so the worker's pool is never shared by two fibers at once. */
 static unsigned serve(unsigned char seed) {
     struct pool *p = my_pool();
-    if (!p->free)
+    if (!p->head)
         pool_fill(p);
     struct object *taken[OBJECTS_PER_REQUEST];
     unsigned sum = 0;
     for (int i = 0; i < OBJECTS_PER_REQUEST; i++) {
-        taken[i] = p->free;
-        p->free = taken[i]->next;
+        taken[i] = p->head;
+        p->head = taken[i]->next;
         memset(taken[i]->payload, seed + i, sizeof taken[i]->payload);
     }
     for (int i = 0; i < OBJECTS_PER_REQUEST; i++) {
         for (size_t j = 0; j < sizeof taken[i]->payload; j += 16)
             sum += taken[i]->payload[j];
-        taken[i]->next = p->free;
-        p->free = taken[i];
+        taken[i]->next = NULL;
+        if (p->head)
+            p->tail->next = taken[i];
+        else
+            p->head = taken[i];
+        p->tail = taken[i];
     }
     return sum;
 }
