@@ -15,3 +15,4 @@ pub mod spin;
 pub mod syscall;
 pub mod thread;
 pub mod time;
+pub mod wtls;

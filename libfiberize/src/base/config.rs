@@ -4,7 +4,8 @@
 //! |-----------------------|-----------------------------------------------------------|
 //! | `FIBERIZE=off`        | disable: every export passes straight through to glibc   |
 //! | `FIBERIZE_WORKERS=N`  | worker threads (default: CPUs in the affinity mask, capped by the cgroup CPU quota) |
-//! | `FIBERIZE_STATS=1`    | print one `fiberize: stats …` line to stderr at exit      |
+//! | `FIBERIZE_STATS=1`    | print one `fiberize: stats …` line to stderr at exit (a value with a `/` is a file to append it to) |
+//! | `FIBERIZE_REPORT=PATH` | write the report (`crate::observe::report`) to PATH (`-`: stderr) at exit and on the dump signal |
 //! | `FIBERIZE_DUMP_SIGNAL=N` | on signal N, print every fiber (state, wait, origin) to stderr |
 //! | `FIBERIZE_DUMP_AT_EXIT=1` | print the fiber dump at exit as well                 |
 //! | `FIBERIZE_WATCHDOG=SECONDS` | stall watchdog (read by `crate::observe::watchdog`; `FIBERIZE_WATCHDOG_FILE` for its output) |
@@ -120,11 +121,24 @@ pub fn env_flag(name_nul: &'static [u8]) -> bool {
     matches!(env_str(name_nul), Some(v) if !v.is_empty() && !is_off(v))
 }
 
+/// Where a text at exit goes: stderr, or a file appended to (the path lives in the
+/// environment block, which lasts as long as the process).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Output {
+    Stderr,
+    File(&'static [u8]),
+}
+
 pub struct Config {
     /// Run file syncs on the worker (they then block it) instead of the donor.
     pub sync_inline: bool,
     pub workers: usize,
     pub stats: bool,
+    /// Where the stats line goes (`FIBERIZE_STATS=/path`: a file; programs such as
+    /// `xz` close stderr).
+    pub stats_to: Output,
+    /// `FIBERIZE_REPORT`: where the report goes; None: no report (the default).
+    pub report: Option<Output>,
     pub dump_signal: i32,
     pub dump_at_exit: bool,
     /// Idle rounds a worker spins before it sleeps (`FIBERIZE_SPIN`); `None`: the
@@ -143,6 +157,8 @@ static mut CONFIG: Config = Config {
     sync_inline: false,
     workers: 1,
     stats: false,
+    stats_to: Output::Stderr,
+    report: None,
     dump_signal: 0,
     dump_at_exit: false,
     spin_rounds: None,
@@ -181,10 +197,20 @@ pub fn config() -> &'static Config {
         } else {
             dump_signal
         };
+        // A value with a '/' is a file (issue 13: `xz` closes stderr before exit).
+        let stats_file = env_str(b"FIBERIZE_STATS\0").filter(|v| v.contains(&b'/'));
+        let report = match env_str(b"FIBERIZE_REPORT\0") {
+            None => None,
+            Some(v) if v.is_empty() || is_off(v) => None,
+            Some(b"-") => Some(Output::Stderr),
+            Some(path) => Some(Output::File(path)),
+        };
         let c = Config {
             sync_inline: env_switch(b"FIBERIZE_SYNC_INLINE\0", false),
             workers,
-            stats: env_switch(b"FIBERIZE_STATS\0", false),
+            stats: stats_file.is_some() || env_switch(b"FIBERIZE_STATS\0", false),
+            stats_to: stats_file.map_or(Output::Stderr, Output::File),
+            report,
             dump_signal,
             dump_at_exit: env_switch(b"FIBERIZE_DUMP_AT_EXIT\0", false),
             spin_rounds: env_optional_number(b"FIBERIZE_SPIN\0", 0, 100_000).map(|n| n as u32),

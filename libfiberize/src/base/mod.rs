@@ -2,7 +2,8 @@
 //! nothing of the runtime: raw system calls ([`sys`]), the table of real libc
 //! functions ([`real`]), the environment ([`config`]), counters ([`stats`]), deadline
 //! conversions ([`time`]), glibc's object layouts ([`layout`]), the runtime's own futex
-//! lock ([`rawlock`]) and the shield against program signal handlers ([`shield`]).
+//! lock ([`rawlock`]), the shield against program signal handlers ([`shield`]) and the
+//! report's table of waits and call sites ([`sites`]).
 //!
 //! Nothing here imports a module outside `base`.
 
@@ -12,6 +13,7 @@ pub mod loom;
 pub mod rawlock;
 pub mod real;
 pub mod shield;
+pub mod sites;
 pub mod stats;
 pub mod sys;
 pub mod time;

@@ -298,3 +298,33 @@ pub fn set_errno(e: i32) {
     // SAFETY: as above.
     unsafe { *libc::__errno_location() = e };
 }
+
+/// Opens `path` (no NUL needed) for appending, creating it (mode 0644), with raw system
+/// calls (`open` may be one of our exports). The descriptor, or None.
+pub fn open_append(path: &[u8]) -> Option<i32> {
+    open_raw(path, libc::O_WRONLY | libc::O_CREAT | libc::O_APPEND)
+}
+
+/// Opens `path` (no NUL needed) for reading, with raw system calls.
+pub fn open_read(path: &[u8]) -> Option<i32> {
+    open_raw(path, libc::O_RDONLY)
+}
+
+fn open_raw(path: &[u8], flags: i32) -> Option<i32> {
+    let mut buf = Vec::with_capacity(path.len() + 1);
+    buf.extend_from_slice(path);
+    buf.push(0);
+    // SAFETY: `buf` is NUL-terminated and outlives the call.
+    let fd = unsafe {
+        syscall6(
+            libc::SYS_openat as usize,
+            libc::AT_FDCWD as usize,
+            buf.as_ptr() as usize,
+            (flags | libc::O_CLOEXEC) as usize,
+            0o644,
+            0,
+            0,
+        )
+    };
+    (fd >= 0).then_some(fd as i32)
+}

@@ -253,5 +253,6 @@ extern "C" fn dump_thread_main(_: *mut libc::c_void) -> *mut libc::c_void {
         // Everything requested up to here is answered by this one dump.
         served = now;
         write_dump(2, None);
+        crate::observe::report::write_if_wanted("on the dump signal");
     }
 }

@@ -1,6 +1,8 @@
-//! **Layer 2 — observation.** The fiber dump ([`dump`]) and the stall watchdog
-//! ([`watchdog`]). They read the core's state (workers, the fiber registry, the
+//! **Layer 2 — observation.** The fiber dump ([`dump`]), the stall watchdog
+//! ([`watchdog`]) and the report of where the program waits ([`report`]). They read the core's state (workers, the fiber registry, the
 //! runtime lock's long-wait table) and change nothing in it.
 
 pub mod dump;
+pub mod report;
+pub mod symbols;
 pub mod watchdog;

@@ -49,25 +49,9 @@ fn output_fd() -> (i32, bool) {
     let Some(path) = crate::base::config::env_str(b"FIBERIZE_WATCHDOG_FILE\0").filter(|p| !p.is_empty()) else {
         return (2, false);
     };
-    let mut buf = Vec::with_capacity(path.len() + 1);
-    buf.extend_from_slice(path);
-    buf.push(0);
-    // SAFETY: `buf` is NUL-terminated and outlives the call.
-    let fd = unsafe {
-        sys::syscall6(
-            libc::SYS_openat as usize,
-            libc::AT_FDCWD as usize,
-            buf.as_ptr() as usize,
-            (libc::O_WRONLY | libc::O_CREAT | libc::O_APPEND | libc::O_CLOEXEC) as usize,
-            0o644,
-            0,
-            0,
-        )
-    };
-    if fd < 0 {
-        (2, false)
-    } else {
-        (fd as i32, true)
+    match sys::open_append(path) {
+        Some(fd) => (fd, true),
+        None => (2, false),
     }
 }
 

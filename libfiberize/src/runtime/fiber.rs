@@ -138,6 +138,9 @@ pub struct Fiber {
     pub handoff_next: AtomicPtr<Fiber>,
     /// Address of the `WorkerShared` currently running this fiber (0: none).
     pub worker: AtomicUsize,
+    /// That worker's thread pointer, for `crate::runtime::wtls` (stale when `worker`
+    /// is 0; only the fiber itself reads it, while it runs on a worker).
+    pub worker_tp: AtomicUsize,
     pub life: AtomicU32,
     pub wait_kind: AtomicU32,
     pub wait_addr: AtomicUsize,
@@ -167,6 +170,15 @@ pub struct Fiber {
     /// its callee-saved registers lie (0 while it is awake). A forked child of this
     /// fiber resumes its copy of the donor there (`crate::thread::pthread`, "Fork").
     pub donor_sleep_sp: AtomicUsize,
+    /// WTLS registrations, pin and end callbacks (`crate::runtime::wtls`); null until
+    /// the fiber's first WTLS call, so that a fiber without any pays one load a switch.
+    pub wtls: AtomicPtr<crate::runtime::wtls::FiberWtls>,
+}
+
+impl Drop for Fiber {
+    fn drop(&mut self) {
+        crate::runtime::wtls::free(self);
+    }
 }
 
 /// Foreign blocking episodes after which a fiber runs as a plain thread on its donor
@@ -207,6 +219,7 @@ impl Fiber {
             retval: AtomicUsize::new(0),
             handoff_next: AtomicPtr::new(core::ptr::null_mut()),
             worker: AtomicUsize::new(0),
+            worker_tp: AtomicUsize::new(0),
             life: AtomicU32::new(Life::Starting as u32),
             wait_kind: AtomicU32::new(WaitKind::None as u32),
             wait_addr: AtomicUsize::new(0),
@@ -220,6 +233,7 @@ impl Fiber {
             cancel_disabled: core::sync::atomic::AtomicBool::new(false),
             cancel_async: core::sync::atomic::AtomicBool::new(false),
             donor_sleep_sp: AtomicUsize::new(0),
+            wtls: AtomicPtr::new(core::ptr::null_mut()),
         }
     }
 
@@ -408,8 +422,14 @@ pub fn current_or_demote() -> Option<&'static Fiber> {
 }
 
 #[cold]
-fn demote(_f: &Fiber) {
+fn demote(f: &Fiber) {
     bump(&STATS.fibers_demoted);
+    if crate::base::sites::on() {
+        let routine = f.start_routine;
+        if let Some(e) = crate::base::sites::entry(crate::base::sites::Kind::Demoted, routine, || routine) {
+            e.add(0);
+        }
+    }
     become_plain_thread();
 }
 

@@ -3,7 +3,7 @@
 //! ([`timer`]), the epoll set idle workers sleep in ([`poller`]), time slicing
 //! ([`preempt`]), the registry of live fibers ([`registry`]) and the hooks through which
 //! the layers above take part in a switch, a fiber's end and the pool's start
-//! ([`hooks`]).
+//! ([`hooks`]), and worker-thread-local storage for fiber-aware code ([`wtls`]).
 //!
 //! Imports only [`crate::base`]. What the upper layers do at a switch (deliver a
 //! signal, act on a cancel request) reaches the core through [`hooks`], never by an
@@ -19,3 +19,4 @@ pub mod registry;
 pub mod scheduler;
 pub mod sleep_state;
 pub mod timer;
+pub mod wtls;

@@ -38,6 +38,8 @@
 //!   worker's tid, so the child never sees it, but the check costs one system call);
 //! * the fiber is inside a shield (`shield::depth() != 0`: a runtime critical
 //!   section, a switch in progress);
+//! * the fiber took a worker-local address since its last switch
+//!   (`crate::runtime::wtls`: it may be in the middle of using the worker's block);
 //! * the interrupted context ran on a signal alternate stack (`uc_stack.ss_flags` has
 //!   `SS_ONSTACK`): that stack belongs to the worker's kernel thread, not to the fiber;
 //! * the interrupted RIP lies in the executable segments of libfiberize itself, the
@@ -243,7 +245,11 @@ pub fn on_kick(f: &Fiber, uc: *mut c_void) {
 }
 
 fn safe_to_leave(f: &Fiber, w: &WorkerShared, uc: *mut c_void) -> bool {
-    if uc.is_null() || crate::base::shield::depth() != 0 || f.life.load(Ordering::Relaxed) != Life::Running as u32 {
+    if uc.is_null()
+        || crate::base::shield::depth() != 0
+        || f.life.load(Ordering::Relaxed) != Life::Running as u32
+        || crate::runtime::wtls::pinned(f)
+    {
         return false;
     }
     // SAFETY: for an SA_SIGINFO handler the kernel passes the interrupted context.

@@ -213,6 +213,17 @@ pub fn park(
     timed_out: impl FnOnce(bool),
     deadline: Deadline,
 ) -> ParkResult {
+    // The report's lock waits (`crate::base::sites`): one entry per lock, named by the
+    // call site of its first contended wait (captured at the end, while the program's
+    // frames are still above ours on the stack).
+    let report_kind = match kind {
+        _ if !crate::base::sites::on() => None,
+        WaitKind::Mutex => Some(crate::base::sites::Kind::Mutex),
+        WaitKind::RwLock => Some(crate::base::sites::Kind::RwLock),
+        WaitKind::Cond => Some(crate::base::sites::Kind::Cond),
+        _ => None,
+    };
+    let since = if report_kind.is_some() { crate::base::sites::now() } else { 0 };
     let me = fiber::current_or_demote();
     let waiter = Waiter::new(key, bitset, me.map_or(ptr::null(), |f| f as *const Fiber));
     let b = bucket(key);
@@ -300,6 +311,9 @@ pub fn park(
         if result == ParkResult::Interrupted && async_cancellable {
             crate::signal::cancel::act_on_async_cancel(f);
         }
+    }
+    if let Some(e) = report_kind.and_then(|k| crate::base::sites::entry(k, key, crate::base::sites::program_call_site)) {
+        e.add(crate::base::sites::now().saturating_sub(since));
     }
     result
 }

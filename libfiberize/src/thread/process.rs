@@ -129,8 +129,9 @@ extern "C" fn at_exit() {
             crate::runtime::registry::live_fibers(),
             STATS.render()
         );
-        sys::write_stderr(line.as_bytes());
+        crate::observe::report::emit(cfg.stats_to, &line);
     }
+    crate::observe::report::write_if_wanted("at exit");
 }
 
 extern "C" fn on_dump_signal(_: libc::c_int) {
@@ -142,6 +143,7 @@ extern "C" fn on_dump_signal(_: libc::c_int) {
 pub fn after_pool_started() {
     install_fork_hooks();
     let cfg = config::config();
+    crate::observe::report::start_if_wanted();
     // SAFETY: registering plain extern "C" callbacks with libc.
     unsafe {
         libc::atexit(at_exit);

@@ -236,6 +236,10 @@ fn donor_main_inner(fiber: FiberRef, start: StartRoutine, arg: *mut c_void) -> *
         }
         crate::base::shield::exit(); // entered by the donor before the hand-off
         let r = start(arg) as usize;
+        // AT_FIBER_DESTROY callbacks, in the fiber, before the donor's destructors.
+        if let Some(me) = fiber::owner_of_tcb() {
+            crate::runtime::wtls::run_destroy_callbacks(me);
+        }
         // Shielded until the worker has switched away for good (crate::signal::handlers).
         crate::base::shield::enter();
         r
@@ -447,6 +451,11 @@ pub unsafe fn exit(v: *mut c_void) -> ! {
     // SAFETY: getpid has no preconditions.
     if fiber::current().is_none() && sys::gettid() == unsafe { libc::getpid() } && scheduler::try_runtime().is_some() {
         MAIN_EXITED.store(true, Ordering::Release);
+    }
+    // AT_FIBER_DESTROY callbacks, before unwinding runs any destructor (also for a
+    // fiber that runs on its donor now).
+    if let Some(f) = fiber::owner_of_tcb().filter(|_| !fiber::in_vfork_child()) {
+        crate::runtime::wtls::run_destroy_callbacks(f);
     }
     if let Some(f) = fiber::current() {
         let fp = f as *const Fiber;

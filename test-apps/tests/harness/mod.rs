@@ -36,10 +36,19 @@ pub fn build_c(name: &str) -> PathBuf {
     let out = dir.join(name);
     let tmp = dir.join(format!(".{name}.{}", std::process::id()));
     let st = if c.exists() {
-        Command::new("cc").args(["-O2", "-g", "-pthread", "-Wall", "-o"]).arg(&tmp).arg(&c).args(["-ldl", "-lm"]).status()
+        Command::new("cc")
+            .args(["-O2", "-g", "-pthread", "-Wall", "-I"])
+            .arg(workspace().join("interpose/include"))
+            .arg("-o")
+            .arg(&tmp)
+            .arg(&c)
+            .args(["-ldl", "-lm"])
+            .status()
     } else {
         Command::new("c++")
-            .args(["-O2", "-g", "-pthread", "-std=c++20", "-Wall", "-o"])
+            .args(["-O2", "-g", "-pthread", "-std=c++20", "-Wall", "-I"])
+            .arg(workspace().join("interpose/include"))
+            .arg("-o")
             .arg(&tmp)
             .arg(&cpp)
             .args(["-ldl"])

@@ -78,6 +78,33 @@ crate::real_fns! {
     fn fdatasync(fd: c_int) -> c_int;
 }
 
+/// A read or write of an untracked descriptor (a regular file, mostly) that a fiber
+/// runs on its worker and that took longer than this is a "slow inline file I/O" in
+/// the report (`FIBERIZE_REPORT`). Origin: a page-cache hit takes microseconds; a
+/// millisecond is a disk read, during which the worker's other fibers wait.
+const SLOW_FILE_IO_NS: u64 = 1_000_000;
+
+/// Runs `call`; with the report on, notes it by the program's call site when a fiber
+/// ran it on its worker for longer than [`SLOW_FILE_IO_NS`].
+#[inline]
+pub(super) fn noting_slow_file_io(call: impl FnOnce() -> ssize_t) -> ssize_t {
+    if !crate::base::sites::on() || !fiber::is_fiber() {
+        return call();
+    }
+    // The report's 1 ms clock: a call that sees it move by more than a tick took over
+    // a millisecond, or crossed two tick boundaries (the clock is coarse; see sites).
+    let t0 = crate::base::sites::now();
+    let r = call();
+    let took = crate::base::sites::now().saturating_sub(t0);
+    if took > SLOW_FILE_IO_NS {
+        let site = crate::base::sites::program_call_site();
+        if let Some(e) = crate::base::sites::entry(crate::base::sites::Kind::SlowFileIo, site, || site) {
+            e.add(took);
+        }
+    }
+    r
+}
+
 #[inline]
 fn would_block() -> bool {
     let e = errno();

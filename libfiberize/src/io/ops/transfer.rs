@@ -84,7 +84,7 @@ const DW: c_int = libc::MSG_DONTWAIT;
 pub unsafe fn read(fd: c_int, buf: *mut c_void, n: size_t) -> ssize_t {
     let Some(st) = needs_loop(fd) else {
         // SAFETY: forwarded contract.
-        return unsafe { super::read(fd, buf, n) };
+        return super::noting_slow_file_io(|| unsafe { super::read(fd, buf, n) });
     };
     if st.has(SOCKET) {
         // SAFETY: read on a socket is recv with no flags.
@@ -166,7 +166,7 @@ pub unsafe fn recvmsg(fd: c_int, m: *mut libc::msghdr, flags: c_int) -> ssize_t 
 pub unsafe fn write(fd: c_int, buf: *const c_void, n: size_t) -> ssize_t {
     let Some(st) = needs_loop(fd) else {
         // SAFETY: forwarded contract.
-        return unsafe { super::write(fd, buf, n) };
+        return super::noting_slow_file_io(|| unsafe { super::write(fd, buf, n) });
     };
     if st.has(SOCKET) {
         // write on a socket is send with no flags (SIGPIPE on EPIPE included).

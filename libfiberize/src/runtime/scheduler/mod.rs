@@ -160,6 +160,23 @@ pub struct WorkerShared {
     /// The monitor asks the kick handler to preempt the run whose `progress` value
     /// this is (0: no request; see `crate::runtime::preempt`).
     pub preempt_request: AtomicU64,
+    /// For the report (`crate::base::sites`, only while it is on): where the worker's
+    /// time went, sampled by the monitor at each tick (running a fiber, idle, neither);
+    /// and the report entry of the blocking call the monitor caught it in, with the
+    /// time it was caught.
+    pub times: Padded<WorkerTimes>,
+}
+
+#[derive(Default)]
+pub struct WorkerTimes {
+    pub born_ns: AtomicU64,
+    /// Set by the worker around its idle spin and sleep (only while the report is on).
+    pub idle: AtomicBool,
+    pub running_samples: AtomicU64,
+    pub idle_samples: AtomicU64,
+    pub runtime_samples: AtomicU64,
+    pub blocked_entry: AtomicPtr<crate::base::sites::Entry>,
+    pub blocked_since: AtomicU64,
 }
 
 impl WorkerShared {

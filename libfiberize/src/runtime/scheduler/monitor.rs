@@ -47,6 +47,9 @@ pub(super) extern "C" fn monitor_main(_: *mut libc::c_void) -> *mut libc::c_void
         sys::futex_wait(&rt.monitor_word, 0, Some(deadline));
         poller::poll_if_stale(MONITOR_TICK_NS);
         (crate::runtime::hooks::get().exit_if_main_left_and_all_done)();
+        if crate::base::sites::on() {
+            sample_for_report(rt);
+        }
         if rt.idle.sleeping() > 0 && rt.idle.spinning() == 0 && rt.has_work(None) {
             rt.wake_one_sleeper();
         }
@@ -106,6 +109,26 @@ pub(super) extern "C" fn monitor_main(_: *mut libc::c_void) -> *mut libc::c_void
     }
 }
 
+/// The report's clock and its samples of where each worker's time goes
+/// (`crate::base::sites`): one look per worker per tick instead of clock reads on the
+/// workers' paths.
+fn sample_for_report(rt: &Runtime) {
+    crate::base::sites::set_now(sys::now_ns());
+    for w in rt.workers() {
+        if w.times.born_ns.load(Ordering::Relaxed) == 0 {
+            continue;
+        }
+        let bucket = if w.running.load(Ordering::Relaxed) != 0 {
+            &w.times.running_samples
+        } else if w.times.idle.load(Ordering::Relaxed) {
+            &w.times.idle_samples
+        } else {
+            &w.times.runtime_samples
+        };
+        bucket.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
 /// The owner of `w` has been running one fiber for a whole tick: hand what waits in
 /// its lifo slot and local deque to the injector. Other workers steal from a deque only
 /// when they run dry, so without this a fiber queued behind a fiber that never
@@ -137,6 +160,9 @@ pub(crate) fn mark_blocked(rt: &Runtime, w: &WorkerShared) {
         return;
     }
     bump(&STATS.workers_blocked);
+    if crate::base::sites::on() {
+        note_blocking_call(w);
+    }
     let id = w.running.load(Ordering::Relaxed);
     if id != 0 {
         if let Some(f) = crate::runtime::registry::find_by_id(id) {
@@ -163,6 +189,52 @@ pub(crate) fn mark_blocked(rt: &Runtime, w: &WorkerShared) {
     rt.started.store(idx + 1, Ordering::Release);
     bump(&STATS.workers_spawned);
     spawn_runtime_thread(worker::worker_main, &rt.workers[idx] as *const WorkerShared as *mut libc::c_void);
+}
+
+/// For the report: the call `w` is blocked in, by the program's call site, from
+/// `/proc/self/task/TID/syscall` ("nr args... sp pc"): the system call, the user stack
+/// pointer and the instruction after the `syscall`; the program's call site is `pc`
+/// itself when the program made the system call inline, else the first return address
+/// into the program's code above `sp`. The time is added when the worker comes back
+/// (`worker::rejoin_or_retire`).
+fn note_blocking_call(w: &WorkerShared) {
+    let mut buf = [0u8; 256];
+    let Some(n) = read_task_file(w.tid.load(Ordering::Relaxed), b"syscall", &mut buf) else { return };
+    let fields: Vec<u64> = buf[..n]
+        .split(|c| c.is_ascii_whitespace())
+        .filter(|f| !f.is_empty())
+        .filter_map(|f| {
+            let s = core::str::from_utf8(f).ok()?;
+            match s.strip_prefix("0x") {
+                Some(hex) => u64::from_str_radix(hex, 16).ok(),
+                None => s.parse().ok(),
+            }
+        })
+        .collect();
+    // "nr a1 a2 a3 a4 a5 a6 sp pc" while in a system call ("running" or "-1 sp pc" not).
+    if fields.len() != 9 {
+        return;
+    }
+    let (nr, sp, pc) = (fields[0], fields[7] as usize, fields[8] as usize);
+    use crate::base::sites::{in_main_executable, is_program_code, program_returns};
+    let (site, outer) = match (is_program_code(pc), in_main_executable(pc)) {
+        (true, true) => (pc, 0),
+        // Inline system call in a shared object (liburing): its caller in the program.
+        (true, false) => match program_returns(sp, 4096) {
+            (first, _) if in_main_executable(first) => (pc, first),
+            (_, outer) => (pc, outer),
+        },
+        (false, _) => program_returns(sp, 4096),
+    };
+    let key = if site != 0 { site } else { pc };
+    if let Some(e) = crate::base::sites::entry(crate::base::sites::Kind::BlockedWorker, key, || site) {
+        e.pc.store(pc, Ordering::Relaxed);
+        e.detail.store(nr, Ordering::Relaxed);
+        e.outer_site.store(outer, Ordering::Relaxed);
+        e.add(0);
+        w.times.blocked_since.store(crate::base::sites::now(), Ordering::Relaxed);
+        w.times.blocked_entry.store(e as *const _ as *mut _, Ordering::Relaxed);
+    }
 }
 
 /// A worker counts as blocked only if its thread ran less than 1/BLOCKED_CPU_SHARE of

@@ -53,6 +53,7 @@ fn start_pool() {
             deferred: AtomicU64::new(0),
             timers: Padded(timer::TimerHeap::new()),
             preempt_request: AtomicU64::new(0),
+            times: Padded(Default::default()),
         });
     }
     let rt = Box::leak(Box::new(Runtime {

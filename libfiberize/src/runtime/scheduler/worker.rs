@@ -17,6 +17,7 @@ pub(super) extern "C" fn worker_main(arg: *mut libc::c_void) -> *mut libc::c_voi
     let rt = runtime_unchecked();
     w.tp.store(sys::thread_pointer(), Ordering::Relaxed);
     w.tid.store(sys::gettid() as u32, Ordering::Relaxed);
+    w.times.born_ns.store(sys::now_ns(), Ordering::Relaxed);
     if crate::base::config::config().direct_wait {
         w.wake_fd.store(sys::eventfd_new(), Ordering::Release);
     }
@@ -44,6 +45,11 @@ pub(super) extern "C" fn worker_main(arg: *mut libc::c_void) -> *mut libc::c_voi
                     rejoin_or_retire(rt, w);
                 }
             }
+            None if crate::base::sites::on() => {
+                w.times.idle.store(true, Ordering::Relaxed);
+                idle(rt, w);
+                w.times.idle.store(false, Ordering::Relaxed);
+            }
             None => idle(rt, w),
         }
     }
@@ -53,6 +59,12 @@ pub(super) extern "C" fn worker_main(arg: *mut libc::c_void) -> *mut libc::c_voi
 /// as a spare until the monitor needs us.
 #[cold]
 fn rejoin_or_retire(rt: &Runtime, w: &WorkerShared) {
+    let caught = w.times.blocked_entry.swap(ptr::null_mut(), Ordering::Relaxed);
+    if !caught.is_null() {
+        // SAFETY: entries of the report's table are statics, never freed.
+        let since = w.times.blocked_since.load(Ordering::Relaxed);
+        unsafe { &*caught }.add_time(crate::base::sites::now().saturating_sub(since));
+    }
     if w.state.compare_exchange(W_BLOCKED, W_ACTIVE, Ordering::AcqRel, Ordering::Acquire).is_err() {
         return;
     }
@@ -150,9 +162,12 @@ pub(super) fn run_fiber(w: &WorkerShared, f: FiberRef) {
     w.progress.fetch_add(1, Ordering::Relaxed);
     let fiber_tp = f.tp.load(Ordering::Acquire);
     let own_tp = w.tp.load(Ordering::Relaxed);
+    f.worker_tp.store(own_tp, Ordering::Relaxed);
     // SAFETY: we dequeued `f`, so we are its only runner (park protocol / queues hand
     // out each fiber once). Between the two FS writes no code touches TLS: resume()
-    // is corosensei's register switch, which uses none.
+    // is corosensei's register switch, which uses none. `swap_registered`: we are f's
+    // runner, f is suspended around the resume, and both thread pointers are of live
+    // threads (f's donor sleeps while f lives; we are the worker).
     // Per-fiber signal masks (see `crate::signal::delivery`): install the fiber's before the
     // switch, and put the worker's own back afterwards if the fiber has (or, during
     // this run, acquired) a mask of its own.
@@ -174,6 +189,10 @@ pub(super) fn run_fiber(w: &WorkerShared, f: FiberRef) {
     };
     let result = unsafe {
         let co = f.coroutine_mut();
+        // WTLS registrations (crate::runtime::wtls): the worker's values in, the
+        // fiber's own aside; swapped back below whatever the fiber did (and ends an
+        // `addr_of` pin). One load and branch for a fiber without any.
+        crate::runtime::wtls::swap_registered(&f, fiber_tp, own_tp);
         sys::set_thread_pointer(fiber_tp);
         if let Some(m) = own_mask(&f) {
             sys::sigmask_set(m);
@@ -183,6 +202,7 @@ pub(super) fn run_fiber(w: &WorkerShared, f: FiberRef) {
             sys::sigmask_set(base);
         }
         sys::set_thread_pointer(own_tp);
+        crate::runtime::wtls::swap_registered(&f, fiber_tp, own_tp);
         r
     };
     w.running.store(0, Ordering::Relaxed);
