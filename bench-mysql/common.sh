@@ -65,3 +65,30 @@ pin_from_env() { # script-name
     SERVER_PIN=(taskset -c "$SERVER_CPUS"); CLIENT_PIN=(taskset -c "$CLIENT_CPUS")
     echo "== servers pinned to CPUs $SERVER_CPUS, clients to CPUs $CLIENT_CPUS"
 }
+
+# The pristine datadir $WORK/data-prepare: sysbench's sbtest ($TABLES x $TABLE_SIZE) and,
+# when WORKLOADS names tpcc, the TPC-C database of $WAREHOUSES warehouses ($TPCC load).
+# With DATA_CACHE set, it is kept there and reused while its parameters match (loading
+# 10 warehouses takes minutes). Needs PORT[prepare].
+prepare_datadir() {
+    local params
+    params="tables=$TABLES table_size=$TABLE_SIZE warehouses=$WAREHOUSES tpcc=$([[ " $WORKLOADS " = *" tpcc "* ]] && echo 1 || echo 0) $(/usr/sbin/mariadbd --version | awk '{print $3}')"
+    if [ -n "${DATA_CACHE:-}" ] && [ "$(cat "$DATA_CACHE/params" 2>/dev/null)" = "$params" ]; then
+        echo "== reusing the datadir in $DATA_CACHE ($params)"
+        cp -a "$DATA_CACHE/data" "$WORK/data-prepare"
+        return 0
+    fi
+    echo "== preparing a datadir: sysbench $TABLES x $TABLE_SIZE$([[ " $WORKLOADS " = *" tpcc "* ]] && echo ", TPC-C $WAREHOUSES warehouses")"
+    mariadb-install-db --no-defaults --datadir="$WORK/data-prepare" --user=root --auth-root-authentication-method=normal >"$WORK/install.log" 2>&1
+    start_mariadb prepare native
+    mariadb --no-defaults -h127.0.0.1 -P"${PORT[prepare]}" -uroot -e "create database sbtest"
+    sysbench --db-driver=mysql --mysql-host=127.0.0.1 --mysql-port="${PORT[prepare]}" --mysql-user=root --mysql-db=sbtest \
+        --tables="$TABLES" --table-size="$TABLE_SIZE" --threads=4 oltp_read_write prepare >/dev/null
+    if [[ " $WORKLOADS " = *" tpcc "* ]]; then
+        "$TPCC" load -P "${PORT[prepare]}" -w "$WAREHOUSES" -j 4 | awk 'NR % 10 == 1 || /done/'
+    fi
+    stop_mariadb prepare
+    if [ -n "${DATA_CACHE:-}" ]; then
+        rm -rf "$DATA_CACHE" && mkdir -p "$DATA_CACHE" && cp -a "$WORK/data-prepare" "$DATA_CACHE/data" && echo "$params" >"$DATA_CACHE/params"
+    fi
+}

@@ -73,24 +73,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# One pristine datadir, copied for each server.
-params="tables=$TABLES table_size=$TABLE_SIZE warehouses=$WAREHOUSES $(mariadbd --version | awk '{print $3}')"
-if [ -n "${DATA_CACHE:-}" ] && [ "$(cat "$DATA_CACHE/params" 2>/dev/null)" = "$params" ]; then
-    echo "== reusing the datadir in $DATA_CACHE ($params)"
-    cp -a "$DATA_CACHE/data" "$WORK/data-prepare"
-else
-    echo "== preparing a datadir: sysbench $TABLES x $TABLE_SIZE, TPC-C $WAREHOUSES warehouses"
-    mariadb-install-db --no-defaults --datadir="$WORK/data-prepare" --user=root --auth-root-authentication-method=normal >"$WORK/install.log" 2>&1
-    start_mariadb prepare native
-    mariadb --no-defaults -h127.0.0.1 -P"${PORT[prepare]}" -uroot -e "create database sbtest"
-    sysbench --db-driver=mysql --mysql-host=127.0.0.1 --mysql-port="${PORT[prepare]}" --mysql-user=root --mysql-db=sbtest \
-        --tables="$TABLES" --table-size="$TABLE_SIZE" --threads=4 oltp_read_write prepare >/dev/null
-    [[ " $WORKLOADS " = *" tpcc "* ]] && "$TPCC" load -P "${PORT[prepare]}" -w "$WAREHOUSES" -j 4 | awk 'NR % 10 == 1 || /done/'
-    stop_mariadb prepare
-    if [ -n "${DATA_CACHE:-}" ]; then
-        rm -rf "$DATA_CACHE" && mkdir -p "$DATA_CACHE" && cp -a "$WORK/data-prepare" "$DATA_CACHE/data" && echo "$params" >"$DATA_CACHE/params"
-    fi
-fi
+prepare_datadir # -> $WORK/data-prepare, copied for each server
 for s in $SERVERS; do
     cp -a "$WORK/data-prepare" "$WORK/data-$s"
     start_mariadb "$s" "$s"
