@@ -128,6 +128,15 @@ for w in $WORKLOADS; do
         done
     done
 done
+# TPC-C's consistency conditions 1-4 on every server the TPC-C runs went to.
+CHECKS=""
+if [[ " $WORKLOADS " = *" tpcc "* ]]; then
+    for s in $SERVERS; do
+        if "$TPCC" check -P "${PORT[$s]}" -w "$WAREHOUSES" >"$WORK/check-$s.log" 2>&1; then CHECKS+=" $s: ok;"; else
+            CHECKS+=" $s: FAILED;"; cat "$WORK/check-$s.log"; fi
+    done
+    echo "== tpcc check after the runs:$CHECKS"
+fi
 for s in $SERVERS; do stop_mariadb "$s"; done
 
 # Medians over the rounds (a FATAL round counts as 0 throughput).
@@ -157,6 +166,7 @@ MD=$OUT/results.md
     echo "Cells: throughput (sysbench: transactions/s; TPC-C: tpmC) / latency (sysbench p95, TPC-C New-Order p90, ms) /"
     echo "client CPU per transaction (us). Servers: native = thread per connection, pool = \`thread_handling=pool-of-threads\`,"
     echo "preload = thread per connection under libfiberize.so. Errors (summed over rounds) are shown when not 0."
+    [ -z "$CHECKS" ] || echo "TPC-C consistency conditions 1-4 after all runs (\`tpcc check\`):$CHECKS"
     for w in $WORKLOADS; do
         echo
         echo "## $w"

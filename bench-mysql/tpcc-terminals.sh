@@ -18,7 +18,7 @@ ROOT=$PWD
 LIB=$ROOT/target/release/libfiberize.so
 TERMINALS=${TERMINALS:-10000}
 WAREHOUSES=${WAREHOUSES:-10}
-RAMP=${RAMP:-30}
+RAMP=${RAMP:-40}
 SECONDS_PER_RUN=${SECONDS_PER_RUN:-60}
 WAIT_SCALE=${WAIT_SCALE:-1}
 SERVER=${SERVER:-pool}
@@ -71,6 +71,7 @@ for client in $CLIENTS; do
     wait $pid || echo "client $client: exit status $?"
     grep -E "^tpcc run: (tpmC|[0-9]+ transactions|response|errors|client CPU)|connected in|^fiberize: stats" "$log" | cut -c1-400
 done
+"$TPCC" check -P "${PORT[server]}" -w "$WAREHOUSES" | tee "$OUT/check.txt" | tail -1
 stop_mariadb server
 
 echo "== summary ($OUT)"

@@ -364,6 +364,10 @@ static void *terminal_main(void *arg) {
     pthread_mutex_lock(&go_lock);
     while (!atomic_load(&go)) pthread_cond_wait(&go_cond, &go_lock);
     pthread_mutex_unlock(&go_lock);
+    /* Terminals start spread over one mean cycle (keying + think of a New-Order), not all
+     * at the same instant: 10 000 terminals keying in step would hit the server in bursts. */
+    if (t->db && !opt.no_wait)
+        wait_or_stop((rng_next(&t->r) >> 11) * 0x1.0p-53 * (keying_s[NEW_ORDER] + think_mean_s[NEW_ORDER]) * opt.wait_scale);
     while (t->db && now_seconds() < window_end) {
         int type = pick_type(&t->r);
         struct input in;
@@ -373,6 +377,7 @@ static void *terminal_main(void *arg) {
         int rc, tries = 0;
         while ((rc = attempt(t, type, &in)) != 0 && rc != USER_ROLLBACK) {
             mysql_rollback(t->db);
+            if ((rc == 1213 || rc == 1205) && now_seconds() >= window_end) break; /* the run is over: not an error */
             if ((rc == 1213 || rc == 1205) && ++tries < MAX_RETRIES) { /* deadlock, lock wait timeout */
                 atomic_fetch_add(&retries, 1);
                 continue;
