@@ -43,6 +43,18 @@ TABLE_SIZE=${TABLE_SIZE:-10000}
 SERVER_OPTS=${SERVER_OPTS:-"--innodb-buffer-pool-size=2G --innodb-flush-log-at-trx-commit=2"}
 OUT=${OUT:-$ROOT/bench-mysql/results/$(date -u +%Y-%m-%d-%H%M)}
 
+CSV=$OUT/results.csv
+if [ "${1:-}" = "--replot" ]; then
+    # The tables and plots again from DIR/results.csv (several runs' CSVs may be concatenated
+    # there, with their meta*.txt beside it); the lists come from the CSV.
+    OUT=${2:?usage: compare.sh --replot DIR}; CSV=$OUT/results.csv
+    col() { tail -n +2 "$CSV" | cut -d, -f"$1" | awk '!seen[$0]++' | tr '\n' ' '; }
+    WORKLOADS=$(col 1); SERVERS=$(col 2); CLIENTS=$(col 3)
+    CONNECTIONS=$(tail -n +2 "$CSV" | cut -d, -f4 | sort -n -u | tr '\n' ' ')
+    ROUNDS=$(tail -n +2 "$CSV" | cut -d, -f5 | sort -n | tail -1)
+    WORK=$(mktemp -d /tmp/fiberize-compare.XXXXXX)
+    trap 'rm -rf "$WORK"' EXIT
+else
 need=()
 [ -x /usr/sbin/mariadbd ] || need+=(mariadb-server mariadb-client)
 command -v sysbench >/dev/null 2>&1 || need+=(sysbench)
@@ -92,6 +104,7 @@ run_sysbench() { # workload server client connections
         --mysql-port="${PORT[$2]}" --mysql-user=root --mysql-db=sbtest --tables="$TABLES" --table-size="$TABLE_SIZE" \
         --threads="$4" --time="$SECONDS_PER_RUN" --rand-type=uniform --percentile=95 "$1" run 2>&1; } 2>&1) || true
     cpu=$(tail -1 <<<"$out" | awk '{print $1 + $2}')
+    grep -q "transactions:" <<<"$out" && ! grep -q FATAL <<<"$out" || echo "$out" >"$OUT/failed-$1-$2-$3-$4.log"
     awk -v cpu="$cpu" '/transactions:/ { gsub("[(]", "", $3); tps=$3; n=$2 } /ignored errors:/ { err=$3 }
         /95th percentile:/ { p95=$3 } /FATAL/ { fatal=1 }
         END { if (fatal || n == 0) print "FATAL 0 0 0"; else printf "%s %s %.0f %d\n", tps, p95, cpu * 1e6 / n, err }' <<<"$out"
@@ -99,12 +112,11 @@ run_sysbench() { # workload server client connections
 run_tpcc() { # server client terminals
     # shellcheck disable=SC2046
     "${CLIENT_PIN[@]}" $(client_env "$2") "$TPCC" run -P "${PORT[$1]}" -w "$WAREHOUSES" -t "$3" -d "$TPCC_SECONDS" \
-        --ramp 2 --no-wait --report 1000 2>"$WORK/tpcc-stderr" |
+        --ramp 2 --no-wait --report 1000 2>"$OUT/tpcc-$1-$2-$3.stderr" |
         awk '/^RESULT/ { for (i = 2; i <= NF; i++) { split($i, kv, "="); r[kv[1]] = kv[2] } ok=1 }
              END { if (!ok) print "FATAL 0 0 0"; else print r["tpmC"], r["p90_new_order_ms"], r["cpu_us_per_txn"], r["errors"] }'
 }
 
-CSV=$OUT/results.csv
 echo "workload,server,client,connections,round,throughput,latency_ms,cpu_us_per_txn,errors" >"$CSV"
 read -r -a server_list <<<"$SERVERS"
 total=0; for _ in $WORKLOADS; do for _ in $CONNECTIONS; do total=$((total + ${#server_list[@]} * $(wc -w <<<"$CLIENTS") * ROUNDS)); done; done
@@ -138,6 +150,15 @@ if [[ " $WORKLOADS " = *" tpcc "* ]]; then
     echo "== tpcc check after the runs:$CHECKS"
 fi
 for s in $SERVERS; do stop_mariadb "$s"; done
+    {
+        echo "Median of $ROUNDS round(s), ${SECONDS_PER_RUN} s per sysbench run ($TABLES tables x $TABLE_SIZE rows, uniform)$(
+            [[ " $WORKLOADS " = *" tpcc "* ]] && echo ", TPC-C ${TPCC_SECONDS} s after a 2 s ramp with \`--no-wait\` on $WAREHOUSES warehouses").
+Server options: \`$SERVER_OPTS\`. Pinning: servers ${SERVER_CPUS:-unpinned}, clients ${CLIENT_CPUS:-unpinned}.
+Machine: $(nproc) CPUs ($(awk -F': ' '/model name/ { print $2; exit }' /proc/cpuinfo)), $(uname -r); $(date -u '+%Y-%m-%d %H:%M UTC').$(
+            [ -n "$CHECKS" ] && echo "
+TPC-C consistency conditions 1-4 after all runs (\`tpcc check\`):$CHECKS")"
+    } >"$OUT/meta.txt"
+fi
 
 # Medians over the rounds (a FATAL round counts as 0 throughput).
 SUMMARY=$OUT/summary.csv
@@ -154,19 +175,17 @@ tail -n +2 "$CSV" | sort -t, -k1,1 -k2,2 -k3,3 -k4,4n | awk -F, '
       tp = tp " " ($6 == "FATAL" ? 0 : $6); lat = lat " " $7; cpu = cpu " " $8; err += $9 }
     END { flush() }' >>"$SUMMARY"
 
-machine="$(nproc) CPUs ($(awk -F': ' '/model name/ { print $2; exit }' /proc/cpuinfo)), $(uname -r)"
-stamp="$(date -u '+%Y-%m-%d %H:%M UTC')"
+machine="$(nproc) CPUs ($(awk -F': ' '/model name/ { print $2; exit }' /proc/cpuinfo))"
+stamp="$(date -u -r "$CSV" '+%Y-%m-%d %H:%M UTC')"
 MD=$OUT/results.md
 {
     echo "# bench-mysql/compare.sh, $stamp"
     echo
-    echo "Machine: $machine. Pinning: servers ${SERVER_CPUS:-unpinned}, clients ${CLIENT_CPUS:-unpinned}."
-    echo "Median of $ROUNDS round(s), ${SECONDS_PER_RUN} s per sysbench run, TPC-C ${TPCC_SECONDS} s after a 2 s ramp"
-    echo "with \`--no-wait\` on $WAREHOUSES warehouses. Server options: \`$SERVER_OPTS\`."
     echo "Cells: throughput (sysbench: transactions/s; TPC-C: tpmC) / latency (sysbench p95, TPC-C New-Order p90, ms) /"
     echo "client CPU per transaction (us). Servers: native = thread per connection, pool = \`thread_handling=pool-of-threads\`,"
-    echo "preload = thread per connection under libfiberize.so. Errors (summed over rounds) are shown when not 0."
-    [ -z "$CHECKS" ] || echo "TPC-C consistency conditions 1-4 after all runs (\`tpcc check\`):$CHECKS"
+    echo "preload = thread per connection under libfiberize.so. Errors (summed over rounds) are shown when not 0; a failed"
+    echo "run (0 in the table) left its output in failed-*.log / tpcc-*.stderr beside this file."
+    for meta in "$OUT"/meta*.txt; do [ -f "$meta" ] && { echo; cat "$meta"; }; done
     for w in $WORKLOADS; do
         echo
         echo "## $w"
@@ -179,7 +198,7 @@ MD=$OUT/results.md
             for s in $SERVERS; do
                 for client in $CLIENTS; do
                     line+=$(awk -F, -v w="$w" -v s="$s" -v cl="$client" -v c="$c" '$1 == w && $2 == s && $3 == cl && $4 == c {
-                        printf " %s / %s / %s%s |", $5, $6, $7, ($8 > 0 ? " (" $8 " errors)" : "") }' "$SUMMARY")
+                        if ($5 == 0) printf " failed |"; else printf " %s / %s / %s%s |", $5, $6, $7, ($8 > 0 ? " (" $8 " errors)" : "") }' "$SUMMARY")
                 done
             done
             echo "$line"
@@ -197,7 +216,7 @@ for w in $WORKLOADS; do
     for s in $SERVERS; do
         for client in $CLIENTS; do
             dat=$WORK/$w-$s-$client.dat
-            awk -F, -v w="$w" -v s="$s" -v cl="$client" '$1 == w && $2 == s && $3 == cl { print $4, $5, $6, $7 }' "$SUMMARY" >"$dat"
+            awk -F, -v w="$w" -v s="$s" -v cl="$client" '$1 == w && $2 == s && $3 == cl && $5 > 0 { print $4, $5, $6, $7 }' "$SUMMARY" >"$dat"
             plots+=("'$dat' using 1:COLUMN with linespoints lw 2 lc rgb '${COLOUR[$s]:-black}' dt $([ "$client" = preload ] && echo 2 || echo 1) title 'server $s, client $client'")
         done
     done
@@ -205,7 +224,7 @@ for w in $WORKLOADS; do
     latlabel=$([ "$w" = tpcc ] && echo "New-Order p90 (ms)" || echo "p95 latency (ms)")
     series() { local IFS=,; echo "${plots[*]//COLUMN/$1}"; }
     gnuplot <<EOF
-set terminal pngcairo size 1500,520 font "sans,10"
+set terminal pngcairo size 1500,520 font "sans,10" noenhanced
 set output "$OUT/$w.png"
 set multiplot layout 1,3 title "$w: MariaDB server x client, $machine, $stamp (median of $ROUNDS)"
 set logscale x 2
@@ -227,5 +246,6 @@ plot $(series 4)
 unset multiplot
 EOF
 done
+find "$OUT" -name '*.stderr' -empty -delete
 echo "== results in $OUT: results.csv (every round), summary.csv, results.md, $(cd "$OUT" && ls ./*.png | tr '\n' ' ')"
 cat "$MD"
