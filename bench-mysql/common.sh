@@ -15,3 +15,82 @@ free_port() {
     done
     echo "no free port" >&2; exit 1
 }
+
+# Private servers for compare.sh and tpcc-terminals.sh: each NAME has its datadir
+# $WORK/data-NAME, its port ${PORT[NAME]} (an associative array the caller declares), its
+# logs in $WORK. MODE is how it runs:
+#   native   mariadbd as shipped (one thread per connection)
+#   pool     MariaDB's own thread pool (--thread-handling=pool-of-threads)
+#   preload  one thread per connection, under LD_PRELOAD=libfiberize.so
+# SERVER_PIN (an array, e.g. (taskset -c 0)) prefixes the command; SERVER_OPTS adds options.
+# max_prepared_stmt_count is raised: sysbench oltp_read_write prepares ~18 statements per
+# connection, and 1024 connections pass the default 16382 (every run fails at connect).
+start_mariadb() { # NAME MODE
+    local name=$1 mode=$2 pre=() extra=()
+    case $mode in
+    native) ;;
+    pool) extra=(--thread-handling=pool-of-threads) ;;
+    preload) pre=(env LD_PRELOAD="$LIB" GLIBC_TUNABLES=glibc.pthread.rseq=0 FIBERIZE_STATS=1) ;;
+    *) echo "start_mariadb: unknown mode $mode" >&2; exit 2 ;;
+    esac
+    # shellcheck disable=SC2086 # SERVER_OPTS is a list of options
+    "${SERVER_PIN[@]}" "${pre[@]}" /usr/sbin/mariadbd --no-defaults --datadir="$WORK/data-$name" --socket="$WORK/sock-$name" \
+        --port="${PORT[$name]}" --bind-address=127.0.0.1 --user=root --pid-file="$WORK/pid-$name" \
+        --log-error="$WORK/err-$name.log" --max-connections=12000 --max-prepared-stmt-count=1048576 --skip-log-bin "${extra[@]}" ${SERVER_OPTS:-} \
+        >"$WORK/out-$name.log" 2>&1 &
+    for _ in $(seq 1 120); do
+        mariadb --no-defaults -h127.0.0.1 -P"${PORT[$name]}" -uroot -e "select 1" >/dev/null 2>&1 && return 0
+        sleep 0.5
+    done
+    echo "server $name ($mode) did not start:"; tail -20 "$WORK/err-$name.log"; exit 1
+}
+stop_mariadb() { # NAME
+    mariadb-admin --no-defaults -h127.0.0.1 -P"${PORT[$1]}" -uroot shutdown >/dev/null 2>&1 || true
+    for _ in $(seq 1 120); do [ -f "$WORK/pid-$1" ] || return 0; sleep 0.5; done
+    [ -f "$WORK/pid-$1" ] && kill -9 "$(cat "$WORK/pid-$1")" 2>/dev/null || true
+}
+
+# Optional pinning: sets SERVER_PIN and CLIENT_PIN (taskset prefixes) from SERVER_CPUS and
+# CLIENT_CPUS, both or neither; warns when the two sets overlap.
+pin_from_env() { # script-name
+    SERVER_PIN=(); CLIENT_PIN=()
+    [ -z "${SERVER_CPUS:-}" ] && [ -z "${CLIENT_CPUS:-}" ] && return 0
+    [ -n "${SERVER_CPUS:-}" ] && [ -n "${CLIENT_CPUS:-}" ] ||
+        { echo "$1: set both SERVER_CPUS and CLIENT_CPUS (e.g. SERVER_CPUS=0-7 CLIENT_CPUS=8-15), or neither" >&2; exit 2; }
+    for set in "$SERVER_CPUS" "$CLIENT_CPUS"; do
+        taskset -c "$set" true 2>/dev/null || { echo "$1: '$set' is not a usable CPU list here (taskset -c $set failed)" >&2; exit 2; }
+    done
+    expand() { tr ',' '\n' <<<"$1" | awk -F- '{ if (NF == 2) for (i = $1; i <= $2; i++) print i; else print $1 }' | sort; }
+    local shared
+    shared=$(comm -12 <(expand "$SERVER_CPUS") <(expand "$CLIENT_CPUS") | tr '\n' ' ')
+    [ -z "$shared" ] || echo "$1: warning: SERVER_CPUS and CLIENT_CPUS share CPUs $shared(the sets should be disjoint)" >&2
+    SERVER_PIN=(taskset -c "$SERVER_CPUS"); CLIENT_PIN=(taskset -c "$CLIENT_CPUS")
+    echo "== servers pinned to CPUs $SERVER_CPUS, clients to CPUs $CLIENT_CPUS"
+}
+
+# The pristine datadir $WORK/data-prepare: sysbench's sbtest ($TABLES x $TABLE_SIZE) and,
+# when WORKLOADS names tpcc, the TPC-C database of $WAREHOUSES warehouses ($TPCC load).
+# With DATA_CACHE set, it is kept there and reused while its parameters match (loading
+# 10 warehouses takes minutes). Needs PORT[prepare].
+prepare_datadir() {
+    local params
+    params="tables=$TABLES table_size=$TABLE_SIZE warehouses=$WAREHOUSES tpcc=$([[ " $WORKLOADS " = *" tpcc "* ]] && echo 1 || echo 0) $(/usr/sbin/mariadbd --version | awk '{print $3}')"
+    if [ -n "${DATA_CACHE:-}" ] && [ "$(cat "$DATA_CACHE/params" 2>/dev/null)" = "$params" ]; then
+        echo "== reusing the datadir in $DATA_CACHE ($params)"
+        cp -a "$DATA_CACHE/data" "$WORK/data-prepare"
+        return 0
+    fi
+    echo "== preparing a datadir: sysbench $TABLES x $TABLE_SIZE$([[ " $WORKLOADS " = *" tpcc "* ]] && echo ", TPC-C $WAREHOUSES warehouses")"
+    mariadb-install-db --no-defaults --datadir="$WORK/data-prepare" --user=root --auth-root-authentication-method=normal >"$WORK/install.log" 2>&1
+    start_mariadb prepare native
+    mariadb --no-defaults -h127.0.0.1 -P"${PORT[prepare]}" -uroot -e "create database sbtest"
+    sysbench --db-driver=mysql --mysql-host=127.0.0.1 --mysql-port="${PORT[prepare]}" --mysql-user=root --mysql-db=sbtest \
+        --tables="$TABLES" --table-size="$TABLE_SIZE" --threads=4 oltp_read_write prepare >/dev/null
+    if [[ " $WORKLOADS " = *" tpcc "* ]]; then
+        "$TPCC" load -P "${PORT[prepare]}" -w "$WAREHOUSES" -j 4 | awk 'NR % 10 == 1 || /done/'
+    fi
+    stop_mariadb prepare
+    if [ -n "${DATA_CACHE:-}" ]; then
+        rm -rf "$DATA_CACHE" && mkdir -p "$DATA_CACHE" && cp -a "$WORK/data-prepare" "$DATA_CACHE/data" && echo "$params" >"$DATA_CACHE/params"
+    fi
+}

@@ -38,23 +38,9 @@ if [ ${#need[@]} -gt 0 ]; then
 fi
 [ -f "$LIB" ] || cargo build --release -p interpose
 
-# Optional pinning: a taskset prefix for the servers and one for sysbench.
-SERVER_PIN=(); CLIENT_PIN=()
-if [ -n "${SERVER_CPUS:-}" ] || [ -n "${CLIENT_CPUS:-}" ]; then
-    [ -n "${SERVER_CPUS:-}" ] && [ -n "${CLIENT_CPUS:-}" ] ||
-        { echo "run.sh: set both SERVER_CPUS and CLIENT_CPUS (e.g. SERVER_CPUS=0-7 CLIENT_CPUS=8-15), or neither" >&2; exit 2; }
-    for set in "$SERVER_CPUS" "$CLIENT_CPUS"; do
-        taskset -c "$set" true 2>/dev/null || { echo "run.sh: '$set' is not a usable CPU list here (taskset -c $set failed)" >&2; exit 2; }
-    done
-    expand() { tr ',' '\n' <<<"$1" | awk -F- '{ if (NF == 2) for (i = $1; i <= $2; i++) print i; else print $1 }' | sort; }
-    shared=$(comm -12 <(expand "$SERVER_CPUS") <(expand "$CLIENT_CPUS") | tr '\n' ' ')
-    [ -z "$shared" ] || echo "run.sh: warning: SERVER_CPUS and CLIENT_CPUS share CPUs $shared(the sets should be disjoint)" >&2
-    SERVER_PIN=(taskset -c "$SERVER_CPUS"); CLIENT_PIN=(taskset -c "$CLIENT_CPUS")
-    echo "== servers pinned to CPUs $SERVER_CPUS, sysbench to CPUs $CLIENT_CPUS"
-fi
-
-WORK=$(mktemp -d /tmp/fiberize-mysql.XXXXXX)
 . bench-mysql/common.sh  # the scripts run from the repository root (cd above)
+pin_from_env run.sh
+WORK=$(mktemp -d /tmp/fiberize-mysql.XXXXXX)
 declare -A PORT=([native]=$(free_port) [preload]=$(free_port))
 [ "${PORT[native]}" != "${PORT[preload]}" ] || PORT[preload]=$((PORT[native] + 1))
 cleanup() {

@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# The client side of TPC-C: TERMINALS terminals (one pthread each, keying and think
+# times on) against one MariaDB server, the client run natively and then preloaded;
+# prints tpmC, client CPU per transaction, peak RSS, peak kernel threads, and how much
+# of the client's RSS is thread stacks (8 MiB mappings: the native threads', or under
+# the preload the donors' that the fibers run on), sampled from /proc/PID/smaps at the
+# end of the ramp and of the run.
+#
+#   bench-mysql/tpcc-terminals.sh
+#
+# Environment: TERMINALS [10000], WAREHOUSES [10], RAMP [30] s, SECONDS_PER_RUN [60],
+# WAIT_SCALE [1] (multiplies keying and think times), SERVER [pool] (native | pool |
+# preload, as in compare.sh), CLIENTS ["native preload"], SERVER_OPTS, SERVER_CPUS /
+# CLIENT_CPUS, DATA_CACHE (shared with compare.sh), OUT [bench-mysql/results/terminals-DATE].
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+LIB=$ROOT/target/release/libfiberize.so
+TERMINALS=${TERMINALS:-10000}
+WAREHOUSES=${WAREHOUSES:-10}
+RAMP=${RAMP:-40}
+SECONDS_PER_RUN=${SECONDS_PER_RUN:-60}
+WAIT_SCALE=${WAIT_SCALE:-1}
+SERVER=${SERVER:-pool}
+CLIENTS=${CLIENTS:-"native preload"}
+SERVER_OPTS=${SERVER_OPTS:-"--innodb-buffer-pool-size=2G --innodb-flush-log-at-trx-commit=2"}
+OUT=${OUT:-$ROOT/bench-mysql/results/terminals-$(date -u +%Y-%m-%d-%H%M)}
+WORKLOADS=tpcc TABLES=${TABLES:-4} TABLE_SIZE=${TABLE_SIZE:-10000} # the datadir compare.sh prepares
+
+[ -f "$LIB" ] || cargo build --release -p interpose
+bash bench-mysql/tpcc/build.sh
+TPCC=$ROOT/target/tpcc/tpcc
+. bench-mysql/common.sh # the scripts run from the repository root (cd above)
+require_lib_and_mariadb
+pin_from_env tpcc-terminals.sh
+mkdir -p "$OUT"
+WORK=$(mktemp -d /tmp/fiberize-terminals.XXXXXX)
+declare -A PORT=([prepare]=$(free_port) [server]=$(free_port))
+[ "${PORT[prepare]}" != "${PORT[server]}" ] || PORT[server]=$((PORT[prepare] + 1))
+cleanup() {
+    stop_mariadb server
+    rm -rf "$WORK"
+}
+trap cleanup EXIT
+ulimit -n "$(ulimit -Hn)" # one socket per terminal in the client, one per connection in the server
+
+prepare_datadir
+mv "$WORK/data-prepare" "$WORK/data-server"
+start_mariadb server "$SERVER"
+echo "== server $SERVER; $TERMINALS terminals on $WAREHOUSES warehouses, ${RAMP}s ramp + ${SECONDS_PER_RUN}s measured, wait scale $WAIT_SCALE"
+
+# Thread-stack share of a process's RSS: "stacks N, stack RSS KiB, total RSS KiB".
+stack_rss() { # pid
+    awk '/^[0-9a-f]+-[0-9a-f]+ / { size = 0 } /^Size:/ { size = $2 } /^Rss:/ { total += $2; if (size == 8192) { n++; s += $2 } }
+         END { printf "stacks %d, stack RSS %d KiB, total RSS %d KiB", n, s, total }' "/proc/$1/smaps" 2>/dev/null || echo "gone"
+}
+
+for client in $CLIENTS; do
+    pre=()
+    [ "$client" = preload ] && pre=(env LD_PRELOAD="$LIB" GLIBC_TUNABLES=glibc.pthread.rseq=0 FIBERIZE_STATS=1)
+    log=$OUT/client-$client.log
+    "${CLIENT_PIN[@]}" "${pre[@]}" "$TPCC" run -P "${PORT[server]}" -w "$WAREHOUSES" -t "$TERMINALS" -d "$SECONDS_PER_RUN" \
+        --ramp "$RAMP" --wait-scale "$WAIT_SCALE" --report 10 >"$log" 2>&1 &
+    pid=$!
+    # Sample the stacks once the terminals are connected and the ramp is over, and near the end.
+    for _ in $(seq 1 600); do grep -q "terminals connected" "$log" && break; kill -0 $pid 2>/dev/null || break; sleep 1; done
+    sleep "$RAMP"
+    echo "client $client after the ramp: $(stack_rss $pid)" | tee "$OUT/stacks-$client.txt"
+    sleep $((SECONDS_PER_RUN - 5))
+    echo "client $client near the end: $(stack_rss $pid)" | tee -a "$OUT/stacks-$client.txt"
+    wait $pid || echo "client $client: exit status $?"
+    grep -E "^tpcc run: (tpmC|[0-9]+ transactions|response|errors|client CPU)|connected in|^fiberize: stats" "$log" | cut -c1-400
+done
+"$TPCC" check -P "${PORT[server]}" -w "$WAREHOUSES" | tee "$OUT/check.txt" | tail -1
+stop_mariadb server
+
+echo "== summary ($OUT)"
+printf "%-8s %-10s %-8s %-14s %-14s %-14s %-10s\n" client tpmC txn/s cpu_us/txn peak_rss_KiB stack_rss_KiB threads
+for client in $CLIENTS; do
+    log=$OUT/client-$client.log
+    r=$(grep '^RESULT' "$log" || true)
+    get() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<" $r"; }
+    st=$(sed -n 's/.*near the end: stacks [0-9]*, stack RSS \([0-9]*\) KiB.*/\1/p' "$OUT/stacks-$client.txt")
+    printf "%-8s %-10s %-8s %-14s %-14s %-14s %-10s\n" "$client" "$(get tpmC)" "$(get tps)" "$(get cpu_us_per_txn)" \
+        "$(get peak_rss_kib)" "${st:-?}" "$(get peak_threads)"
+done | tee "$OUT/summary.txt"
