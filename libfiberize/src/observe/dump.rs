@@ -85,10 +85,10 @@ fn snapshot() -> Vec<Row> {
                 id: f.id,
                 pthread: f.pthread.load(Ordering::Relaxed),
                 life: f.life.load(Ordering::Relaxed),
-                wait_kind: f.wait_kind.load(Ordering::Relaxed),
-                wait_addr: f.wait_addr.load(Ordering::Relaxed),
+                wait_kind: f.wait.raw().0,
+                wait_addr: f.wait.raw().1,
                 held_signals: f.pending_signals.load(Ordering::Relaxed),
-                cancel_requested: f.cancel_requested.load(Ordering::Relaxed),
+                cancel_requested: f.cancel.is_requested(),
                 // SAFETY: non-null `worker` points into the leaked runtime.
                 worker: (!w.is_null()).then(|| unsafe { (*w).index }),
                 start_routine: f.start_routine,

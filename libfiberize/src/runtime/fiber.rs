@@ -42,6 +42,7 @@
 //! `park_state` ([`crate::runtime::park_state`]) closes the window between "the fiber
 //! decided to sleep" and "the fiber's stack is no longer in use".
 
+use crate::runtime::fiber_state::{Cancellation, Interruption, WaitNote};
 use core::cell::{Cell, UnsafeCell};
 use core::num::NonZeroUsize;
 use core::sync::atomic::{AtomicI32, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
@@ -142,8 +143,8 @@ pub struct Fiber {
     /// is 0; only the fiber itself reads it, while it runs on a worker).
     pub worker_tp: AtomicUsize,
     pub life: AtomicU32,
-    pub wait_kind: AtomicU32,
-    pub wait_addr: AtomicUsize,
+    /// What the fiber waits for while parked (the dump, asynchronous cancellation).
+    pub wait: WaitNote,
     /// The fiber's own signal mask (kernel sigset, 64 bits), valid when `has_sigmask`.
     /// Workers apply it while they run the fiber (see `scheduler::run_fiber`).
     pub sigmask: AtomicU64,
@@ -151,21 +152,15 @@ pub struct Fiber {
     /// Signals sent to this fiber with `pthread_kill` and not yet delivered (bit n-1
     /// for signal n). Delivered when the fiber next runs (see `crate::signal::delivery`).
     pub pending_signals: AtomicU64,
-    /// Set when a signal was delivered during a park: interruptible waits return EINTR.
-    /// Also set whenever a program handler runs on the fiber (`signal::note_handler_ran`).
-    pub interrupted: core::sync::atomic::AtomicBool,
-    /// A handler that ran on the fiber was installed without `SA_RESTART`: a
-    /// restartable wait (a blocking read without timeout) returns EINTR too.
-    pub interrupted_no_restart: core::sync::atomic::AtomicBool,
+    /// Set when a signal was delivered during a park (interruptible waits return EINTR)
+    /// or a program handler ran on the fiber (`signal::note_handler_ran`), with whether
+    /// one lacked `SA_RESTART` (a restartable wait returns EINTR too).
+    pub interruption: Interruption,
     /// How often the monitor caught this fiber blocking its worker in a call we do not
     /// intercept; at `DEMOTE_AFTER_BLOCKS` it is handed to its donor for good.
     pub foreign_blocks: AtomicU32,
-    /// `pthread_cancel` was called on this fiber (see `crate::signal::cancel`).
-    pub cancel_requested: core::sync::atomic::AtomicBool,
-    /// The fiber's cancelability state is PTHREAD_CANCEL_DISABLE.
-    pub cancel_disabled: core::sync::atomic::AtomicBool,
-    /// The fiber's cancelability type is PTHREAD_CANCEL_ASYNCHRONOUS.
-    pub cancel_async: core::sync::atomic::AtomicBool,
+    /// Cancellation: requested, disabled, asynchronous (see `crate::signal::cancel`).
+    pub cancel: Cancellation,
     /// While the donor sleeps waiting for a hand-off: its saved stack pointer, where
     /// its callee-saved registers lie (0 while it is awake). A forked child of this
     /// fiber resumes its copy of the donor there (`crate::thread::pthread`, "Fork").
@@ -199,7 +194,7 @@ impl Fiber {
     /// A cancellation request that the fiber's state lets through.
     #[inline]
     pub fn cancel_pending(&self) -> bool {
-        self.cancel_requested.load(Ordering::Acquire) && !self.cancel_disabled.load(Ordering::Acquire)
+        self.cancel.is_pending()
     }
 
     pub fn new(start_routine: usize) -> Fiber {
@@ -221,17 +216,13 @@ impl Fiber {
             worker: AtomicUsize::new(0),
             worker_tp: AtomicUsize::new(0),
             life: AtomicU32::new(Life::Starting as u32),
-            wait_kind: AtomicU32::new(WaitKind::None as u32),
-            wait_addr: AtomicUsize::new(0),
+            wait: WaitNote::new(),
             sigmask: AtomicU64::new(0),
             has_sigmask: core::sync::atomic::AtomicBool::new(false),
             pending_signals: AtomicU64::new(0),
-            interrupted: core::sync::atomic::AtomicBool::new(false),
-            interrupted_no_restart: core::sync::atomic::AtomicBool::new(false),
+            interruption: Interruption::new(),
             foreign_blocks: AtomicU32::new(0),
-            cancel_requested: core::sync::atomic::AtomicBool::new(false),
-            cancel_disabled: core::sync::atomic::AtomicBool::new(false),
-            cancel_async: core::sync::atomic::AtomicBool::new(false),
+            cancel: Cancellation::new(),
             donor_sleep_sp: AtomicUsize::new(0),
             wtls: AtomicPtr::new(core::ptr::null_mut()),
         }
@@ -305,7 +296,7 @@ impl Fiber {
         if self.pending_signals.load(Ordering::Relaxed) != 0 {
             (crate::runtime::hooks::get().deliver_signals)(self);
         }
-        if why == Switch::Yield && self.cancel_async.load(Ordering::Acquire) {
+        if why == Switch::Yield && self.cancel.is_asynchronous() {
             (crate::runtime::hooks::get().act_on_async_cancel)(self);
         }
     }

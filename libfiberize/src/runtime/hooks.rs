@@ -20,7 +20,7 @@
 //! The table is installed once, before the pool starts, and never changes; until then
 //! [`get`] returns [`NO_HOOKS`], whose entries do nothing (no fiber exists before the
 //! pool does, so none of them can be needed). The core checks the cheap conditions
-//! itself (a fiber's pending-signal word, its `cancel_async` flag) and calls through
+//! itself (a fiber's pending-signal word, its asynchronous-cancellation flag) and calls through
 //! the table only when there is something to do.
 
 use core::sync::atomic::{AtomicPtr, Ordering};

@@ -52,7 +52,7 @@ extern "C" fn on_kick(_: c_int, _info: *mut libc::siginfo_t, uc: *mut libc::c_vo
         if f.pending_signals.load(Ordering::Acquire) != 0 {
             (hooks.deliver_signals)(f);
         }
-        if f.cancel_async.load(Ordering::Acquire) {
+        if f.cancel.is_asynchronous() {
             (hooks.act_on_async_cancel)(f);
         }
         crate::runtime::preempt::on_kick(f, uc);

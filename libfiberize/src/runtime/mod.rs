@@ -10,6 +10,7 @@
 //! import.
 
 pub mod fiber;
+pub mod fiber_state;
 pub mod hooks;
 pub mod kick;
 pub mod park_state;

@@ -5,7 +5,7 @@
 //! would then act on the TCB flag at some glibc-internal cancellation point *while
 //! running on a worker*, and glibc's cancellation unwinding ends with a longjmp into
 //! the donor's `start_thread` frame — on the wrong kernel thread. So for a fiber,
-//! `pthread_cancel` only records the request (`Fiber::cancel_requested`) and wakes the
+//! `pthread_cancel` only records the request (`Fiber::cancel`, `Cancellation::request`) and wakes the
 //! fiber; the fiber acts on it at the cancellation points the library implements
 //! (`pthread_testcancel`, sleeps, condition and semaphore waits, blocking socket and
 //! pipe calls, `poll`): it moves to its donor and calls glibc's real
@@ -17,8 +17,6 @@
 //! waiting in a park: such code is not async-cancel-safe, and POSIX allows only
 //! async-cancel-safe calls there); a fiber that yields acts when it is resumed.
 
-use core::sync::atomic::Ordering;
-
 use crate::runtime::fiber::{self, Fiber, FiberRef};
 
 /// glibc's values (pthread.h), missing from the `libc` crate for Linux.
@@ -28,9 +26,9 @@ pub const PTHREAD_CANCELED: *mut libc::c_void = -1isize as *mut libc::c_void;
 
 /// `pthread_cancel` of a fiber. Returns the error number (always 0: the target is live).
 pub fn cancel_fiber(target: &FiberRef) -> libc::c_int {
-    target.cancel_requested.store(true, Ordering::Release);
+    target.cancel.request();
     crate::runtime::scheduler::unpark(target);
-    if target.cancel_async.load(Ordering::Acquire) {
+    if target.cancel.is_asynchronous() {
         crate::runtime::kick::kick(target);
     }
     0
@@ -55,7 +53,7 @@ pub unsafe fn set_type(f: &Fiber, kind: libc::c_int, old: *mut libc::c_int) -> l
     if kind != PTHREAD_CANCEL_DEFERRED && kind != PTHREAD_CANCEL_ASYNCHRONOUS {
         return libc::EINVAL;
     }
-    let was_async = f.cancel_async.swap(kind == PTHREAD_CANCEL_ASYNCHRONOUS, Ordering::AcqRel);
+    let was_async = f.cancel.set_asynchronous(kind == PTHREAD_CANCEL_ASYNCHRONOUS);
     // SAFETY: `old` is null or the program's int.
     if let Some(o) = unsafe { old.as_mut() } {
         *o = if was_async { PTHREAD_CANCEL_ASYNCHRONOUS } else { PTHREAD_CANCEL_DEFERRED };
@@ -71,10 +69,10 @@ pub unsafe fn set_type(f: &Fiber, kind: libc::c_int, old: *mut libc::c_int) -> l
 /// it asked for the asynchronous type, a request is pending, and it is in program
 /// code (not shielded runtime code, not inside a park).
 pub fn act_on_async_cancel(f: &Fiber) {
-    if !f.cancel_async.load(Ordering::Acquire) || !f.cancel_pending() {
+    if !f.cancel.is_asynchronous() || !f.cancel_pending() {
         return;
     }
-    if crate::base::shield::depth() != 0 || f.wait_kind.load(Ordering::Relaxed) != crate::runtime::fiber::WaitKind::None as u32 {
+    if crate::base::shield::depth() != 0 || f.wait.is_waiting() {
         return;
     }
     // In a handler the kernel blocked the kick signal; the fiber leaves without a
@@ -98,7 +96,7 @@ pub fn testcancel() {
 #[cold]
 pub fn act_on_cancel(f: &Fiber) -> ! {
     // Only once: the cleanup handlers may themselves reach cancellation points.
-    f.cancel_disabled.store(true, Ordering::Release);
+    f.cancel.set_disabled(true);
     // SAFETY: PTHREAD_CANCELED is the value glibc's own cancellation exits with; the
     // fiber moves to its donor inside `thread::exit`.
     unsafe { (crate::runtime::hooks::get().exit_thread)(PTHREAD_CANCELED) }
@@ -112,12 +110,12 @@ pub unsafe fn set_state(f: &Fiber, state: libc::c_int, old: *mut libc::c_int) ->
     if state != PTHREAD_CANCEL_ENABLE && state != PTHREAD_CANCEL_DISABLE {
         return libc::EINVAL;
     }
-    let was_disabled = f.cancel_disabled.swap(state == PTHREAD_CANCEL_DISABLE, Ordering::AcqRel);
+    let was_disabled = f.cancel.set_disabled(state == PTHREAD_CANCEL_DISABLE);
     // SAFETY: `old` is null or the program's int.
     if let Some(o) = unsafe { old.as_mut() } {
         *o = if was_disabled { PTHREAD_CANCEL_DISABLE } else { PTHREAD_CANCEL_ENABLE };
     }
-    if state == PTHREAD_CANCEL_ENABLE && f.cancel_async.load(Ordering::Acquire) && f.cancel_pending() {
+    if state == PTHREAD_CANCEL_ENABLE && f.cancel.is_asynchronous() && f.cancel_pending() {
         act_on_cancel(f);
     }
     0

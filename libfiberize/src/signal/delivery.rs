@@ -121,7 +121,7 @@ pub fn deliver_pending(f: &Fiber) {
     for bit in 0..64 {
         let m = 1u64 << bit;
         if deliverable & m != 0 && f.pending_signals.fetch_and(!m, Ordering::AcqRel) & m != 0 {
-            f.interrupted.store(true, Ordering::Release);
+            f.interruption.mark(true);
             tgkill_self(bit + 1);
         }
     }
@@ -132,28 +132,23 @@ pub fn deliver_pending(f: &Fiber) {
 /// thread's system call. Async-signal-safe (a TLS read and atomics).
 pub fn note_handler_ran(sa_restart: bool) {
     if let Some(f) = crate::runtime::fiber::current() {
-        if !sa_restart {
-            f.interrupted_no_restart.store(true, Ordering::Release);
-        }
-        f.interrupted.store(true, Ordering::Release);
+        f.interruption.mark(sa_restart);
     }
 }
 
 /// Forgets handlers that ran before a wait begins (they did not interrupt it).
 pub fn clear_interruption(f: &Fiber) {
-    f.interrupted.store(false, Ordering::Relaxed);
-    f.interrupted_no_restart.store(false, Ordering::Relaxed);
+    f.interruption.clear();
 }
 
 /// Whether a handler ran on `f` since [`clear_interruption`], and if so whether the
 /// interrupted call is restarted: `restartable` (the kernel restarts it under
 /// SA_RESTART, see signal(7)) and every such handler had SA_RESTART.
 pub fn interrupted_for_good(f: &Fiber, restartable: bool) -> bool {
-    if !f.interrupted.swap(false, Ordering::AcqRel) {
-        return false;
+    match f.interruption.take() {
+        None => false,
+        Some(no_restart) => !restartable || no_restart,
     }
-    let no_restart = f.interrupted_no_restart.swap(false, Ordering::AcqRel);
-    !restartable || no_restart
 }
 
 /// `pthread_kill` on a fiber. Returns the error number.

@@ -190,7 +190,7 @@ unsafe fn shared_wait_for_fiber(
         Ok(d) => d,
         Err(e) => return e,
     };
-    let cancellable = !me.cancel_disabled.load(Ordering::Acquire);
+    let cancellable = !me.cancel.is_disabled();
     let r = crate::runtime::fiber::run_on_donor(|| {
         let now = crate::base::sys::now_ns();
         let (end, last) = match user_deadline {

@@ -253,9 +253,8 @@ pub fn park(
     // type a request ends it as glibc's SIGCANCEL would (the waiter is unlinked first).
     let async_cancellable = kind == WaitKind::Mutex;
     if let Some(f) = me {
-        f.wait_kind.store(kind as u32, Ordering::Relaxed);
-        f.wait_addr.store(key, Ordering::Relaxed);
-        f.interrupted.store(false, Ordering::Relaxed);
+        f.wait.begin(kind, key);
+        f.interruption.clear();
     } else {
         bump(&STATS.thread_waits);
     }
@@ -266,9 +265,9 @@ pub fn park(
         if waiter.woken.load(Ordering::Acquire) != 0 {
             break ParkResult::Unparked(waiter.token.get());
         }
-        let interrupted = (interruptible && (thread_interrupted || me.is_some_and(|f| f.interrupted.load(Ordering::Acquire))))
+        let interrupted = (interruptible && (thread_interrupted || me.is_some_and(|f| f.interruption.is_set())))
             || (cancellation_point && me.is_some_and(|f| f.cancel_pending()))
-            || (async_cancellable && me.is_some_and(|f| f.cancel_async.load(Ordering::Acquire) && f.cancel_pending()));
+            || (async_cancellable && me.is_some_and(|f| f.cancel.is_asynchronous() && f.cancel_pending()));
         let expired = deadline.is_some_and(|d| sys::now_ns() >= d);
         if interrupted || expired {
             {
@@ -306,8 +305,7 @@ pub fn park(
         }
     };
     if let Some(f) = me {
-        f.wait_kind.store(WaitKind::None as u32, Ordering::Relaxed);
-        f.wait_addr.store(0, Ordering::Relaxed);
+        f.wait.end();
         if result == ParkResult::Interrupted && async_cancellable {
             crate::signal::cancel::act_on_async_cancel(f);
         }

@@ -1,8 +1,6 @@
 //! Sleeping and yielding fibers: `nanosleep`, `clock_nanosleep`, `usleep`, `sleep`,
 //! `sched_yield`. Plain threads get the real calls (the exports decide).
 
-use core::sync::atomic::Ordering;
-
 use libc::{c_int, clockid_t, timespec};
 
 use crate::base::sys;
@@ -13,8 +11,8 @@ use crate::runtime::scheduler;
 /// Parks `f` until CLOCK_MONOTONIC `deadline`. Err(remaining ns) if a signal was
 /// delivered to the fiber first (the kernel's EINTR).
 pub fn sleep_until(f: &Fiber, deadline: u64) -> Result<(), u64> {
-    f.wait_kind.store(WaitKind::Sleep as u32, Ordering::Relaxed);
-    f.interrupted.store(false, Ordering::Relaxed);
+    f.wait.begin(WaitKind::Sleep, 0);
+    f.interruption.clear();
     let mut r = Ok(());
     loop {
         let now = sys::now_ns();
@@ -22,16 +20,16 @@ pub fn sleep_until(f: &Fiber, deadline: u64) -> Result<(), u64> {
             break;
         }
         if f.cancel_pending() {
-            f.wait_kind.store(WaitKind::None as u32, Ordering::Relaxed);
+            f.wait.end();
             crate::signal::cancel::act_on_cancel(f);
         }
-        if f.interrupted.load(Ordering::Acquire) {
+        if f.interruption.is_set() {
             r = Err(deadline - now);
             break;
         }
         scheduler::park_current(f, Some(deadline));
     }
-    f.wait_kind.store(WaitKind::None as u32, Ordering::Relaxed);
+    f.wait.end();
     r
 }
 

@@ -342,7 +342,7 @@ fn fiber_stack_bounds() -> Option<(usize, usize)> {
 /// Same contract as `pthread_join`.
 pub unsafe fn join(t: pthread_t, retval: *mut *mut c_void) -> c_int {
     if !wait_for_fiber_end(t) {
-        if let Some(me) = fiber::current().filter(|f| !f.cancel_disabled.load(Ordering::Acquire)) {
+        if let Some(me) = fiber::current().filter(|f| !f.cancel.is_disabled()) {
             // A plain-thread target: glibc's join on the donor, in slices, so that a
             // cancellation of the joining fiber is seen within one slice.
             // SAFETY: forwarded contract.
@@ -388,7 +388,7 @@ unsafe fn join_in_slices(me: &Fiber, t: pthread_t, retval: *mut *mut c_void) -> 
 fn wait_for_fiber_end(t: pthread_t) -> bool {
     let Some(me) = fiber::current() else { return false };
     let Some(target) = crate::runtime::registry::find_by_pthread(t as usize) else { return false };
-    if me.cancel_disabled.load(Ordering::Acquire) || core::ptr::eq(me, &*target) || is_detached(t) {
+    if me.cancel.is_disabled() || core::ptr::eq(me, &*target) || is_detached(t) {
         return true;
     }
     let key = Arc::as_ptr(&target) as usize;
