@@ -87,7 +87,7 @@ fn snapshot() -> Vec<Row> {
                 life: f.life.load(Ordering::Relaxed),
                 wait_kind: f.wait.raw().0,
                 wait_addr: f.wait.raw().1,
-                held_signals: f.pending_signals.load(Ordering::Relaxed),
+                held_signals: f.signals.held(),
                 cancel_requested: f.cancel.is_requested(),
                 // SAFETY: non-null `worker` points into the leaked runtime.
                 worker: (!w.is_null()).then(|| unsafe { (*w).index }),

@@ -42,7 +42,7 @@
 //! `park_state` ([`crate::runtime::park_state`]) closes the window between "the fiber
 //! decided to sleep" and "the fiber's stack is no longer in use".
 
-use crate::runtime::fiber_state::{Cancellation, Interruption, WaitNote};
+use crate::runtime::fiber_state::{Cancellation, Interruption, SignalState, WaitNote};
 use core::cell::{Cell, UnsafeCell};
 use core::num::NonZeroUsize;
 use core::sync::atomic::{AtomicI32, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
@@ -145,13 +145,10 @@ pub struct Fiber {
     pub life: AtomicU32,
     /// What the fiber waits for while parked (the dump, asynchronous cancellation).
     pub wait: WaitNote,
-    /// The fiber's own signal mask (kernel sigset, 64 bits), valid when `has_sigmask`.
-    /// Workers apply it while they run the fiber (see `scheduler::run_fiber`).
-    pub sigmask: AtomicU64,
-    pub has_sigmask: core::sync::atomic::AtomicBool,
-    /// Signals sent to this fiber with `pthread_kill` and not yet delivered (bit n-1
-    /// for signal n). Delivered when the fiber next runs (see `crate::signal::delivery`).
-    pub pending_signals: AtomicU64,
+    /// The fiber's own signal mask (workers apply it while they run the fiber, see
+    /// `scheduler::run_fiber`) and the signals held for it (delivered when it next
+    /// runs, see `crate::signal::delivery`).
+    pub signals: SignalState,
     /// Set when a signal was delivered during a park (interruptible waits return EINTR)
     /// or a program handler ran on the fiber (`signal::note_handler_ran`), with whether
     /// one lacked `SA_RESTART` (a restartable wait returns EINTR too).
@@ -217,9 +214,7 @@ impl Fiber {
             worker_tp: AtomicUsize::new(0),
             life: AtomicU32::new(Life::Starting as u32),
             wait: WaitNote::new(),
-            sigmask: AtomicU64::new(0),
-            has_sigmask: core::sync::atomic::AtomicBool::new(false),
-            pending_signals: AtomicU64::new(0),
+            signals: SignalState::new(),
             interruption: Interruption::new(),
             foreign_blocks: AtomicU32::new(0),
             cancel: Cancellation::new(),
@@ -293,7 +288,7 @@ impl Fiber {
         // life of the coroutine, and we are running on that coroutine (caller).
         unsafe { (*y).suspend(why) };
         crate::base::shield::exit();
-        if self.pending_signals.load(Ordering::Relaxed) != 0 {
+        if self.signals.held() != 0 {
             (crate::runtime::hooks::get().deliver_signals)(self);
         }
         if why == Switch::Yield && self.cancel.is_asynchronous() {

@@ -3,7 +3,7 @@
 //! type with named transitions, so that the orderings are chosen once, here, and no
 //! layer writes a `Fiber`'s atomics directly.
 
-use core::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 use crate::runtime::fiber::WaitKind;
 
@@ -132,6 +132,58 @@ impl Cancellation {
     #[inline]
     pub fn is_asynchronous(&self) -> bool {
         self.asynchronous.load(Ordering::Acquire)
+    }
+}
+
+/// A fiber's signal mask (its own, once it set or inherited one) and the signals held
+/// for it (sent with `pthread_kill`/`raise` while blocked or not yet delivered). Masks
+/// and signal sets are kernel sigsets: bit n-1 for signal n.
+///
+/// The mask is written only by the fiber itself (or its creator before it runs) and
+/// published with Release on `has_mask`, read with Acquire by the worker that installs
+/// it. Held signals are set by any thread and taken by the fiber with AcqRel
+/// read-modify-writes, so each is delivered once.
+pub struct SignalState {
+    mask: AtomicU64,
+    has_mask: AtomicBool,
+    held: AtomicU64,
+}
+
+impl SignalState {
+    pub const fn new() -> SignalState {
+        SignalState { mask: AtomicU64::new(0), has_mask: AtomicBool::new(false), held: AtomicU64::new(0) }
+    }
+    /// The fiber's own mask, if it has one.
+    #[inline]
+    pub fn own_mask(&self) -> Option<u64> {
+        self.has_mask.load(Ordering::Acquire).then(|| self.mask.load(Ordering::Relaxed))
+    }
+    /// Gives the fiber its own mask.
+    #[inline]
+    pub fn set_mask(&self, mask: u64) {
+        self.mask.store(mask, Ordering::Relaxed);
+        self.has_mask.store(true, Ordering::Release);
+    }
+    /// The signals held for the fiber.
+    #[inline]
+    pub fn held(&self) -> u64 {
+        self.held.load(Ordering::Acquire)
+    }
+    /// Holds signal `sig` (1..=64) for the fiber.
+    #[inline]
+    pub fn hold(&self, sig: i32) {
+        self.held.fetch_or(1u64 << (sig - 1), Ordering::AcqRel);
+    }
+    /// Takes the held signal whose bit is `bit`; false if another taker got it first.
+    #[inline]
+    pub fn take(&self, bit: u64) -> bool {
+        self.held.fetch_and(!bit, Ordering::AcqRel) & bit != 0
+    }
+}
+
+impl Default for SignalState {
+    fn default() -> Self {
+        Self::new()
     }
 }
 

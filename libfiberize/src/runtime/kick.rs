@@ -49,7 +49,7 @@ extern "C" fn on_kick(_: c_int, _info: *mut libc::siginfo_t, uc: *mut libc::c_vo
     if let Some(f) = crate::runtime::fiber::current() {
         let saved_errno = sys::errno();
         let hooks = crate::runtime::hooks::get();
-        if f.pending_signals.load(Ordering::Acquire) != 0 {
+        if f.signals.held() != 0 {
             (hooks.deliver_signals)(f);
         }
         if f.cancel.is_asynchronous() {

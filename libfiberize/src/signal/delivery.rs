@@ -10,7 +10,7 @@
 //!
 //! `pthread_kill(t, sig)` on a fiber's `pthread_t` would reach its donor, which blocks
 //! every signal while the fiber lives. Instead the signal is recorded in the fiber's
-//! `pending_signals`, the fiber is unparked, and when it next runs (on return from any
+//! `Fiber::signals` (held), the fiber is unparked, and when it next runs (on return from any
 //! switch, `Fiber::suspend`) it sends the signal to the kernel thread it runs on with
 //! `tgkill`: the kernel then runs the handler right there, with the fiber's TLS and
 //! stack, as it would on the fiber's own thread. A signal the fiber's mask blocks stays
@@ -18,8 +18,6 @@
 //! interrupt (sleeps, futex waits) then return `EINTR`; a fiber that is running when
 //! the signal is sent gets it at its next switch. `raise` from a fiber is delivered at
 //! once on the current kernel thread.
-
-use core::sync::atomic::Ordering;
 
 use libc::{c_int, sigset_t};
 
@@ -44,7 +42,7 @@ fn from_kernel(mask: u64, out: &mut sigset_t) {
 /// # Safety
 /// `set` and `old` are null or valid sigsets, as for `pthread_sigmask`.
 pub unsafe fn fiber_sigmask(f: &Fiber, how: c_int, set: *const sigset_t, old: *mut sigset_t) -> c_int {
-    let cur = if f.has_sigmask.load(Ordering::Acquire) { f.sigmask.load(Ordering::Relaxed) } else { sys::sigmask_get() };
+    let cur = f.signals.own_mask().unwrap_or_else(sys::sigmask_get);
     // SAFETY: `old` is null or a valid out-parameter (caller's contract).
     if let Some(o) = unsafe { old.as_mut() } {
         from_kernel(cur, o);
@@ -60,11 +58,10 @@ pub unsafe fn fiber_sigmask(f: &Fiber, how: c_int, set: *const sigset_t, old: *m
     };
     // The kernel never blocks SIGKILL and SIGSTOP.
     let new = new & !((1u64 << (libc::SIGKILL - 1)) | (1u64 << (libc::SIGSTOP - 1)));
-    f.sigmask.store(new, Ordering::Relaxed);
-    f.has_sigmask.store(true, Ordering::Release);
+    f.signals.set_mask(new);
     sys::sigmask_set(new & !crate::runtime::kick::KICK_BIT);
     // Unblocking may release signals that were sent to this fiber meanwhile.
-    if f.pending_signals.load(Ordering::Relaxed) != 0 {
+    if f.signals.held() != 0 {
         deliver_pending(f);
     }
     0
@@ -73,7 +70,7 @@ pub unsafe fn fiber_sigmask(f: &Fiber, how: c_int, set: *const sigset_t, old: *m
 /// Adds the signals held for fiber `f` (sent to it while its mask blocked them) to a
 /// `sigpending` result.
 pub fn add_held_signals(f: &Fiber, set: &mut sigset_t) {
-    let held = f.pending_signals.load(Ordering::Acquire);
+    let held = f.signals.held();
     if held != 0 {
         let k = to_kernel(set) | held;
         from_kernel(k, set);
@@ -84,19 +81,11 @@ pub fn add_held_signals(f: &Fiber, set: &mut sigset_t) {
 /// set one) that of the worker running it. Unlike [`effective_mask`] this does not read
 /// the current kernel mask, which a deferral or a handler may have changed.
 pub fn intended_mask(f: &Fiber) -> u64 {
-    if f.has_sigmask.load(Ordering::Acquire) {
-        f.sigmask.load(Ordering::Relaxed)
-    } else {
-        crate::runtime::scheduler::worker_base_sigmask(f).unwrap_or(0)
-    }
+    f.signals.own_mask().unwrap_or_else(|| crate::runtime::scheduler::worker_base_sigmask(f).unwrap_or(0))
 }
 
 fn effective_mask(f: &Fiber) -> u64 {
-    if f.has_sigmask.load(Ordering::Acquire) {
-        f.sigmask.load(Ordering::Relaxed)
-    } else {
-        sys::sigmask_get()
-    }
+    f.signals.own_mask().unwrap_or_else(sys::sigmask_get)
 }
 
 fn tgkill_self(sig: c_int) -> c_int {
@@ -114,13 +103,13 @@ fn tgkill_self(sig: c_int) -> c_int {
 /// Delivers the fiber's pending signals that its mask lets through, on the current
 /// kernel thread. Called by the fiber itself.
 pub fn deliver_pending(f: &Fiber) {
-    let deliverable = f.pending_signals.load(Ordering::Acquire) & !effective_mask(f);
+    let deliverable = f.signals.held() & !effective_mask(f);
     if deliverable == 0 {
         return;
     }
     for bit in 0..64 {
         let m = 1u64 << bit;
-        if deliverable & m != 0 && f.pending_signals.fetch_and(!m, Ordering::AcqRel) & m != 0 {
+        if deliverable & m != 0 && f.signals.take(m) {
             f.interruption.mark(true);
             tgkill_self(bit + 1);
         }
@@ -164,7 +153,7 @@ pub fn kill_fiber(target: &crate::runtime::fiber::FiberRef, sig: c_int) -> c_int
             return raise_in_fiber(me, sig);
         }
     }
-    target.pending_signals.fetch_or(1u64 << (sig - 1), Ordering::AcqRel);
+    target.signals.hold(sig);
     crate::runtime::scheduler::unpark(target);
     crate::runtime::kick::kick(target);
     0
@@ -177,7 +166,7 @@ pub fn raise_in_fiber(f: &Fiber, sig: c_int) -> c_int {
         return libc::EINVAL;
     }
     if effective_mask(f) & (1u64 << (sig - 1)) != 0 {
-        f.pending_signals.fetch_or(1u64 << (sig - 1), Ordering::AcqRel);
+        f.signals.hold(sig);
         return 0;
     }
     tgkill_self(sig)
@@ -259,12 +248,12 @@ pub unsafe fn fiber_sigtimedwait(f: &Fiber, set: &sigset_t, info: *mut libc::sig
 /// Takes one signal of `set` that `pthread_kill` holds for fiber `f`.
 fn take_held(f: &Fiber, set: u64) -> Option<c_int> {
     loop {
-        let held = f.pending_signals.load(Ordering::Acquire) & set;
+        let held = f.signals.held() & set;
         if held == 0 {
             return None;
         }
         let bit = 1u64 << held.trailing_zeros();
-        if f.pending_signals.fetch_and(!bit, Ordering::AcqRel) & bit != 0 {
+        if f.signals.take(bit) {
             return Some(bit.trailing_zeros() as c_int + 1);
         }
     }

@@ -166,8 +166,7 @@ pub unsafe fn create(thread: *mut pthread_t, attr: *const pthread_attr_t, start:
         Some(creator) => crate::signal::delivery::intended_mask(creator),
         None => sys::sigmask_get(),
     } & !crate::runtime::kick::KICK_BIT;
-    fiber.sigmask.store(inherited, Ordering::Relaxed);
-    fiber.has_sigmask.store(true, Ordering::Release);
+    fiber.signals.set_mask(inherited);
     let boot = Box::into_raw(Box::new(DonorBoot { fiber: fiber.clone(), start, arg }));
     // SAFETY: the program's arguments are passed through; `boot` is reclaimed by the
     // donor, or here if no donor was created.

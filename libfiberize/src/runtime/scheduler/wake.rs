@@ -212,7 +212,7 @@ pub fn park_current(f: &Fiber, deadline: Option<u64>) {
         // A wake-up already arrived. It may have come from pthread_kill, whose signal
         // is delivered on the way out of a switch; there is none here, so deliver it
         // now (the caller may park again at once, e.g. in a mutex wait).
-        if f.pending_signals.load(Ordering::Acquire) != 0 {
+        if f.signals.held() != 0 {
             (crate::runtime::hooks::get().deliver_signals)(f);
         }
         return;

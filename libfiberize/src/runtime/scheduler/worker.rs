@@ -181,12 +181,7 @@ pub(super) fn run_fiber(w: &WorkerShared, f: FiberRef) {
     // Every fiber has a mask (its creator's, from `thread::create`); only one that
     // differs from the worker's costs the two system calls.
     let base = w.base_sigmask.load(Ordering::Relaxed);
-    let own_mask = |f: &Fiber| {
-        f.has_sigmask
-            .load(Ordering::Acquire)
-            .then(|| f.sigmask.load(Ordering::Relaxed) & !crate::runtime::kick::KICK_BIT)
-            .filter(|&m| m != base)
-    };
+    let own_mask = |f: &Fiber| f.signals.own_mask().map(|m| m & !crate::runtime::kick::KICK_BIT).filter(|&m| m != base);
     let result = unsafe {
         let co = f.coroutine_mut();
         // WTLS registrations (crate::runtime::wtls): the worker's values in, the
