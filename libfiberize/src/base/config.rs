@@ -398,26 +398,6 @@ fn cgroup_cpu_limit() -> Option<usize> {
 
 /// Reads a small file with raw system calls (our exports may shadow open/read).
 fn read_small_file<'a>(path_nul: &'static [u8], buf: &'a mut [u8]) -> Option<&'a str> {
-    use crate::base::sys::syscall6;
-    // SAFETY: path is NUL-terminated; buf is a valid writable region.
-    unsafe {
-        let fd = syscall6(
-            libc::SYS_openat as usize,
-            libc::AT_FDCWD as usize,
-            path_nul.as_ptr() as usize,
-            (libc::O_RDONLY | libc::O_CLOEXEC) as usize,
-            0,
-            0,
-            0,
-        );
-        if fd < 0 {
-            return None;
-        }
-        let n = syscall6(libc::SYS_read as usize, fd as usize, buf.as_mut_ptr() as usize, buf.len(), 0, 0, 0);
-        syscall6(libc::SYS_close as usize, fd as usize, 0, 0, 0, 0, 0);
-        if n <= 0 {
-            return None;
-        }
-        core::str::from_utf8(&buf[..n as usize]).ok()
-    }
+    let n = crate::base::sys::read_file_nul(path_nul, buf)?;
+    core::str::from_utf8(&buf[..n]).ok()
 }

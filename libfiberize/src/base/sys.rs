@@ -314,12 +314,22 @@ fn open_raw(path: &[u8], flags: i32) -> Option<i32> {
     let mut buf = Vec::with_capacity(path.len() + 1);
     buf.extend_from_slice(path);
     buf.push(0);
-    // SAFETY: `buf` is NUL-terminated and outlives the call.
+    open_nul(&buf, flags)
+}
+
+/// Opens the NUL-terminated `path_nul` with `flags | O_CLOEXEC` (mode 0644 if it
+/// creates the file) by a raw system call: `open` may be one of our exports. No
+/// allocation, so the monitor and the tz cache can use it.
+pub fn open_nul(path_nul: &[u8], flags: i32) -> Option<i32> {
+    if path_nul.last() != Some(&0) {
+        return None; // not a C string: the kernel would read past the slice
+    }
+    // SAFETY: `path_nul` is NUL-terminated (checked) and outlives the call.
     let fd = unsafe {
         syscall6(
             libc::SYS_openat as usize,
             libc::AT_FDCWD as usize,
-            buf.as_ptr() as usize,
+            path_nul.as_ptr() as usize,
             (flags | libc::O_CLOEXEC) as usize,
             0o644,
             0,
@@ -327,4 +337,17 @@ fn open_raw(path: &[u8], flags: i32) -> Option<i32> {
         )
     };
     (fd >= 0).then_some(fd as i32)
+}
+
+/// Reads the start of the small file `path_nul` (NUL-terminated) into `buf` with one
+/// raw `read`; the length read, or None if it cannot be opened or is empty.
+pub fn read_file_nul(path_nul: &[u8], buf: &mut [u8]) -> Option<usize> {
+    let fd = open_nul(path_nul, libc::O_RDONLY)?;
+    // SAFETY: `buf` is writable for its length; `fd` is ours and closed right after.
+    let n = unsafe {
+        let n = syscall6(libc::SYS_read as usize, fd as usize, buf.as_mut_ptr() as usize, buf.len(), 0, 0, 0);
+        syscall6(libc::SYS_close as usize, fd as usize, 0, 0, 0, 0, 0);
+        n
+    };
+    (n > 0).then_some(n as usize)
 }

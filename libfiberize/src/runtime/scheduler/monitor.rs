@@ -271,25 +271,7 @@ fn read_task_file(tid: u32, file: &[u8], buf: &mut [u8]) -> Option<usize> {
     }
     path[out..out + file.len()].copy_from_slice(file);
     // path[out + file.len()] is already the terminating NUL.
-    // SAFETY: `path` is NUL-terminated, `buf` is writable for its length; raw syscalls.
-    let n = unsafe {
-        let fd = sys::syscall6(
-            libc::SYS_openat as usize,
-            libc::AT_FDCWD as usize,
-            path.as_ptr() as usize,
-            (libc::O_RDONLY | libc::O_CLOEXEC) as usize,
-            0,
-            0,
-            0,
-        );
-        if fd < 0 {
-            return None;
-        }
-        let n = sys::syscall6(libc::SYS_read as usize, fd as usize, buf.as_mut_ptr() as usize, buf.len(), 0, 0, 0);
-        sys::syscall6(libc::SYS_close as usize, fd as usize, 0, 0, 0, 0, 0);
-        n
-    };
-    (n > 0).then_some(n as usize)
+    sys::read_file_nul(&path[..=out + file.len()], buf)
 }
 
 /// CPU time (ns) kernel thread `tid` has run, from its schedstat (None without one).

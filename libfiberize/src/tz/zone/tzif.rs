@@ -57,19 +57,7 @@ fn zone_path(buf: &mut [u8; 4096]) -> Option<usize> {
 }
 
 fn open(path_nul: &[u8]) -> Option<usize> {
-    // SAFETY: NUL-terminated path; raw system call (open may be one of our exports).
-    let fd = unsafe {
-        syscall6(
-            libc::SYS_openat as usize,
-            libc::AT_FDCWD as usize,
-            path_nul.as_ptr() as usize,
-            (libc::O_RDONLY | libc::O_CLOEXEC) as usize,
-            0,
-            0,
-            0,
-        )
-    };
-    (fd >= 0).then_some(fd as usize)
+    crate::base::sys::open_nul(path_nul, libc::O_RDONLY).map(|fd| fd as usize)
 }
 
 fn close(fd: usize) {
