@@ -22,7 +22,8 @@ free_port() {
 #   native   mariadbd as shipped (one thread per connection)
 #   pool     MariaDB's own thread pool (--thread-handling=pool-of-threads)
 #   preload  one thread per connection, under LD_PRELOAD=libfiberize.so
-# SERVER_PIN (an array, e.g. (taskset -c 0)) prefixes the command; SERVER_OPTS adds options.
+# SERVER_PIN (an array, e.g. (taskset -c 0)) prefixes the command; SERVER_OPTS adds options;
+# SERVER_ENV (an array of VAR=value) adds to a preloaded server's environment.
 # max_prepared_stmt_count is raised: sysbench oltp_read_write prepares ~18 statements per
 # connection, and 1024 connections pass the default 16382 (every run fails at connect).
 start_mariadb() { # NAME MODE
@@ -30,7 +31,7 @@ start_mariadb() { # NAME MODE
     case $mode in
     native) ;;
     pool) extra=(--thread-handling=pool-of-threads) ;;
-    preload) pre=(env LD_PRELOAD="$LIB" GLIBC_TUNABLES=glibc.pthread.rseq=0 FIBERIZE_STATS=1) ;;
+    preload) pre=(env LD_PRELOAD="$LIB" GLIBC_TUNABLES=glibc.pthread.rseq=0 FIBERIZE_STATS=1 ${SERVER_ENV[@]+"${SERVER_ENV[@]}"}) ;;
     *) echo "start_mariadb: unknown mode $mode" >&2; exit 2 ;;
     esac
     # shellcheck disable=SC2086 # SERVER_OPTS is a list of options
