@@ -224,3 +224,59 @@ impl Default for RawOnce {
         Self::new()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+    use std::time::{Duration, Instant};
+
+    #[test]
+    fn contended_lock_excludes_and_counts_every_increment() {
+        let counter = Arc::new(RawLock::new(0u64));
+        let threads: Vec<_> = (0..4)
+            .map(|_| {
+                let counter = Arc::clone(&counter);
+                std::thread::spawn(move || {
+                    for _ in 0..20_000 {
+                        *counter.lock() += 1;
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        assert_eq!(*counter.lock(), 80_000);
+    }
+
+    /// The watchdog's second condition: a waiter asleep on a held lock shows up in
+    /// `oldest_contended_wait` while it waits, and is gone once it got the lock.
+    #[test]
+    fn a_long_contended_wait_is_seen_by_the_watchdog_bookkeeping() {
+        track_contended_waits();
+        let lock = Arc::new(RawMutex::new());
+        lock.lock();
+        let before = sys::now_ns();
+        let waiter = {
+            let lock = Arc::clone(&lock);
+            std::thread::spawn(move || {
+                lock.lock();
+                lock.unlock();
+            })
+        };
+        // The waiter spins ~100 rounds, then sleeps with its start time recorded.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let seen = loop {
+            if let Some(start) = oldest_contended_wait().filter(|&s| s >= before) {
+                break start;
+            }
+            assert!(Instant::now() < deadline, "the sleeping waiter was never recorded");
+            std::thread::sleep(Duration::from_millis(1));
+        };
+        assert!(sys::now_ns() >= seen);
+        lock.unlock();
+        waiter.join().unwrap();
+        assert!(oldest_contended_wait().is_none_or(|s| s < before), "the finished wait is still recorded");
+    }
+}
