@@ -29,6 +29,9 @@
 # acknowledged rows missing after the crash. Deadlock retries of read_write (InnoDB aborts some
 # transactions natively too) are reported separately. Exit status 0 only if errors,
 # stalls and lost commits are all 0.
+# Each stall is also printed with the server's CPU use, the machine's load and the nearest
+# dump in that second (WORK/samples, one line a second), to tell a server that stood still
+# from a machine that did.
 #
 # Environment: DURATION (600), PS_THREADS (2048), RW_THREADS (256), CHURN_CLIENTS (2),
 # LEDGER_CLIENTS (4), LEDGER_OPS (ops per ledger client, 2000), DUMP_EVERY (30),
@@ -143,6 +146,23 @@ BG+=($!)
   done
   echo "$kills $kill_errors" >"$WORK/kills" ) &
 BG+=($!)
+# One line a second, to tell a stall of the server from a stall of the machine:
+# second, server CPU (% of one CPU, from /proc/PID/stat), machine busy (% of all CPUs,
+# /proc/stat), processes runnable machine-wide, 1-minute load.
+( prev_srv=0 prev_busy=0 prev_total=0
+  while [ "$(date +%s)" -lt $end ] && kill -0 $SRV_PID 2>/dev/null; do
+      read -r -a st </proc/$SRV_PID/stat 2>/dev/null || break
+      srv=$((st[13] + st[14]))
+      read -r _ u n sy idle iow irq sirq steal _ </proc/stat
+      busy=$((u + n + sy + irq + sirq + steal)); total=$((busy + idle + iow))
+      running=$(awk '/^procs_running/ { print $2 }' /proc/stat); read -r load _ </proc/loadavg
+      if [ $prev_total -gt 0 ] && [ $total -gt $prev_total ]; then
+          echo "$(($(date +%s) - start)) $((srv - prev_srv)) $((100 * (busy - prev_busy) / (total - prev_total))) $running $load"
+      fi
+      prev_srv=$srv prev_busy=$busy prev_total=$total
+      sleep 1
+  done >"$WORK/samples" ) &
+BG+=($!)
 LEDGER_PIDS=()
 for c in $(seq 1 "$LEDGER_CLIENTS"); do
     ( "${CLI[@]}" ledger <"$WORK/ledger-$c.sql" >"$WORK/ledger-$c.out" 2>&1; echo $? >"$WORK/ledger-$c.rc" ) &
@@ -152,7 +172,7 @@ dumps=0
 while [ "$(date +%s)" -lt $end ]; do
     sleep "$DUMP_EVERY"
     [ "$(date +%s)" -lt $end ] || break
-    kill -12 $SRV_PID 2>/dev/null && dumps=$((dumps + 1))
+    kill -12 $SRV_PID 2>/dev/null && dumps=$((dumps + 1)) && echo $(($(date +%s) - start)) >>"$WORK/dump-times"
     kill -0 $SRV_PID 2>/dev/null || die "server died"
 done
 # sysbench ends on its own after DURATION; give it a minute, then call it a hang.
@@ -177,6 +197,13 @@ stalls=$(awk 'NR == FNR { ps[$1] = $2; next } $1 > 2 && ($1 in ps) && ps[$1] + $
 rw_zero=$(awk '$1 > 2 && $2 == 0 { z++ } END { print z + 0 }' "$WORK/rw.tps")
 ps_zero=$(awk '$1 > 2 && $2 == 0 { z++ } END { print z + 0 }' "$WORK/ps.tps")
 errors=$hung
+# Each stall with the machine's state around it (samples: see above) and the nearest dump.
+awk 'NR == FNR { ps[$1] = $2; next } $1 > 2 && ($1 in ps) && ps[$1] + $2 == 0 { print $1 }' "$WORK/ps.tps" "$WORK/rw.tps" |
+    while read -r s; do
+        line=$(awk -v s="$s" '$1 == s { printf "server %d%% of a CPU, machine %d%% busy, %d runnable, load %s", $2, $3, $4, $5 }' "$WORK/samples")
+        dump=$(awk -v s="$s" '{ d = s - $1; if (d < 0) d = -d; if (best == "" || d < best) best = d } END { print best }' "$WORK/dump-times" 2>/dev/null)
+        echo "soak: stall at ${s}s: ${line:-no sample}; nearest dump ${dump:-?} s away"
+    done
 [ -n "$tx_ps" ] || { errors=$((errors + 1)); tx_ps=0; echo "soak: point_select run failed:"; tail -5 "$WORK/ps.log"; }
 [ -n "$tx_rw" ] || { errors=$((errors + 1)); tx_rw=0; echo "soak: read_write run failed:"; tail -5 "$WORK/rw.log"; }
 churn_ok=0
