@@ -1,7 +1,7 @@
 //! Model checks (loom) of the lock-free hand-shakes the runtime relies on.
 //!
-//! **Real code.** The protocol files `runtime/park_state.rs`, `runtime/sleep_state.rs`
-//! and `sync/lock_word.rs` are compiled into this test as they are (`#[path]` below),
+//! **Real code.** The protocol files `runtime/park_state.rs`, `runtime/sleep_state.rs`,
+//! `sync/lock_word.rs` and `sync/parking_quick.rs` are compiled into this test as they are (`#[path]` below),
 //! against a `base::loom` of this crate that re-exports loom's atomics: the models call
 //! the functions the runtime calls (`crate::base::loom` in the library re-exports
 //! `core`'s). loom explores every interleaving and every outcome the C++11 memory model
@@ -11,21 +11,23 @@
 //! supplies a miniature queue with the parking lot's order (queue, fence, validate
 //! under the bucket lock).
 //!
-//! **Miniatures.** The parking lot's quick unpark and the epoll-set removal are still
-//! modelled by hand (their real code sits on the runtime lock and on epoll system
-//! calls): each is a faithful miniature with the same atomics, orderings and fences as
-//! the real code it names.
+//! The parking lot's quick unpark sees the bucket lock through
+//! `parking_quick::BucketLock`; the model's lock is a loom mutex and condition variable.
+//!
+//! **Miniature.** The epoll-set removal is still modelled by hand (its real code sits
+//! on epoll system calls): a faithful miniature with the same atomics, orderings and
+//! fences as the real code it names.
 //!
 //! Run: `cargo test -p libfiberize --test loom_protocols --release`.
 
-use loom::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicUsize, Ordering};
+use loom::sync::atomic::{fence, AtomicBool, AtomicPtr, AtomicU32, AtomicUsize, Ordering};
 use loom::sync::{Arc, Mutex};
 use loom::thread;
 
 /// What the protocol files import as `crate::base::loom` (see `src/base/loom.rs`).
 mod base {
     pub mod loom {
-        pub use loom::sync::atomic::{fence, AtomicU32, AtomicUsize, Ordering};
+        pub use loom::sync::atomic::{fence, AtomicPtr, AtomicU32, AtomicUsize, Ordering};
         /// A spin is a yield to the other model threads (loom requires it: a busy wait
         /// would otherwise explore forever).
         #[allow(dead_code)]
@@ -46,6 +48,9 @@ mod lock_word;
 #[allow(dead_code)]
 #[path = "../src/runtime/park_state.rs"]
 mod park_state;
+#[allow(dead_code)]
+#[path = "../src/sync/parking_quick.rs"]
+mod parking_quick;
 #[allow(dead_code)]
 #[path = "../src/runtime/sleep_state.rs"]
 mod sleep_state;
@@ -175,40 +180,62 @@ fn direct_wait_and_unpark_form_a_dekker_pair() {
     });
 }
 
-/// `parking::park` (queue, fence, validate) against `parking::unpark_some_quick`
-/// (publish, fence, peek at the queue without the lock): no lost wake-up.
+/// `parking::park` (the real [`parking_quick::queue_then_validate`]: link, fence,
+/// validate) against `parking::unpark_some_quick` (publish, then the real
+/// [`parking_quick::anybody_queued_after_publishing`]: fence, peek at the list without
+/// the lock): no lost wake-up.
 #[test]
 fn parking_lot_quick_unpark_is_not_lost() {
+    use parking_quick::{anybody_queued_after_publishing, first, queue_then_validate, set_first, BucketLock};
+    /// The bucket's raw lock (Acquire/Release, as `RawMutex`); a blocking lock, since
+    /// loom cannot explore a spin lock's unbounded retries.
+    struct ModelLock {
+        held: Mutex<bool>,
+        released: loom::sync::Condvar,
+    }
+    impl BucketLock for ModelLock {
+        fn lock(&self) {
+            let mut held = self.held.lock().unwrap();
+            while *held {
+                held = self.released.wait(held).unwrap();
+            }
+            *held = true;
+        }
+        fn unlock(&self) {
+            *self.held.lock().unwrap() = false;
+            self.released.notify_one();
+        }
+    }
+    struct Bucket {
+        lock: ModelLock,
+        head: AtomicPtr<u8>,
+    }
     loom::model(|| {
-        let bucket = Arc::new(Mutex::new(()));
-        let head = Arc::new(AtomicBool::new(false)); // "a waiter is linked"
-        let seq = Arc::new(AtomicU32::new(0)); // the state waiters validate
+        let me = core::ptr::NonNull::<u8>::dangling().as_ptr(); // the waiter's address
+        let lock = ModelLock { held: Mutex::new(false), released: loom::sync::Condvar::new() };
+        let bucket = Arc::new(Bucket { lock, head: AtomicPtr::new(core::ptr::null_mut()) });
+        let seq = Arc::new(AtomicU32::new(0)); // the state waiters validate (reactor: read_seq)
         let woken = Arc::new(AtomicBool::new(false));
-        let (b2, h2, s2, wk2) = (bucket.clone(), head.clone(), seq.clone(), woken.clone());
+        let (b2, s2, wk2) = (bucket.clone(), seq.clone(), woken.clone());
         let waker = thread::spawn(move || {
-            s2.fetch_add(1, Ordering::AcqRel); // publish (reactor: bump read_seq)
-            fence(Ordering::SeqCst);
-            if !h2.load(Ordering::Relaxed) {
+            s2.fetch_add(1, Ordering::AcqRel); // publish (reactor::bump_and_wake)
+            if !anybody_queued_after_publishing(&b2.head) {
                 return; // nobody queued: skip the lock
             }
-            let _g = b2.lock().unwrap();
-            if h2.load(Ordering::Relaxed) {
-                h2.store(false, Ordering::Relaxed);
+            b2.lock.lock();
+            if !first(&b2.head).is_null() {
+                set_first(&b2.head, core::ptr::null_mut()); // take(): unlink, then wake
                 wk2.store(true, Ordering::Release);
             }
+            b2.lock.unlock();
         });
         // park(): observed seq 0 before its attempt.
-        let sleeps = {
-            let _g = bucket.lock().unwrap();
-            head.store(true, Ordering::Relaxed);
-            fence(Ordering::SeqCst);
-            if seq.load(Ordering::Acquire) == 0 {
-                true
-            } else {
-                head.store(false, Ordering::Relaxed); // invalid: unlink, don't sleep
-                false
-            }
-        };
+        let sleeps = queue_then_validate(
+            &bucket.lock,
+            || set_first(&bucket.head, me),
+            || seq.load(Ordering::Acquire) == 0,
+            || set_first(&bucket.head, core::ptr::null_mut()),
+        );
         waker.join().unwrap();
         if sleeps {
             assert!(woken.load(Ordering::Acquire), "waiter sleeps forever: the quick check skipped it");
