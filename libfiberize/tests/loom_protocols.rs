@@ -1,7 +1,7 @@
 //! Model checks (loom) of the lock-free hand-shakes the runtime relies on.
 //!
 //! **Real code.** The protocol files `runtime/park_state.rs`, `runtime/sleep_state.rs`,
-//! `sync/lock_word.rs` and `sync/parking_quick.rs` are compiled into this test as they are (`#[path]` below),
+//! `sync/lock_word.rs`, `sync/rwlock/word.rs` and `sync/parking_quick.rs` are compiled into this test as they are (`#[path]` below),
 //! against a `base::loom` of this crate that re-exports loom's atomics: the models call
 //! the functions the runtime calls (`crate::base::loom` in the library re-exports
 //! `core`'s). loom explores every interleaving and every outcome the C++11 memory model
@@ -10,6 +10,9 @@
 //! The mutex word reaches the parking lot through `lock_word::WaitQueue`; the model
 //! supplies a miniature queue with the parking lot's order (queue, fence, validate
 //! under the bucket lock).
+//!
+//! The rwlock word reaches its two queues through `rwlock::word::RwQueues`; the model
+//! queues are in `loom_protocols/rwlock_models.rs`.
 //!
 //! The parking lot's quick unpark sees the bucket lock through
 //! `parking_quick::BucketLock`; the model's lock is a loom mutex and condition variable.
@@ -51,6 +54,11 @@ mod park_state;
 #[allow(dead_code)]
 #[path = "../src/sync/parking_quick.rs"]
 mod parking_quick;
+#[path = "loom_protocols/rwlock_models.rs"]
+mod rwlock_models;
+#[allow(dead_code)]
+#[path = "../src/sync/rwlock/word.rs"]
+mod rwlock_word;
 #[allow(dead_code)]
 #[path = "../src/runtime/sleep_state.rs"]
 mod sleep_state;
@@ -407,4 +415,44 @@ fn mutex_model(pass_tokens: bool) {
         }
         assert_eq!(m.counter.load(Ordering::Relaxed), 3, "mutual exclusion broken");
     });
+}
+
+/// The real `sync::rwlock::word` (what `pthread_rwlock_*` run) over a model pair of
+/// queues: a writer, a reader and a second writer, each locking once, for every kind.
+/// loom reports a deadlock if a waiter is never woken (lost wake-up) and a causality
+/// violation if the guarded data is reached without the lock's Acquire/Release
+/// (writer exclusion); the word ends free.
+#[test]
+fn rwlock_writer_reader_writer_lose_no_wakeup() {
+    for kind in rwlock_models::all_kinds() {
+        rwlock_models::mixed(kind, &['w', 'r', 'w'], 2);
+    }
+}
+
+/// Two readers and a writer, for every kind (the last reader out hands the lock over).
+#[test]
+fn rwlock_reader_reader_writer_lose_no_wakeup() {
+    for kind in rwlock_models::all_kinds() {
+        rwlock_models::mixed(kind, &['r', 'r', 'w'], 2);
+    }
+}
+
+/// The write unlock's rule with a reader and a writer parked: kind 0 (prefer readers)
+/// starts a read phase, kinds 1 and 2 hand the lock to the writer (glibc's WRHANDOVER).
+#[test]
+fn rwlock_write_unlock_prefers_by_kind() {
+    use rwlock_word::*;
+    assert_eq!(rwlock_models::unlock_preference(KIND_PREFER_READER), vec!['r', 'w']);
+    assert_eq!(rwlock_models::unlock_preference(KIND_PREFER_WRITER), vec!['w', 'r']);
+    assert_eq!(rwlock_models::unlock_preference(KIND_PREFER_WRITER_NONRECURSIVE), vec!['w', 'r']);
+}
+
+/// A new reader behind a parked writer: kind 2 refuses it (EBUSY for tryrdlock), kinds
+/// 0 and 1 let it in (glibc's reader preference in a read phase).
+#[test]
+fn rwlock_new_reader_behind_parked_writer_by_kind() {
+    use rwlock_word::*;
+    assert_eq!(rwlock_models::new_reader_behind_parked_writer(KIND_PREFER_READER), Ok(()));
+    assert_eq!(rwlock_models::new_reader_behind_parked_writer(KIND_PREFER_WRITER), Ok(()));
+    assert_eq!(rwlock_models::new_reader_behind_parked_writer(KIND_PREFER_WRITER_NONRECURSIVE), Err(RwError::Busy));
 }

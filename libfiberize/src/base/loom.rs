@@ -5,8 +5,10 @@
 //! module: [`crate::runtime::park_state`] (park/unpark of a fiber),
 //! [`crate::runtime::sleep_state`] (an idle worker's sleep against a producer's
 //! notify), [`crate::sync::lock_word`] (the mutex word with one wake-up in flight,
-//! over the parking lot seen through a trait) and [`crate::sync::parking_quick`] (the
-//! parking lot's lock-free emptiness check against a waiter's link and validation).
+//! over the parking lot seen through a trait), [`crate::sync::rwlock::word`] (the
+//! rwlock's state word and its unlocks' wake-up decisions, likewise) and
+//! [`crate::sync::parking_quick`] (the parking lot's lock-free emptiness check against
+//! a waiter's link and validation).
 //! The epoll-set removal is still modelled by hand in the test.
 //! In the library these names are `core`'s atomics. The model checks
 //! (`libfiberize/tests/loom_protocols.rs`) compile **the same files** with a `base::loom`
