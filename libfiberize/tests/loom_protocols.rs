@@ -1,7 +1,8 @@
 //! Model checks (loom) of the lock-free hand-shakes the runtime relies on.
 //!
 //! **Real code.** The protocol files `runtime/park_state.rs`, `runtime/sleep_state.rs`,
-//! `sync/lock_word.rs`, `sync/rwlock/word.rs` and `sync/parking_quick.rs` are compiled into this test as they are (`#[path]` below),
+//! `sync/lock_word.rs`, `sync/rwlock/word.rs`, `sync/parking_quick.rs` and
+//! `io/epoll_membership.rs` are compiled into this test as they are (`#[path]` below),
 //! against a `base::loom` of this crate that re-exports loom's atomics: the models call
 //! the functions the runtime calls (`crate::base::loom` in the library re-exports
 //! `core`'s). loom explores every interleaving and every outcome the C++11 memory model
@@ -17,9 +18,8 @@
 //! The parking lot's quick unpark sees the bucket lock through
 //! `parking_quick::BucketLock`; the model's lock is a loom mutex and condition variable.
 //!
-//! **Miniature.** The epoll-set removal is still modelled by hand (its real code sits
-//! on epoll system calls): a faithful miniature with the same atomics, orderings and
-//! fences as the real code it names.
+//! The epoll-set removal (`io/epoll_membership.rs`) sees the epoll set through
+//! `EpollSet`; the model's set is a flag under a loom mutex.
 //!
 //! Run: `cargo test -p libfiberize --test loom_protocols --release`.
 
@@ -37,6 +37,11 @@ mod base {
         pub fn spin_hint() {
             loom::thread::yield_now();
         }
+        /// A thread yield is a yield to the other model threads.
+        #[allow(dead_code)]
+        pub fn yield_thread() {
+            loom::thread::yield_now();
+        }
         /// A spin of any length is one yield in the model.
         #[allow(dead_code)]
         pub fn spin_wait(_iterations: u32) {
@@ -45,6 +50,9 @@ mod base {
     }
 }
 
+#[allow(dead_code)]
+#[path = "../src/io/epoll_membership.rs"]
+mod epoll_membership;
 #[allow(dead_code)]
 #[path = "../src/sync/lock_word.rs"]
 mod lock_word;
@@ -253,59 +261,35 @@ fn parking_lot_quick_unpark_is_not_lost() {
 
 /// `reactor::leave_epoll_set` (a direct waiter takes the fd out of the epoll set)
 /// against a fiber that parks on the same fd through the reactor (`count_waiter`, then
-/// `ensure_registered`): the parked fiber never ends up relying on a registration that
-/// was removed. `in_set` stands for the kernel's epoll set (its epoll_ctl calls are
-/// serialized by the kernel, hence the Mutex).
+/// `ensure_registered`), both the real `io/epoll_membership.rs`: the parked fiber never
+/// ends up relying on a registration that was removed. The model's epoll set is a
+/// flag under a loom mutex (the kernel serializes epoll_ctl calls).
 #[test]
 fn epoll_removal_never_strands_a_parked_waiter() {
-    const REGISTERED: u32 = 4;
-    const REG_BUSY: u32 = 128;
-    fn lock_registration(flags: &AtomicU32, done: impl Fn(u32) -> bool) -> Option<u32> {
-        loop {
-            let f = flags.load(Ordering::SeqCst);
-            if f & REG_BUSY != 0 {
-                thread::yield_now();
-                continue;
-            }
-            if done(f) {
-                return None;
-            }
-            if flags.compare_exchange(f, f | REG_BUSY, Ordering::SeqCst, Ordering::Relaxed).is_ok() {
-                return Some(f);
-            }
+    use epoll_membership::{count_waiter, ensure_registered, leave_epoll_set, EpollSet, REGISTERED};
+    struct ModelSet(Mutex<bool>);
+    impl EpollSet for ModelSet {
+        fn put(&self, _already_in: bool, _for_write: bool) -> Result<(), i32> {
+            *self.0.lock().unwrap() = true; // EPOLL_CTL_ADD / MOD
+            Ok(())
+        }
+        fn remove(&self) {
+            *self.0.lock().unwrap() = false; // EPOLL_CTL_DEL
         }
     }
     loom::model(|| {
         let flags = Arc::new(AtomicU32::new(REGISTERED));
         let waiters = Arc::new(AtomicU32::new(0));
-        let in_set = Arc::new(Mutex::new(true));
-        let (f2, w2, s2) = (flags.clone(), waiters.clone(), in_set.clone());
+        let set = Arc::new(ModelSet(Mutex::new(true)));
+        let (f2, w2, s2) = (flags.clone(), waiters.clone(), set.clone());
         let parker = thread::spawn(move || {
-            w2.fetch_add(1, Ordering::SeqCst); // count_waiter(st, true)
-            fence(Ordering::SeqCst);
-            if lock_registration(&f2, |f| f & REGISTERED != 0).is_some() {
-                *s2.lock().unwrap() = true; // EPOLL_CTL_ADD
-                f2.fetch_update(Ordering::SeqCst, Ordering::Relaxed, |x| Some((x | REGISTERED) & !REG_BUSY)).unwrap();
-            }
+            count_waiter(&w2, true);
+            ensure_registered(&f2, false, &*s2).unwrap();
             // ... parks, relying on the registration.
         });
-        // leave_epoll_set
-        let mut out = true;
-        if waiters.load(Ordering::SeqCst) == 0 {
-            if lock_registration(&flags, |f| f & REGISTERED == 0).is_some() {
-                fence(Ordering::SeqCst);
-                out = waiters.load(Ordering::SeqCst) == 0;
-                if out {
-                    *in_set.lock().unwrap() = false; // EPOLL_CTL_DEL
-                }
-                let dropped = if out { REGISTERED } else { 0 };
-                flags.fetch_and(!(dropped | REG_BUSY), Ordering::SeqCst);
-            }
-        } else {
-            out = false;
-        }
+        let out = leave_epoll_set(&flags, &waiters, &*set);
         parker.join().unwrap();
-        assert!(*in_set.lock().unwrap(), "a fiber parked on an fd that is not in the epoll set (direct waiter out: {out})");
+        assert!(*set.0.lock().unwrap(), "a fiber parked on an fd that is not in the epoll set (direct waiter out: {out})");
         assert_eq!(flags.load(Ordering::SeqCst) & REGISTERED, REGISTERED);
     });
 }

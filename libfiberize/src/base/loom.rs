@@ -8,8 +8,8 @@
 //! over the parking lot seen through a trait), [`crate::sync::rwlock::word`] (the
 //! rwlock's state word and its unlocks' wake-up decisions, likewise) and
 //! [`crate::sync::parking_quick`] (the parking lot's lock-free emptiness check against
-//! a waiter's link and validation).
-//! The epoll-set removal is still modelled by hand in the test.
+//! a waiter's link and validation) and [`crate::io::epoll_membership`] (a direct
+//! waiter's removal of an fd from the epoll set against a fiber parking through it).
 //! In the library these names are `core`'s atomics. The model checks
 //! (`libfiberize/tests/loom_protocols.rs`) compile **the same files** with a `base::loom`
 //! of their own that re-exports loom's atomics, and drive their real functions from
@@ -33,4 +33,11 @@ pub fn spin_wait(iterations: u32) {
     for _ in 0..iterations {
         core::hint::spin_loop();
     }
+}
+
+/// Gives the CPU away (`sched_yield`) while another thread finishes a short critical
+/// section; the model makes it a yield to the other loom threads.
+#[inline]
+pub fn yield_thread() {
+    crate::base::sys::sched_yield_raw();
 }
