@@ -409,7 +409,7 @@ fn mutex_model(pass_tokens: bool) {
 #[test]
 fn rwlock_writer_reader_writer_lose_no_wakeup() {
     for kind in rwlock_models::all_kinds() {
-        rwlock_models::mixed(kind, &['w', 'r', 'w'], 2);
+        rwlock_models::mixed(kind, &['w', 'r', 'w'], 3);
     }
 }
 
@@ -417,7 +417,7 @@ fn rwlock_writer_reader_writer_lose_no_wakeup() {
 #[test]
 fn rwlock_reader_reader_writer_lose_no_wakeup() {
     for kind in rwlock_models::all_kinds() {
-        rwlock_models::mixed(kind, &['r', 'r', 'w'], 2);
+        rwlock_models::mixed(kind, &['r', 'r', 'w'], 3);
     }
 }
 
@@ -439,4 +439,11 @@ fn rwlock_new_reader_behind_parked_writer_by_kind() {
     assert_eq!(rwlock_models::new_reader_behind_parked_writer(KIND_PREFER_READER), Ok(()));
     assert_eq!(rwlock_models::new_reader_behind_parked_writer(KIND_PREFER_WRITER), Ok(()));
     assert_eq!(rwlock_models::new_reader_behind_parked_writer(KIND_PREFER_WRITER_NONRECURSIVE), Err(RwError::Busy));
+}
+
+/// Kind 2's writer preference holds readers back; a writer that times out must let
+/// them in again (while the first reader still holds the lock, nobody else would).
+#[test]
+fn rwlock_timed_out_writer_releases_held_back_readers() {
+    rwlock_models::timed_out_writer_releases_held_back_readers(rwlock_word::KIND_PREFER_WRITER_NONRECURSIVE);
 }

@@ -39,7 +39,12 @@ impl ModelQueue {
 pub struct ModelQueues {
     readers: ModelQueue,
     writers: ModelQueue,
+    /// The deadline of the timed waiters passed (set by a model timer thread).
+    expired: AtomicBool,
 }
+
+/// The queues as a timed call sees them (`LotQueues` with a deadline).
+struct Timed<'a>(&'a ModelQueues);
 
 impl ModelQueues {
     fn get(&self, queue: Queue) -> &ModelQueue {
@@ -50,8 +55,10 @@ impl ModelQueues {
     }
 }
 
-impl RwQueues for ModelQueues {
-    fn park(&self, queue: Queue, still_waits: impl FnOnce() -> bool, _on_timeout: impl FnOnce(bool)) -> Woken {
+impl ModelQueues {
+    /// `parking::park`: a timed waiter whose deadline passed leaves the queue under its
+    /// lock unless it was woken first, and runs `on_timeout(others_remain)` there.
+    fn park_until(&self, queue: Queue, timed: bool, still_waits: impl FnOnce() -> bool, on_timeout: impl FnOnce(bool)) -> Woken {
         let mq = self.get(queue);
         let me = std::sync::Arc::new(Waiter { woken: AtomicBool::new(false), token: AtomicUsize::new(0) });
         let mut q = mq.bucket.lock().unwrap();
@@ -62,10 +69,44 @@ impl RwQueues for ModelQueues {
             return Woken::Retry;
         }
         mq.changed.notify_all();
-        while !me.woken.load(Ordering::Acquire) {
+        loop {
+            if me.woken.load(Ordering::Acquire) {
+                return Woken::Unparked(me.token.load(Ordering::Relaxed));
+            }
+            if timed && self.expired.load(Ordering::Relaxed) {
+                q.retain(|w| !std::sync::Arc::ptr_eq(w, &me));
+                on_timeout(!q.is_empty());
+                return Woken::TimedOut;
+            }
             q = mq.changed.wait(q).unwrap();
         }
-        Woken::Unparked(me.token.load(Ordering::Relaxed))
+    }
+
+    /// The model timer: the timed waiters' deadline passes.
+    fn expire(&self) {
+        self.expired.store(true, Ordering::Relaxed);
+        for mq in [&self.readers, &self.writers] {
+            let _q = mq.bucket.lock().unwrap();
+            mq.changed.notify_all();
+        }
+    }
+}
+
+impl RwQueues for Timed<'_> {
+    fn park(&self, queue: Queue, still_waits: impl FnOnce() -> bool, on_timeout: impl FnOnce(bool)) -> Woken {
+        self.0.park_until(queue, true, still_waits, on_timeout)
+    }
+    fn unpark_one(&self, queue: Queue, decide: impl FnOnce(Dequeued) -> usize) -> bool {
+        self.0.unpark_one(queue, decide)
+    }
+    fn unpark_all(&self, queue: Queue, after: impl FnOnce(usize)) {
+        self.0.unpark_all(queue, after)
+    }
+}
+
+impl RwQueues for ModelQueues {
+    fn park(&self, queue: Queue, still_waits: impl FnOnce() -> bool, on_timeout: impl FnOnce(bool)) -> Woken {
+        self.park_until(queue, false, still_waits, on_timeout)
     }
 
     fn unpark_one(&self, queue: Queue, decide: impl FnOnce(Dequeued) -> usize) -> bool {
@@ -116,7 +157,7 @@ impl Lock {
         Arc::new(Lock {
             state: AtomicU32::new(0),
             kind,
-            queues: ModelQueues { readers: ModelQueue::new(), writers: ModelQueue::new() },
+            queues: ModelQueues { readers: ModelQueue::new(), writers: ModelQueue::new(), expired: AtomicBool::new(false) },
             data: UnsafeCell::new(0),
             log: Mutex::new(Vec::new()),
         })
@@ -244,4 +285,36 @@ pub fn new_reader_behind_parked_writer(kind: u32) -> Result<(), RwError> {
 
 pub fn all_kinds() -> [u32; 3] {
     KINDS
+}
+
+/// Kind 2: a reader holds the lock, a timed writer parks behind it, a second reader
+/// parks behind the writer (kind 2 refuses it), and the writer's deadline passes. The
+/// writer that leaves last must wake the readers it held back (`write_lock_contended`'s
+/// timeout path), or the second reader sleeps until somebody else unlocks — here
+/// nobody: loom reports the deadlock. The set-up is staged (each waiter queued before
+/// the next starts; a spinning waiter's rounds would otherwise need more preemptions
+/// than the bound allows to reach it); the timeout against the rest is explored.
+pub fn timed_out_writer_releases_held_back_readers(kind: u32) {
+    model(2, move || {
+        let lock = Lock::new(kind);
+        assert!(word::try_read_uncontended(&lock.state));
+        let (lw, lr, lt) = (lock.clone(), lock.clone(), lock.clone());
+        let writer = thread::spawn(move || {
+            let timed = Timed(&lw.queues);
+            let got = word::try_write_uncontended(&lw.state) || word::write_lock_contended(&lw.state, &timed).is_ok();
+            if got {
+                lw.data.with_mut(|d| unsafe { *d += 1 });
+                word::write_unlock(&lw.state, kind, &timed);
+            }
+        });
+        lock.queues.writers.wait_until_queued(1);
+        let reader = thread::spawn(move || lr.read());
+        lock.queues.readers.wait_until_queued(1);
+        let timer = thread::spawn(move || lt.queues.expire());
+        reader.join().unwrap(); // the second reader gets in while we still hold ours
+        word::read_unlock(&lock.state, kind, &lock.queues).unwrap();
+        writer.join().unwrap();
+        timer.join().unwrap();
+        assert_eq!(lock.state.load(Ordering::Relaxed) & !(word::RPARKED | word::WPARKED), 0, "lock left held");
+    });
 }
