@@ -19,6 +19,8 @@
 //!   drop REG_BUSY; park                      drop REG_BUSY
 //! ```
 //!
+//! The two SeqCst fences are the whole pairing (every access around them is Relaxed,
+//! or Acquire/Release for taking and dropping `REG_BUSY`, which is a lock).
 //! Either the direct waiter's second look sees the count and leaves the fd in, or the
 //! parker's look at the flags (after its count) sees `REG_BUSY` held (it waits for it)
 //! or `REGISTERED` cleared, and adds the fd again after the DEL. The epoll_ctl calls
@@ -61,14 +63,16 @@ pub trait EpollSet {
 #[inline]
 pub fn count_waiter(epoll_waiters: &AtomicU32, coming: bool) {
     if coming {
-        epoll_waiters.fetch_add(1, Ordering::SeqCst);
+        // Relaxed: the fence below orders it before our look at the flags.
+        epoll_waiters.fetch_add(1, Ordering::Relaxed);
         // SeqCst fence: pairs with the one in `leave_epoll_set` (count, then look at
         // the flags; there: REG_BUSY taken, then look at the count). Without it the
         // flags we read next may be from before the direct waiter's CAS while it reads
         // our count as 0: it removes the fd and we park relying on the registration.
         fence(Ordering::SeqCst);
     } else {
-        epoll_waiters.fetch_sub(1, Ordering::SeqCst);
+        // Relaxed: a stale count only keeps the fd in the set a little longer.
+        epoll_waiters.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -80,14 +84,16 @@ pub fn ensure_registered(flags: &AtomicU32, for_write: bool, set: &impl EpollSet
     let Some(f) = lock_registration(flags, |f| f & want == want) else { return Ok(()) };
     let r = set.put(f & REGISTERED != 0, for_write);
     let gained = if r.is_ok() { want } else { 0 };
-    flags.fetch_update(Ordering::SeqCst, Ordering::Relaxed, |x| Some((x | gained) & !REG_BUSY)).ok();
+    // Release: drops REG_BUSY (the registration lock) after our epoll_ctl.
+    flags.fetch_update(Ordering::Release, Ordering::Relaxed, |x| Some((x | gained) & !REG_BUSY)).ok();
     r
 }
 
 /// Takes the fd out of the epoll set for a direct wait, unless a fiber waits on it
 /// through the reactor. Returns whether it is out.
 pub fn leave_epoll_set(flags: &AtomicU32, epoll_waiters: &AtomicU32, set: &impl EpollSet) -> bool {
-    if epoll_waiters.load(Ordering::SeqCst) != 0 {
+    // A quick look (Relaxed): the decision is the second look, after the fence.
+    if epoll_waiters.load(Ordering::Relaxed) != 0 {
         return false;
     }
     let Some(f) = lock_registration(flags, |f| f & REGISTERED == 0) else { return true };
@@ -96,13 +102,14 @@ pub fn leave_epoll_set(flags: &AtomicU32, epoll_waiters: &AtomicU32, set: &impl 
     // be from before a parker's increment while that parker saw the flags from before
     // our REG_BUSY: we remove the fd under a fiber that parks relying on it.
     fence(Ordering::SeqCst);
-    let out = epoll_waiters.load(Ordering::SeqCst) == 0;
+    let out = epoll_waiters.load(Ordering::Relaxed) == 0;
     if out {
         set.remove();
     }
     let dropped = if out { REGISTERED | WATCH_WRITE } else { 0 };
     debug_assert!(f & REGISTERED != 0);
-    flags.fetch_and(!(dropped | REG_BUSY), Ordering::SeqCst);
+    // Release: drops REG_BUSY after our epoll_ctl.
+    flags.fetch_and(!(dropped | REG_BUSY), Ordering::Release);
     out
 }
 
@@ -112,7 +119,9 @@ pub fn leave_epoll_set(flags: &AtomicU32, epoll_waiters: &AtomicU32, set: &impl 
 fn lock_registration(flags: &AtomicU32, done: impl Fn(u32) -> bool) -> Option<u32> {
     let mut spins = 0u32;
     loop {
-        let f = flags.load(Ordering::SeqCst);
+        // Relaxed: the CAS below takes the lock (Acquire); in `count_waiter`'s pairing
+        // the fence orders this load.
+        let f = flags.load(Ordering::Relaxed);
         if f & REG_BUSY != 0 {
             spins += 1;
             if spins < BUSY_SPINS {
@@ -125,7 +134,7 @@ fn lock_registration(flags: &AtomicU32, done: impl Fn(u32) -> bool) -> Option<u3
         if done(f) {
             return None;
         }
-        if flags.compare_exchange(f, f | REG_BUSY, Ordering::SeqCst, Ordering::Relaxed).is_ok() {
+        if flags.compare_exchange(f, f | REG_BUSY, Ordering::Acquire, Ordering::Relaxed).is_ok() {
             return Some(f);
         }
     }
