@@ -33,7 +33,8 @@
 //! before it sleeps (the `pthread_mutex_t` scheme); it is cleared under that bucket
 //! lock by whoever removes the last waiter of its key. A stale PARKED bit (a waiter
 //! that set it and then found it need not sleep) only sends an unlock down its slow
-//! path, where an owner clears it.
+//! path, where an owner clears it. The code of this word and of the policy below is
+//! [`word`], a protocol file that the loom models run as it is.
 //!
 //! # Policy (what glibc's `pthread_rwlock_common.c` guarantees)
 //!
@@ -77,7 +78,7 @@
 //!
 //! | file | what it holds |
 //! |------|---------------|
-//! | `mod.rs` | the overlay, the state word's bits and helpers, `init`, `unlock` (read or write by the owner identity), `destroy` |
+//! | `mod.rs` | the overlay, the parking-lot queues of a lock (`LotQueues`, the [`word::RwQueues`] of the library), glibc's error codes, `init`, `unlock` (read or write by the owner identity), `destroy` |
 //! | [`read`] | read locks: `rdlock`, `tryrdlock`, read unlock (glibc's checks and error codes around [`word`]) |
 //! | [`write`] | write locks: `wrlock`, `trywrlock`, write unlock |
 //! | [`word`] | the state word's protocol: the bits, taking and releasing read and write locks, the wake-up and hand-over decisions of an unlock; the parking lot seen through a trait (model-checked with loom) |
