@@ -22,7 +22,7 @@ MAX_LINES = 600
 # The model-checked protocol files: libfiberize/tests/loom_protocols.rs compiles them
 # as they are against loom's atomics, so they may use nothing of the crate but
 # `crate::base::loom` (src/base/loom.rs).
-PROTOCOL_FILES = {"runtime::park_state", "runtime::sleep_state", "sync::lock_word"}
+PROTOCOL_FILES = {"runtime::park_state", "runtime::sleep_state", "sync::lock_word", "sync::parking_quick", "sync::rwlock::word", "io::epoll_membership"}
 LONG_FILES = {
     # file: why it stays whole
 }

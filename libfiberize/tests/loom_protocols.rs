@@ -1,7 +1,8 @@
 //! Model checks (loom) of the lock-free hand-shakes the runtime relies on.
 //!
-//! **Real code.** The protocol files `runtime/park_state.rs`, `runtime/sleep_state.rs`
-//! and `sync/lock_word.rs` are compiled into this test as they are (`#[path]` below),
+//! **Real code.** The protocol files `runtime/park_state.rs`, `runtime/sleep_state.rs`,
+//! `sync/lock_word.rs`, `sync/rwlock/word.rs`, `sync/parking_quick.rs` and
+//! `io/epoll_membership.rs` are compiled into this test as they are (`#[path]` below),
 //! against a `base::loom` of this crate that re-exports loom's atomics: the models call
 //! the functions the runtime calls (`crate::base::loom` in the library re-exports
 //! `core`'s). loom explores every interleaving and every outcome the C++11 memory model
@@ -11,25 +12,34 @@
 //! supplies a miniature queue with the parking lot's order (queue, fence, validate
 //! under the bucket lock).
 //!
-//! **Miniatures.** The parking lot's quick unpark and the epoll-set removal are still
-//! modelled by hand (their real code sits on the runtime lock and on epoll system
-//! calls): each is a faithful miniature with the same atomics, orderings and fences as
-//! the real code it names.
+//! The rwlock word reaches its two queues through `rwlock::word::RwQueues`; the model
+//! queues are in `loom_protocols/rwlock_models.rs`.
+//!
+//! The parking lot's quick unpark sees the bucket lock through
+//! `parking_quick::BucketLock`; the model's lock is a loom mutex and condition variable.
+//!
+//! The epoll-set removal (`io/epoll_membership.rs`) sees the epoll set through
+//! `EpollSet`; the model's set is a flag under a loom mutex.
 //!
 //! Run: `cargo test -p libfiberize --test loom_protocols --release`.
 
-use loom::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicUsize, Ordering};
+use loom::sync::atomic::{fence, AtomicBool, AtomicPtr, AtomicU32, AtomicUsize, Ordering};
 use loom::sync::{Arc, Mutex};
 use loom::thread;
 
 /// What the protocol files import as `crate::base::loom` (see `src/base/loom.rs`).
 mod base {
     pub mod loom {
-        pub use loom::sync::atomic::{fence, AtomicU32, AtomicUsize, Ordering};
+        pub use loom::sync::atomic::{fence, AtomicPtr, AtomicU32, AtomicUsize, Ordering};
         /// A spin is a yield to the other model threads (loom requires it: a busy wait
         /// would otherwise explore forever).
         #[allow(dead_code)]
         pub fn spin_hint() {
+            loom::thread::yield_now();
+        }
+        /// A thread yield is a yield to the other model threads.
+        #[allow(dead_code)]
+        pub fn yield_thread() {
             loom::thread::yield_now();
         }
         /// A spin of any length is one yield in the model.
@@ -41,11 +51,22 @@ mod base {
 }
 
 #[allow(dead_code)]
+#[path = "../src/io/epoll_membership.rs"]
+mod epoll_membership;
+#[allow(dead_code)]
 #[path = "../src/sync/lock_word.rs"]
 mod lock_word;
 #[allow(dead_code)]
 #[path = "../src/runtime/park_state.rs"]
 mod park_state;
+#[allow(dead_code)]
+#[path = "../src/sync/parking_quick.rs"]
+mod parking_quick;
+#[path = "loom_protocols/rwlock_models.rs"]
+mod rwlock_models;
+#[allow(dead_code)]
+#[path = "../src/sync/rwlock/word.rs"]
+mod rwlock_word;
 #[allow(dead_code)]
 #[path = "../src/runtime/sleep_state.rs"]
 mod sleep_state;
@@ -175,40 +196,62 @@ fn direct_wait_and_unpark_form_a_dekker_pair() {
     });
 }
 
-/// `parking::park` (queue, fence, validate) against `parking::unpark_some_quick`
-/// (publish, fence, peek at the queue without the lock): no lost wake-up.
+/// `parking::park` (the real [`parking_quick::queue_then_validate`]: link, fence,
+/// validate) against `parking::unpark_some_quick` (publish, then the real
+/// [`parking_quick::anybody_queued_after_publishing`]: fence, peek at the list without
+/// the lock): no lost wake-up.
 #[test]
 fn parking_lot_quick_unpark_is_not_lost() {
+    use parking_quick::{anybody_queued_after_publishing, first, queue_then_validate, set_first, BucketLock};
+    /// The bucket's raw lock (Acquire/Release, as `RawMutex`); a blocking lock, since
+    /// loom cannot explore a spin lock's unbounded retries.
+    struct ModelLock {
+        held: Mutex<bool>,
+        released: loom::sync::Condvar,
+    }
+    impl BucketLock for ModelLock {
+        fn lock(&self) {
+            let mut held = self.held.lock().unwrap();
+            while *held {
+                held = self.released.wait(held).unwrap();
+            }
+            *held = true;
+        }
+        fn unlock(&self) {
+            *self.held.lock().unwrap() = false;
+            self.released.notify_one();
+        }
+    }
+    struct Bucket {
+        lock: ModelLock,
+        head: AtomicPtr<u8>,
+    }
     loom::model(|| {
-        let bucket = Arc::new(Mutex::new(()));
-        let head = Arc::new(AtomicBool::new(false)); // "a waiter is linked"
-        let seq = Arc::new(AtomicU32::new(0)); // the state waiters validate
+        let me = core::ptr::NonNull::<u8>::dangling().as_ptr(); // the waiter's address
+        let lock = ModelLock { held: Mutex::new(false), released: loom::sync::Condvar::new() };
+        let bucket = Arc::new(Bucket { lock, head: AtomicPtr::new(core::ptr::null_mut()) });
+        let seq = Arc::new(AtomicU32::new(0)); // the state waiters validate (reactor: read_seq)
         let woken = Arc::new(AtomicBool::new(false));
-        let (b2, h2, s2, wk2) = (bucket.clone(), head.clone(), seq.clone(), woken.clone());
+        let (b2, s2, wk2) = (bucket.clone(), seq.clone(), woken.clone());
         let waker = thread::spawn(move || {
-            s2.fetch_add(1, Ordering::AcqRel); // publish (reactor: bump read_seq)
-            fence(Ordering::SeqCst);
-            if !h2.load(Ordering::Relaxed) {
+            s2.fetch_add(1, Ordering::AcqRel); // publish (reactor::bump_and_wake)
+            if !anybody_queued_after_publishing(&b2.head) {
                 return; // nobody queued: skip the lock
             }
-            let _g = b2.lock().unwrap();
-            if h2.load(Ordering::Relaxed) {
-                h2.store(false, Ordering::Relaxed);
+            b2.lock.lock();
+            if !first(&b2.head).is_null() {
+                set_first(&b2.head, core::ptr::null_mut()); // take(): unlink, then wake
                 wk2.store(true, Ordering::Release);
             }
+            b2.lock.unlock();
         });
         // park(): observed seq 0 before its attempt.
-        let sleeps = {
-            let _g = bucket.lock().unwrap();
-            head.store(true, Ordering::Relaxed);
-            fence(Ordering::SeqCst);
-            if seq.load(Ordering::Acquire) == 0 {
-                true
-            } else {
-                head.store(false, Ordering::Relaxed); // invalid: unlink, don't sleep
-                false
-            }
-        };
+        let sleeps = queue_then_validate(
+            &bucket.lock,
+            || set_first(&bucket.head, me),
+            || seq.load(Ordering::Acquire) == 0,
+            || set_first(&bucket.head, core::ptr::null_mut()),
+        );
         waker.join().unwrap();
         if sleeps {
             assert!(woken.load(Ordering::Acquire), "waiter sleeps forever: the quick check skipped it");
@@ -218,59 +261,35 @@ fn parking_lot_quick_unpark_is_not_lost() {
 
 /// `reactor::leave_epoll_set` (a direct waiter takes the fd out of the epoll set)
 /// against a fiber that parks on the same fd through the reactor (`count_waiter`, then
-/// `ensure_registered`): the parked fiber never ends up relying on a registration that
-/// was removed. `in_set` stands for the kernel's epoll set (its epoll_ctl calls are
-/// serialized by the kernel, hence the Mutex).
+/// `ensure_registered`), both the real `io/epoll_membership.rs`: the parked fiber never
+/// ends up relying on a registration that was removed. The model's epoll set is a
+/// flag under a loom mutex (the kernel serializes epoll_ctl calls).
 #[test]
 fn epoll_removal_never_strands_a_parked_waiter() {
-    const REGISTERED: u32 = 4;
-    const REG_BUSY: u32 = 128;
-    fn lock_registration(flags: &AtomicU32, done: impl Fn(u32) -> bool) -> Option<u32> {
-        loop {
-            let f = flags.load(Ordering::SeqCst);
-            if f & REG_BUSY != 0 {
-                thread::yield_now();
-                continue;
-            }
-            if done(f) {
-                return None;
-            }
-            if flags.compare_exchange(f, f | REG_BUSY, Ordering::SeqCst, Ordering::Relaxed).is_ok() {
-                return Some(f);
-            }
+    use epoll_membership::{count_waiter, ensure_registered, leave_epoll_set, EpollSet, REGISTERED};
+    struct ModelSet(Mutex<bool>);
+    impl EpollSet for ModelSet {
+        fn put(&self, _already_in: bool, _for_write: bool) -> Result<(), i32> {
+            *self.0.lock().unwrap() = true; // EPOLL_CTL_ADD / MOD
+            Ok(())
+        }
+        fn remove(&self) {
+            *self.0.lock().unwrap() = false; // EPOLL_CTL_DEL
         }
     }
     loom::model(|| {
         let flags = Arc::new(AtomicU32::new(REGISTERED));
         let waiters = Arc::new(AtomicU32::new(0));
-        let in_set = Arc::new(Mutex::new(true));
-        let (f2, w2, s2) = (flags.clone(), waiters.clone(), in_set.clone());
+        let set = Arc::new(ModelSet(Mutex::new(true)));
+        let (f2, w2, s2) = (flags.clone(), waiters.clone(), set.clone());
         let parker = thread::spawn(move || {
-            w2.fetch_add(1, Ordering::SeqCst); // count_waiter(st, true)
-            fence(Ordering::SeqCst);
-            if lock_registration(&f2, |f| f & REGISTERED != 0).is_some() {
-                *s2.lock().unwrap() = true; // EPOLL_CTL_ADD
-                f2.fetch_update(Ordering::SeqCst, Ordering::Relaxed, |x| Some((x | REGISTERED) & !REG_BUSY)).unwrap();
-            }
+            count_waiter(&w2, true);
+            ensure_registered(&f2, false, &*s2).unwrap();
             // ... parks, relying on the registration.
         });
-        // leave_epoll_set
-        let mut out = true;
-        if waiters.load(Ordering::SeqCst) == 0 {
-            if lock_registration(&flags, |f| f & REGISTERED == 0).is_some() {
-                fence(Ordering::SeqCst);
-                out = waiters.load(Ordering::SeqCst) == 0;
-                if out {
-                    *in_set.lock().unwrap() = false; // EPOLL_CTL_DEL
-                }
-                let dropped = if out { REGISTERED } else { 0 };
-                flags.fetch_and(!(dropped | REG_BUSY), Ordering::SeqCst);
-            }
-        } else {
-            out = false;
-        }
+        let out = leave_epoll_set(&flags, &waiters, &*set);
         parker.join().unwrap();
-        assert!(*in_set.lock().unwrap(), "a fiber parked on an fd that is not in the epoll set (direct waiter out: {out})");
+        assert!(*set.0.lock().unwrap(), "a fiber parked on an fd that is not in the epoll set (direct waiter out: {out})");
         assert_eq!(flags.load(Ordering::SeqCst) & REGISTERED, REGISTERED);
     });
 }
@@ -380,4 +399,51 @@ fn mutex_model(pass_tokens: bool) {
         }
         assert_eq!(m.counter.load(Ordering::Relaxed), 3, "mutual exclusion broken");
     });
+}
+
+/// The real `sync::rwlock::word` (what `pthread_rwlock_*` run) over a model pair of
+/// queues: a writer, a reader and a second writer, each locking once, for every kind.
+/// loom reports a deadlock if a waiter is never woken (lost wake-up) and a causality
+/// violation if the guarded data is reached without the lock's Acquire/Release
+/// (writer exclusion); the word ends free.
+#[test]
+fn rwlock_writer_reader_writer_lose_no_wakeup() {
+    for kind in rwlock_models::all_kinds() {
+        rwlock_models::mixed(kind, &['w', 'r', 'w'], 3);
+    }
+}
+
+/// Two readers and a writer, for every kind (the last reader out hands the lock over).
+#[test]
+fn rwlock_reader_reader_writer_lose_no_wakeup() {
+    for kind in rwlock_models::all_kinds() {
+        rwlock_models::mixed(kind, &['r', 'r', 'w'], 3);
+    }
+}
+
+/// The write unlock's rule with a reader and a writer parked: kind 0 (prefer readers)
+/// starts a read phase, kinds 1 and 2 hand the lock to the writer (glibc's WRHANDOVER).
+#[test]
+fn rwlock_write_unlock_prefers_by_kind() {
+    use rwlock_word::*;
+    assert_eq!(rwlock_models::unlock_preference(KIND_PREFER_READER), vec!['r', 'w']);
+    assert_eq!(rwlock_models::unlock_preference(KIND_PREFER_WRITER), vec!['w', 'r']);
+    assert_eq!(rwlock_models::unlock_preference(KIND_PREFER_WRITER_NONRECURSIVE), vec!['w', 'r']);
+}
+
+/// A new reader behind a parked writer: kind 2 refuses it (EBUSY for tryrdlock), kinds
+/// 0 and 1 let it in (glibc's reader preference in a read phase).
+#[test]
+fn rwlock_new_reader_behind_parked_writer_by_kind() {
+    use rwlock_word::*;
+    assert_eq!(rwlock_models::new_reader_behind_parked_writer(KIND_PREFER_READER), Ok(()));
+    assert_eq!(rwlock_models::new_reader_behind_parked_writer(KIND_PREFER_WRITER), Ok(()));
+    assert_eq!(rwlock_models::new_reader_behind_parked_writer(KIND_PREFER_WRITER_NONRECURSIVE), Err(RwError::Busy));
+}
+
+/// Kind 2's writer preference holds readers back; a writer that times out must let
+/// them in again (while the first reader still holds the lock, nobody else would).
+#[test]
+fn rwlock_timed_out_writer_releases_held_back_readers() {
+    rwlock_models::timed_out_writer_releases_held_back_readers(rwlock_word::KIND_PREFER_WRITER_NONRECURSIVE);
 }

@@ -4,9 +4,12 @@
 //! files that take their atomics from here and nothing else from the crate but this
 //! module: [`crate::runtime::park_state`] (park/unpark of a fiber),
 //! [`crate::runtime::sleep_state`] (an idle worker's sleep against a producer's
-//! notify) and [`crate::sync::lock_word`] (the mutex word with one wake-up in flight,
-//! over the parking lot seen through a trait). The parking lot's own quick unpark and
-//! the epoll-set removal are still modelled by hand in the test.
+//! notify), [`crate::sync::lock_word`] (the mutex word with one wake-up in flight,
+//! over the parking lot seen through a trait), [`crate::sync::rwlock::word`] (the
+//! rwlock's state word and its unlocks' wake-up decisions, likewise) and
+//! [`crate::sync::parking_quick`] (the parking lot's lock-free emptiness check against
+//! a waiter's link and validation) and [`crate::io::epoll_membership`] (a direct
+//! waiter's removal of an fd from the epoll set against a fiber parking through it).
 //! In the library these names are `core`'s atomics. The model checks
 //! (`libfiberize/tests/loom_protocols.rs`) compile **the same files** with a `base::loom`
 //! of their own that re-exports loom's atomics, and drive their real functions from
@@ -15,7 +18,7 @@
 //! A protocol file may import only this module (and `core`), so that it compiles in both
 //! crates; `scripts/layers.py` and the loom test's build enforce that.
 
-pub use core::sync::atomic::{fence, AtomicU32, AtomicUsize, Ordering};
+pub use core::sync::atomic::{fence, AtomicPtr, AtomicU32, AtomicUsize, Ordering};
 
 /// A busy-wait hint (`pause`); the model makes it a yield to the other loom threads.
 #[inline]
@@ -30,4 +33,11 @@ pub fn spin_wait(iterations: u32) {
     for _ in 0..iterations {
         core::hint::spin_loop();
     }
+}
+
+/// Gives the CPU away (`sched_yield`) while another thread finishes a short critical
+/// section; the model makes it a yield to the other loom threads.
+#[inline]
+pub fn yield_thread() {
+    crate::base::sys::sched_yield_raw();
 }

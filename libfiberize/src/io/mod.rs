@@ -11,6 +11,7 @@
 //!   for a plain thread, block in the real `poll`. Calls that cannot be made
 //!   readiness-driven run on the fiber's donor thread (multi-fd `poll`, `select`,
 //!   `fsync`).
+pub mod epoll_membership;
 pub mod fdtable;
 pub mod offload;
 pub mod ops;

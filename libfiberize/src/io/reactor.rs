@@ -8,10 +8,11 @@
 //! The epoll set itself, the sleeping and polling of idle workers, are the core's
 //! (`crate::runtime::poller`); this module registers descriptors in that set and turns
 //! the events a poller harvests into wake-ups ([`dispatch`], through the core's hooks).
-use core::sync::atomic::{fence, AtomicU32, Ordering};
+use core::sync::atomic::{AtomicU32, Ordering};
 
-use crate::base::sys::{self, syscall6};
-use crate::io::fdtable::{self, FdState, REGISTERED, REG_BUSY, WATCH_WRITE};
+use crate::base::sys::syscall6;
+use crate::io::epoll_membership::{self, EpollSet};
+use crate::io::fdtable::{self, FdState};
 use crate::sync::parking;
 
 /// Fibers parked on descriptor readiness through the epoll set (sum of the fds'
@@ -32,83 +33,52 @@ static IO_WAITERS: AtomicU32 = AtomicU32::new(0);
 /// Adding EPOLLOUT later with EPOLL_CTL_MOD makes the kernel re-check readiness at
 /// once, so an edge between the writer's EAGAIN and the MOD is not lost.
 pub fn ensure_registered(fd: i32, st: &FdState, for_write: bool) -> Result<(), i32> {
-    let want = REGISTERED | if for_write { WATCH_WRITE } else { 0 };
-    let Some(f) = lock_registration(st, |f| f & want == want) else { return Ok(()) };
-    let ep = crate::runtime::poller::epfd();
-    let r = if ep < 0 {
-        Err(libc::ENOSYS)
-    } else if f & REGISTERED != 0 {
-        ctl(ep, libc::EPOLL_CTL_MOD, fd, st, true)
-    } else {
-        match ctl(ep, libc::EPOLL_CTL_ADD, fd, st, for_write) {
-            // Same fd number and open file description still registered from before a
-            // close/dup dance: refresh the cookie.
-            Err(libc::EEXIST) => ctl(ep, libc::EPOLL_CTL_MOD, fd, st, for_write),
-            r => r,
-        }
-    };
-    let gained = if r.is_ok() { want } else { 0 };
-    st.flags.fetch_update(Ordering::SeqCst, Ordering::Relaxed, |x| Some((x | gained) & !REG_BUSY)).ok();
-    r
+    epoll_membership::ensure_registered(&st.flags, for_write, &InTheSet { fd, st })
 }
 
 /// Takes `fd` out of the epoll set for a direct wait (`scheduler::direct_wait`), unless
-/// a fiber waits on it through the reactor. Returns whether it is out.
-///
-/// Pairs with the waiters' "count myself in `epoll_waiters`, then look at the flags"
-/// (both SeqCst): either we see their count and leave the fd in, or they see
-/// `REG_BUSY` (or the cleared `REGISTERED`) and add it again after our DEL.
+/// a fiber waits on it through the reactor. Returns whether it is out. The hand-shake
+/// with the waiters' [`count_waiter`] is `epoll_membership`'s (model-checked).
 pub fn leave_epoll_set(fd: i32, st: &FdState) -> bool {
-    if st.epoll_waiters.load(Ordering::SeqCst) != 0 {
-        return false;
+    epoll_membership::leave_epoll_set(&st.flags, &st.epoll_waiters, &InTheSet { fd, st })
+}
+
+/// One fd in the runtime's epoll set, for [`epoll_membership`].
+struct InTheSet<'a> {
+    fd: i32,
+    st: &'a FdState,
+}
+
+impl EpollSet for InTheSet<'_> {
+    fn put(&self, already_in: bool, for_write: bool) -> Result<(), i32> {
+        let ep = crate::runtime::poller::epfd();
+        if ep < 0 {
+            Err(libc::ENOSYS)
+        } else if already_in {
+            ctl(ep, libc::EPOLL_CTL_MOD, self.fd, self.st, true)
+        } else {
+            match ctl(ep, libc::EPOLL_CTL_ADD, self.fd, self.st, for_write) {
+                // Same fd number and open file description still registered from
+                // before a close/dup dance: refresh the cookie.
+                Err(libc::EEXIST) => ctl(ep, libc::EPOLL_CTL_MOD, self.fd, self.st, for_write),
+                r => r,
+            }
+        }
     }
-    let Some(f) = lock_registration(st, |f| f & REGISTERED == 0) else { return true };
-    fence(Ordering::SeqCst); // REG_BUSY taken, then the count: the other side
-    let out = if st.epoll_waiters.load(Ordering::SeqCst) != 0 {
-        false
-    } else {
+
+    fn remove(&self) {
         // SAFETY: plain epoll_ctl; a failure (fd already gone) leaves nothing registered.
         unsafe {
             syscall6(
                 libc::SYS_epoll_ctl as usize,
                 crate::runtime::poller::epfd() as usize,
                 libc::EPOLL_CTL_DEL as usize,
-                fd as usize,
+                self.fd as usize,
                 0,
                 0,
                 0,
             )
         };
-        true
-    };
-    let dropped = if out { REGISTERED | WATCH_WRITE } else { 0 };
-    debug_assert!(f & REGISTERED != 0);
-    st.flags.fetch_and(!(dropped | REG_BUSY), Ordering::SeqCst);
-    out
-}
-
-/// Takes `REG_BUSY` and returns the flags it was taken from, or `None` without taking
-/// it when `done(flags)` says there is nothing to change. Waits while another thread
-/// holds it (for one epoll_ctl).
-fn lock_registration(st: &FdState, done: impl Fn(u32) -> bool) -> Option<u32> {
-    let mut spins = 0u32;
-    loop {
-        let f = st.flags.load(Ordering::SeqCst);
-        if f & REG_BUSY != 0 {
-            spins += 1;
-            if spins < 64 {
-                sys::cpu_relax()
-            } else {
-                sys::sched_yield_raw()
-            }
-            continue;
-        }
-        if done(f) {
-            return None;
-        }
-        if st.flags.compare_exchange(f, f | REG_BUSY, Ordering::SeqCst, Ordering::Relaxed).is_ok() {
-            return Some(f);
-        }
     }
 }
 
@@ -169,14 +139,10 @@ fn bump_and_wake(st: &FdState, read: bool, write: bool) {
 /// Counts a fiber in (`true`) or out of the waiters on `st` through the epoll set.
 /// In before its registration check and park: see [`leave_epoll_set`].
 pub fn count_waiter(st: &FdState, coming: bool) {
+    epoll_membership::count_waiter(&st.epoll_waiters, coming);
     if coming {
-        st.epoll_waiters.fetch_add(1, Ordering::SeqCst);
         IO_WAITERS.fetch_add(1, Ordering::Relaxed);
-        // Count, then look at the flags (in ensure_registered): one side of the Dekker
-        // pair with leave_epoll_set (model: loom_protocols.rs).
-        fence(Ordering::SeqCst);
     } else {
-        st.epoll_waiters.fetch_sub(1, Ordering::SeqCst);
         IO_WAITERS.fetch_sub(1, Ordering::Relaxed);
     }
 }

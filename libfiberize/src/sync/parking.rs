@@ -29,17 +29,19 @@
 //! empty. It is a Dekker pair with `park`: the waker publishes its state change, runs
 //! a SeqCst fence and reads `head`; the waiter links itself into `head`, runs a SeqCst
 //! fence and then validates the state. Either the waker sees the waiter, or the
-//! waiter's validation sees the new state and it does not sleep.
+//! waiter's validation sees the new state and it does not sleep. Both halves live in
+//! [`crate::sync::parking_quick`], a protocol file that the loom models run as it is.
 
 use core::cell::Cell;
 use core::ptr;
-use core::sync::atomic::{fence, AtomicPtr, AtomicU32, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicPtr, AtomicU32, AtomicUsize, Ordering};
 
 use crate::base::rawlock::RawMutex;
 use crate::base::stats::{bump, STATS};
 use crate::base::sys;
 use crate::runtime::fiber::{self, Fiber, FiberRef, WaitKind};
 use crate::runtime::scheduler;
+use crate::sync::parking_quick::{self, BucketLock};
 
 /// log2 of the bucket count. Origin: 4096 buckets, measured with 2000 parked I/O
 /// fibers, whose keys walked long chains with fewer (commit e280fd8, docs/DESIGN.md §3).
@@ -63,6 +65,15 @@ struct Bucket {
 
 // SAFETY: `head`/`tail` and the waiters they link are only touched under `lock`.
 unsafe impl Sync for Bucket {}
+
+impl BucketLock for RawMutex {
+    fn lock(&self) {
+        RawMutex::lock(self)
+    }
+    fn unlock(&self) {
+        RawMutex::unlock(self)
+    }
+}
 
 #[allow(clippy::declare_interior_mutable_const)]
 const EMPTY_BUCKET: Bucket =
@@ -143,7 +154,7 @@ impl Bucket {
         w.prev.set(self.tail.get());
         w.next.set(ptr::null());
         if self.tail.get().is_null() {
-            self.head.store(w as *const Waiter as *mut Waiter, Ordering::Relaxed);
+            parking_quick::set_first(&self.head, w as *const Waiter as *mut Waiter);
         } else {
             // SAFETY: list members are live waiters (they do not leave without unlinking).
             unsafe { (*self.tail.get()).next.set(w) };
@@ -156,7 +167,7 @@ impl Bucket {
         unsafe {
             let (p, n) = ((*w).prev.get(), (*w).next.get());
             if p.is_null() {
-                self.head.store(n as *mut Waiter, Ordering::Relaxed)
+                parking_quick::set_first(&self.head, n as *mut Waiter)
             } else {
                 (*p).next.set(n)
             }
@@ -227,17 +238,11 @@ pub fn park(
     let me = fiber::current_or_demote();
     let waiter = Waiter::new(key, bitset, me.map_or(ptr::null(), |f| f as *const Fiber));
     let b = bucket(key);
-    b.lock.lock();
     // Queue first, then validate (with a SeqCst fence between): the mirror image of
     // a waker that changes the state, fences, then peeks at the queue without the lock.
-    b.push_back(&waiter);
-    fence(Ordering::SeqCst);
-    if !validate() {
-        b.unlink(&waiter);
-        b.lock.unlock();
+    if !parking_quick::queue_then_validate(&b.lock, || b.push_back(&waiter), validate, || b.unlink(&waiter)) {
         return ParkResult::Invalid;
     }
-    b.lock.unlock();
     before_sleep();
 
     // Futex and semaphore waits return EINTR when a signal is delivered to the fiber,
@@ -519,8 +524,7 @@ pub fn unpark_requeue(
 /// the key's bucket. The caller must have published the state change that waiters
 /// validate against before calling (see the module docs).
 pub fn unpark_some_quick(key: usize, bitset: u32, max: usize) -> usize {
-    fence(Ordering::SeqCst);
-    if bucket(key).head.load(Ordering::Relaxed).is_null() {
+    if !parking_quick::anybody_queued_after_publishing(&bucket(key).head) {
         return 0;
     }
     unpark_some(key, bitset, max, |_| {})

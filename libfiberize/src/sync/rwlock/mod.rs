@@ -33,7 +33,8 @@
 //! before it sleeps (the `pthread_mutex_t` scheme); it is cleared under that bucket
 //! lock by whoever removes the last waiter of its key. A stale PARKED bit (a waiter
 //! that set it and then found it need not sleep) only sends an unlock down its slow
-//! path, where an owner clears it.
+//! path, where an owner clears it. The code of this word and of the policy below is
+//! [`word`], a protocol file that the loom models run as it is.
 //!
 //! # Policy (what glibc's `pthread_rwlock_common.c` guarantees)
 //!
@@ -77,12 +78,14 @@
 //!
 //! | file | what it holds |
 //! |------|---------------|
-//! | `mod.rs` | the overlay, the state word's bits and helpers, `init`, `unlock` (read or write by the owner identity), `destroy` |
-//! | [`read`] | read locks: `rdlock`, `tryrdlock`, read unlock and the last reader's hand-over to a parked writer |
-//! | [`write`] | write locks: `wrlock`, `trywrlock`, write unlock and its hand-over to a parked writer or to every parked reader |
+//! | `mod.rs` | the overlay, the parking-lot queues of a lock (`LotQueues`, the [`word::RwQueues`] of the library), glibc's error codes, `init`, `unlock` (read or write by the owner identity), `destroy` |
+//! | [`read`] | read locks: `rdlock`, `tryrdlock`, read unlock (glibc's checks and error codes around [`word`]) |
+//! | [`write`] | write locks: `wrlock`, `trywrlock`, write unlock |
+//! | [`word`] | the state word's protocol: the bits, taking and releasing read and write locks, the wake-up and hand-over decisions of an unlock; the parking lot seen through a trait (model-checked with loom) |
 //! | [`api`] | the entry points behind the exports: ours, or glibc's for process-shared locks |
 //! | `tests.rs` | unit tests of the protocol on plain threads |
 
+use core::cell::Cell;
 use core::sync::atomic::{AtomicU32, Ordering};
 
 use libc::{c_int, clockid_t, timespec};
@@ -91,7 +94,8 @@ use crate::base::sys;
 use crate::base::time;
 use crate::runtime::fiber::WaitKind;
 use crate::sync::mutex::self_id;
-use crate::sync::parking::{self, ParkResult, TOKEN_HANDOFF, TOKEN_NORMAL};
+use crate::sync::parking::{self, ParkResult};
+use word::{Dequeued, Queue, RwError, RwQueues, Woken};
 
 // Our view of the 56 bytes (module docs): glibc-layout's overlay, whose const
 // assertions tie `state`@0, `waiters`@4, `writer`@8, `shared`@28 and `flags`@48 to
@@ -110,50 +114,78 @@ fn write_key(o: &RwlockOverlay) -> usize {
     &o.waiters as *const AtomicU32 as usize
 }
 
-// The state word's bits (the table in the module docs):
-/// A writer holds the lock.
-pub const WRITER: u32 = 1;
-/// Writers may be queued on `write_key`.
-pub const WPARKED: u32 = 2;
-/// Readers may be queued on the lock's address.
-pub const RPARKED: u32 = 4;
-/// The reader count starts at this bit.
-const READER_SHIFT: u32 = 3;
-/// One reader in the count.
-pub const READER: u32 = 1 << READER_SHIFT;
-/// glibc fails a read lock with EAGAIN when the count would reach 2^28.
-pub const MAX_READERS: u32 = (1 << 28) - 1;
+// The state word's bits (the table in the module docs) and the protocol on them.
+pub use word::{
+    KIND_PREFER_READER, KIND_PREFER_WRITER, KIND_PREFER_WRITER_NONRECURSIVE, MAX_READERS, READER, RPARKED, WPARKED, WRITER,
+};
+// The kinds are glibc's `__flags` values, read from the program's lock.
+const _: () = assert!(
+    KIND_PREFER_READER == glibc_layout::RWLOCK_PREFER_READER
+        && KIND_PREFER_WRITER == glibc_layout::RWLOCK_PREFER_WRITER
+        && KIND_PREFER_WRITER_NONRECURSIVE == glibc_layout::RWLOCK_PREFER_WRITER_NONRECURSIVE
+);
 
-pub const KIND_PREFER_READER: u32 = glibc_layout::RWLOCK_PREFER_READER;
-pub const KIND_PREFER_WRITER: u32 = glibc_layout::RWLOCK_PREFER_WRITER;
-pub const KIND_PREFER_WRITER_NONRECURSIVE: u32 = glibc_layout::RWLOCK_PREFER_WRITER_NONRECURSIVE;
-
-/// Short spins before parking. Origin: as for `pthread_mutex_t` (a lock held by a
-/// fiber running on another worker is usually released within a microsecond).
-const SPIN_LIMIT: u32 = 3;
-
-#[inline]
-fn readers(s: u32) -> u32 {
-    s >> READER_SHIFT
+/// The lock's two wait queues in the parking lot (readers on `read_key`, writers on
+/// `write_key`), with the deadline of the call that waits.
+struct LotQueues<'a> {
+    o: &'a RwlockOverlay,
+    timeout: Timeout<'a>,
+    /// Computed at the first park (a call that never parks never reads the clock).
+    deadline: Cell<Option<parking::Deadline>>,
 }
 
-/// Whether a reader may take a read lock in state `s` without waiting.
-#[inline]
-fn can_read(s: u32, kind: u32) -> bool {
-    s & WRITER == 0 && !(kind == KIND_PREFER_WRITER_NONRECURSIVE && s & WPARKED != 0 && readers(s) > 0)
-}
-
-/// Whether a writer may take the lock in state `s` without waiting.
-#[inline]
-fn can_write(s: u32) -> bool {
-    s & WRITER == 0 && readers(s) == 0
-}
-
-#[inline]
-fn spin(round: u32) {
-    for _ in 0..(16u32 << round) {
-        sys::cpu_relax();
+impl<'a> LotQueues<'a> {
+    fn new(o: &'a RwlockOverlay, timeout: Timeout<'a>) -> Self {
+        LotQueues { o, timeout, deadline: Cell::new(None) }
     }
+
+    fn key(&self, queue: Queue) -> usize {
+        match queue {
+            Queue::Readers => read_key(self.o),
+            Queue::Writers => write_key(self.o),
+        }
+    }
+}
+
+impl RwQueues for LotQueues<'_> {
+    fn park(&self, queue: Queue, still_waits: impl FnOnce() -> bool, on_timeout: impl FnOnce(bool)) -> Woken {
+        let deadline = match self.deadline.get() {
+            Some(d) => d,
+            None => {
+                let d = deadline_of(self.timeout);
+                self.deadline.set(Some(d));
+                d
+            }
+        };
+        match parking::park(self.key(queue), u32::MAX, WaitKind::RwLock, still_waits, || {}, on_timeout, deadline) {
+            ParkResult::Unparked(token) => Woken::Unparked(token),
+            ParkResult::TimedOut => Woken::TimedOut,
+            ParkResult::Invalid | ParkResult::Interrupted => Woken::Retry,
+        }
+    }
+
+    fn unpark_one(&self, queue: Queue, decide: impl FnOnce(Dequeued) -> usize) -> bool {
+        parking::unpark_one(self.key(queue), |info| decide(Dequeued { unparked: info.unparked, have_more: info.have_more }))
+    }
+
+    fn unpark_all(&self, queue: Queue, after: impl FnOnce(usize)) {
+        parking::unpark_some(self.key(queue), u32::MAX, usize::MAX, after);
+    }
+}
+
+/// glibc's error code for a failed lock call.
+fn errno_of(e: RwError) -> c_int {
+    match e {
+        RwError::TooManyReaders => libc::EAGAIN,
+        RwError::Busy => libc::EBUSY,
+        RwError::TimedOut => libc::ETIMEDOUT,
+        RwError::NotHeld => libc::EPERM,
+    }
+}
+
+/// 0 or glibc's error code.
+fn status(r: Result<(), RwError>) -> c_int {
+    r.map_or_else(errno_of, |()| 0)
 }
 
 /// A timed call's (clock, abstime); None waits forever (also glibc's reading of a
@@ -188,6 +220,7 @@ pub mod api;
 mod read;
 #[cfg(test)]
 mod tests;
+pub mod word;
 mod write;
 
 use read::read_unlock;
