@@ -13,12 +13,12 @@
 //!  fiber's pthread_self)    build the coroutine
 //!                           ---- TLS-free from here ----
 //!                           push_from_donor(fiber) ------------> run it ...
-//!                           futex-wait donor_word                 ... until it
-//!                                 <------- DONOR_RUN ------------ RunOnDonor, or
+//!                           futex-wait donor word (Idle)          ... until it
+//!                                 <------- Run ------------------ RunOnDonor, or
 //!                           resume the coroutine itself
 //!                           (blocking call runs here)
 //!                           push_from_donor on BackToPool ------> run it ...
-//!                                 <------- DONOR_FINISH --------- it returned
+//!                                 <------- Finish --------------- it returned
 //!                           ---- zombie: TLS is ours again ----
 //!                           clear CURRENT, return the value:
 //!                           glibc runs thread_local and pthread_key
@@ -49,13 +49,13 @@
 //! The donor's frames are in the child's memory, frozen where the donor slept; only its
 //! registers are missing. So the donor sleeps through [`donor_sleep`](super::donor_sleep), a few
 //! instructions of assembly that push the callee-saved registers (and the SSE/x87
-//! control words) and publish the stack pointer in `Fiber::donor_sleep_sp` before the
+//! control words) and publish the stack pointer in the fiber's `DonorHandoff` before the
 //! futex system call. In the child (`crate::thread::process`'s atfork child hook, which runs
 //! on the forking fiber) the fiber suspends with `RunOnDonor`; the worker code that
 //! receives it sees the forked child and calls [`resume_donor_in_forked_child`](super::donor_sleep::resume_donor_in_forked_child), which
 //! points FS at the donor's TCB and loads that stack pointer: the donor's copy returns
 //! from `donor_sleep` with "woken in a forked child" and resumes the coroutine like a
-//! `DONOR_RUN`. From there on the fiber runs on its donor for good (a `BackToPool`
+//! `DonorCommand::Run`. From there on the fiber runs on its donor for good (a `BackToPool`
 //! resumes it again at once), every call takes its plain-thread path, and the end of
 //! the start routine (or `pthread_exit`, which unwinds into `start_thread` exactly as
 //! it does for a fiber on its donor in the parent) ends the child as glibc does.
@@ -73,7 +73,8 @@ use libc::{c_int, c_void, pthread_attr_t, pthread_t};
 
 use crate::base::stats::{bump, STATS};
 use crate::base::sys;
-use crate::runtime::fiber::{self, DonorStack, Fiber, FiberRef, Life, Switch, DONOR_FINISH, DONOR_IDLE, DONOR_RUN};
+use crate::runtime::fiber::{self, DonorStack, Fiber, FiberRef, Life, Switch};
+use crate::runtime::fiber_state::DonorCommand;
 use crate::runtime::scheduler;
 use crate::thread::donor_sleep;
 
@@ -216,10 +217,9 @@ fn donor_main_inner(fiber: FiberRef, start: StartRoutine, arg: *mut c_void) -> *
         return start(arg);
     };
 
-    fiber.tp.store(sys::thread_pointer(), Ordering::Relaxed);
-    fiber.donor_tid.store(sys::gettid() as u32, Ordering::Relaxed);
+    fiber.identity.set_donor(sys::thread_pointer(), sys::gettid() as u32);
     // SAFETY: pthread_self has no preconditions (and is not shadowed).
-    fiber.pthread.store(unsafe { libc::pthread_self() } as usize, Ordering::Relaxed);
+    fiber.identity.set_pthread(unsafe { libc::pthread_self() } as usize);
     fiber::set_current(Arc::as_ptr(&fiber));
     crate::runtime::registry::register(&fiber);
 
@@ -270,20 +270,18 @@ fn donor_serve(fiber: &FiberRef) -> usize {
     // go back to a pool that a forked child does not have.
     let mut run_here = false;
     loop {
-        let word = if run_here { DONOR_RUN } else { fiber.donor_word.load(Ordering::Acquire) };
-        match word {
-            DONOR_IDLE => {
-                // SAFETY: the word and the slot belong to our fiber, which we keep alive.
-                if unsafe { donor_sleep::donor_sleep(&fiber.donor_word, DONOR_IDLE, &fiber.donor_sleep_sp) }
-                    == donor_sleep::WOKEN_IN_FORKED_CHILD
-                {
+        let command = if run_here { DonorCommand::Run } else { fiber.donor.command() };
+        match command {
+            DonorCommand::Idle => {
+                // SAFETY: the hand-off belongs to our own fiber, which we keep alive.
+                if unsafe { donor_sleep::donor_sleep(&fiber.donor) } == donor_sleep::WOKEN_IN_FORKED_CHILD {
                     run_here = true;
                 }
             }
-            DONOR_RUN => {
+            DonorCommand::Run => {
                 run_here = false;
-                fiber.donor_word.store(DONOR_IDLE, Ordering::Relaxed);
-                // SAFETY: the worker handed the fiber to us (DONOR_RUN) and let go of
+                fiber.donor.take_run();
+                // SAFETY: the worker handed the fiber to us (`DonorCommand::Run`) and let go of
                 // it; FS already is this TCB, so no switch of the thread pointer.
                 let r = unsafe { fiber.coroutine_mut().resume(()) };
                 match r {
@@ -302,8 +300,7 @@ fn donor_serve(fiber: &FiberRef) -> usize {
                     corosensei::CoroutineResult::Return(v) => return v,
                 }
             }
-            DONOR_FINISH => return fiber.retval.load(Ordering::Relaxed),
-            _ => crate::fatal(&["corrupt donor word"]),
+            DonorCommand::Finish => return fiber.donor.retval(),
         }
     }
 }
@@ -392,11 +389,11 @@ fn wait_for_fiber_end(t: pthread_t) -> bool {
     }
     let key = Arc::as_ptr(&target) as usize;
     // Ended: finished, or unregistered (also: it ran as a plain thread after all).
-    let ended = || target.life.load(Ordering::Acquire) == Life::Finished as u32 || target.unregistered.load(Ordering::Acquire);
+    let ended = || target.life() == Life::Finished || target.identity.is_unregistered();
     loop {
         if ended() {
             // Unregistered without finishing: it ran as a plain thread after all.
-            return target.life.load(Ordering::Acquire) == Life::Finished as u32;
+            return target.life() == Life::Finished;
         }
         let r =
             crate::sync::parking::park(key, u32::MAX, crate::runtime::fiber::WaitKind::Join, || !ended(), || {}, |_| {}, None);
@@ -490,7 +487,7 @@ pub unsafe fn exit(v: *mut c_void) -> ! {
 /// (plain threads, other tids, process groups, users) is left as it is.
 pub fn priority_target(which: c_int, who: libc::id_t) -> libc::id_t {
     let Some(f) = fiber::current().filter(|_| which == libc::PRIO_PROCESS as c_int) else { return who };
-    let donor = f.donor_tid.load(Ordering::Relaxed);
+    let donor = f.identity.donor_tid();
     if donor != 0 && (who == 0 || who == sys::gettid() as u32) {
         donor
     } else {
