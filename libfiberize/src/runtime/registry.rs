@@ -20,7 +20,8 @@ static BY_PTHREAD: RawLock<BTreeMap<usize, FiberRef>> = RawLock::new(BTreeMap::n
 /// # Safety
 /// Only from the atfork child hook (one thread, nothing else running).
 pub unsafe fn reset_in_forked_child() {
-    // SAFETY: forwarded contract.
+    // SAFETY: we are the atfork child hook (this fn's # Safety): the child's one thread, before
+    // anything uses the maps, as their reset requires.
     unsafe {
         REGISTRY.reset_in_forked_child(BTreeMap::new());
         BY_PTHREAD.reset_in_forked_child(BTreeMap::new());

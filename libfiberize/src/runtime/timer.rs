@@ -142,7 +142,8 @@ impl TimerHeap {
     /// # Safety
     /// Only from the atfork child hook (one thread, nothing else running).
     pub unsafe fn reset_in_forked_child(&self) {
-        // SAFETY: forwarded contract.
+        // SAFETY: we are the atfork child hook (this fn's # Safety): one thread, nothing else
+        // running, which is the heap lock's reset contract.
         unsafe { self.heap.reset_in_forked_child(BinaryHeap::new()) };
         self.next.store(u64::MAX, Ordering::Release);
         self.sweep_at.store(SWEEP_MIN, Ordering::Relaxed);

@@ -155,7 +155,9 @@ pub unsafe fn create(thread: *mut pthread_t, attr: *const pthread_attr_t, start:
         // scheduler: such a thread stays a plain thread (glibc's checks and errors).
         bump(&STATS.fibers_native_fallback);
         crate::sync::parking::REALTIME_IN_USE.store(true, Ordering::Relaxed);
-        // SAFETY: forwarded contract.
+        // SAFETY: `thread` is writable, `attr` null or initialised, `start` takes `arg`
+        // (pthread_create's contract, this fn's # Safety): exactly what glibc's pthread_create needs
+        // for this plain thread.
         return unsafe { crate::base::real::pthread_create(thread, attr, start, arg) };
     }
     scheduler::start(&crate::thread::LAYER_HOOKS); // start the pool before the first fiber needs it
@@ -341,7 +343,8 @@ pub unsafe fn join(t: pthread_t, retval: *mut *mut c_void) -> c_int {
         if let Some(me) = fiber::current().filter(|f| !f.cancel.is_disabled()) {
             // A plain-thread target: glibc's join on the donor, in slices, so that a
             // cancellation of the joining fiber is seen within one slice.
-            // SAFETY: forwarded contract.
+            // SAFETY: `t` is a joinable thread and `retval` null or writable (pthread_join's contract),
+            // which `join_in_slices` passes to glibc's clockjoin.
             let r = fiber::run_on_donor(|| unsafe { join_in_slices(me, t, retval) });
             if r == JOIN_CANCELLED {
                 crate::signal::cancel::act_on_cancel(me);
@@ -349,7 +352,8 @@ pub unsafe fn join(t: pthread_t, retval: *mut *mut c_void) -> c_int {
             return r;
         }
     }
-    // SAFETY: forwarded contract. On a fiber this runs on its donor OS thread.
+    // SAFETY: `t` is a joinable thread and `retval` null or writable (pthread_join's contract),
+    // as glibc's join requires; on a fiber it runs on the donor OS thread.
     fiber::run_on_donor(|| unsafe { pthread_join(t, retval) })
 }
 
@@ -363,7 +367,8 @@ const JOIN_CANCELLED: c_int = -1;
 unsafe fn join_in_slices(me: &Fiber, t: pthread_t, retval: *mut *mut c_void) -> c_int {
     loop {
         let deadline = sys::ns_to_timespec(sys::now_ns() + JOIN_SLICE_NS);
-        // SAFETY: forwarded contract; a valid CLOCK_MONOTONIC deadline.
+        // SAFETY: `t` joinable and `retval` null or writable (this fn's # Safety, pthread_join's
+        // contract); `deadline` is our own CLOCK_MONOTONIC timespec.
         let r = unsafe { pthread_clockjoin_np(t, retval, libc::CLOCK_MONOTONIC, &deadline) };
         if r != libc::ETIMEDOUT {
             return r;
@@ -425,14 +430,16 @@ fn is_detached(t: pthread_t) -> bool {
 /// # Safety
 /// Same contract as `pthread_timedjoin_np`.
 pub unsafe fn timedjoin(t: pthread_t, retval: *mut *mut c_void, abstime: *const libc::timespec) -> c_int {
-    // SAFETY: forwarded contract.
+    // SAFETY: `t` joinable, `retval` null or writable, `abstime` a timespec pointer
+    // (pthread_timedjoin_np's contract), as glibc requires; run on the donor.
     fiber::run_on_donor(|| unsafe { pthread_timedjoin_np(t, retval, abstime) })
 }
 
 /// # Safety
 /// Same contract as `pthread_clockjoin_np`.
 pub unsafe fn clockjoin(t: pthread_t, retval: *mut *mut c_void, clock: libc::clockid_t, abstime: *const libc::timespec) -> c_int {
-    // SAFETY: forwarded contract.
+    // SAFETY: `t` joinable, `retval` null or writable, `abstime` a timespec pointer
+    // (pthread_clockjoin_np's contract), as glibc requires; run on the donor.
     fiber::run_on_donor(|| unsafe { pthread_clockjoin_np(t, retval, clock, abstime) })
 }
 
@@ -475,7 +482,8 @@ pub unsafe fn exit(v: *mut c_void) -> ! {
             DONORS_ALIVE.fetch_sub(1, Ordering::AcqRel);
         }
     }
-    // SAFETY: forwarded contract; never returns.
+    // SAFETY: pthread_exit's contract (a thread of the program; `v` any value) is all that glibc's
+    // pthread_exit needs; we are a plain thread now (moved to the donor above, or one already).
     unsafe { pthread_exit(v) };
     crate::fatal(&["pthread_exit returned"])
 }

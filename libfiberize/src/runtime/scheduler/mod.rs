@@ -284,7 +284,8 @@ impl Runtime {
     /// Only from the atfork child hook (one thread, nothing else running).
     pub unsafe fn reset_timers_in_forked_child(&self) {
         for w in self.workers() {
-            // SAFETY: forwarded contract.
+            // SAFETY: we are the atfork child hook (this fn's # Safety), which is each timer heap's
+            // reset contract.
             unsafe { w.timers.reset_in_forked_child() };
         }
     }
