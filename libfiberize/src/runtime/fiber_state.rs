@@ -1,7 +1,9 @@
 //! Per-fiber states that other layers change: what the fiber waits on, whether a
-//! signal handler interrupted its wait, and its cancellation state. Each is a small
-//! type with named transitions, so that the orderings are chosen once, here, and no
-//! layer writes a `Fiber`'s atomics directly.
+//! signal handler interrupted its wait, its cancellation state and signal mask, who it
+//! is (its donor's identity), which worker runs it, the hand-off to and from its donor,
+//! its demotion count and the wake-up of a direct wait. Each is a small type with named
+//! transitions, so that the orderings are chosen once, here, each with its reason, and
+//! no layer writes a `Fiber`'s atomics directly.
 
 use core::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
@@ -257,8 +259,8 @@ impl Identity {
     pub fn pthread(&self) -> usize {
         self.pthread.load(Ordering::Relaxed)
     }
-    /// Records the donor's `pthread_t` (the creator and the donor both do, first wins
-    /// nothing: the value is the same).
+    /// Records the donor's `pthread_t` (the creator and the donor both do; the value
+    /// is the same).
     #[inline]
     pub fn set_pthread(&self, pthread: usize) {
         self.pthread.store(pthread, Ordering::Relaxed);
@@ -497,5 +499,62 @@ impl Default for Demotion {
 impl Default for DirectWake {
     fn default() -> Self {
         Self::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn donor_handoff_commands_follow_the_worker_and_the_donor() {
+        let h = DonorHandoff::new();
+        assert_eq!(h.command(), DonorCommand::Idle);
+        h.run_on_donor();
+        assert_eq!(h.command(), DonorCommand::Run);
+        h.take_run();
+        assert_eq!(h.command(), DonorCommand::Idle);
+        h.finish(42);
+        assert_eq!(h.command(), DonorCommand::Finish);
+        assert_eq!(h.retval(), 42);
+        assert_eq!(h.sleeping_sp(), 0);
+        let (word, idle, _) = h.sleep_words();
+        assert_ne!(word.load(Ordering::Relaxed), idle);
+    }
+
+    #[test]
+    fn demotion_is_due_at_the_threshold() {
+        let d = Demotion::new();
+        for _ in 1..DEMOTE_AFTER_BLOCKS {
+            d.note_foreign_block();
+            assert!(!d.is_due());
+        }
+        d.note_foreign_block();
+        assert!(d.is_due());
+    }
+
+    #[test]
+    fn direct_wake_and_running_on_and_identity() {
+        let w = DirectWake::new();
+        assert_eq!(w.fd(), None);
+        w.publish(7);
+        assert_eq!(w.fd(), Some(7));
+        w.withdraw();
+        assert_eq!(w.fd(), None);
+
+        let r = RunningOn::new();
+        r.enter(0x1000, 0x2000);
+        assert_eq!((r.worker(), r.worker_tp()), (0x1000, 0x2000));
+        r.leave();
+        assert_eq!(r.worker(), 0);
+
+        let (a, b) = (Identity::new(1), Identity::new(2));
+        assert!(a.id() != 0 && b.id() > a.id());
+        assert!(!a.is_unregistered());
+        a.set_donor(0x3000, 99);
+        a.set_pthread(0x4000);
+        a.mark_unregistered();
+        assert_eq!((a.tp(), a.donor_tid(), a.pthread(), a.start_routine()), (0x3000, 99, 0x4000, 1));
+        assert!(a.is_unregistered());
     }
 }
