@@ -110,8 +110,9 @@
 //! request the handler took, `preempt_request` back at 0, while the run goes on), the
 //! monitor declares its worker blocked (`scheduler::mark_blocked`): a
 //! spare takes over the queues while the kernel time-slices the spinner's thread as it
-//! would natively, and the fiber's foreign-block count (`fiber_state::Demotion`) grows, so that a fiber doing this
-//! repeatedly is demoted to its donor at its next blocking call (docs/DESIGN.md §2.15).
+//! would natively, and the fiber's foreign-block count (`fiber_state::Demotion`) grows,
+//! so that a fiber doing this repeatedly is demoted to its donor at its next blocking
+//! call (docs/DESIGN.md §2.15).
 
 use core::sync::atomic::{AtomicUsize, Ordering};
 
