@@ -17,7 +17,8 @@ pub unsafe extern "C" fn pthread_barrier_init(
     a: *const pthread_barrierattr_t,
     count: c_uint,
 ) -> c_int {
-    // SAFETY: forwarded contract.
+    // SAFETY: `b` is storage for a pthread_barrier_t, `a` null or an initialised attribute
+    // object (pthread_barrier_init's contract), which `api::init` and glibc require.
     unsafe {
         if enabled() {
             api::init(b, a, count)
@@ -31,7 +32,8 @@ pub unsafe extern "C" fn pthread_barrier_init(
 /// As glibc's `pthread_barrier_wait`.
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn pthread_barrier_wait(b: *mut pthread_barrier_t) -> c_int {
-    // SAFETY: forwarded contract.
+    // SAFETY: `b` is an initialised barrier (pthread_barrier_wait's contract), which `api::wait`
+    // and glibc require.
     unsafe {
         if enabled() {
             api::wait(b)
@@ -45,7 +47,8 @@ pub unsafe extern "C" fn pthread_barrier_wait(b: *mut pthread_barrier_t) -> c_in
 /// As glibc's `pthread_barrier_destroy`.
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn pthread_barrier_destroy(b: *mut pthread_barrier_t) -> c_int {
-    // SAFETY: forwarded contract.
+    // SAFETY: `b` is an initialised barrier nobody waits on (pthread_barrier_destroy's
+    // contract), as `api::destroy` requires.
     unsafe {
         if enabled() {
             api::destroy(b)

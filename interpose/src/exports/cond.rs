@@ -15,7 +15,8 @@ use crate::gate::enabled;
 /// As glibc's `pthread_cond_init`.
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn pthread_cond_init(c: *mut pthread_cond_t, a: *const pthread_condattr_t) -> c_int {
-    // SAFETY: forwarded contract.
+    // SAFETY: `c` is storage for a pthread_cond_t and `a` null or an initialised attribute object (pthread_cond_init's
+    // contract), which `cond::init` and glibc's init require.
     unsafe {
         if enabled() {
             cond::init(c, a)
@@ -29,7 +30,8 @@ pub unsafe extern "C" fn pthread_cond_init(c: *mut pthread_cond_t, a: *const pth
 /// As glibc's `pthread_cond_wait`.
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn pthread_cond_wait(c: *mut pthread_cond_t, m: *mut pthread_mutex_t) -> c_int {
-    // SAFETY: forwarded contract.
+    // SAFETY: `c` is an initialised condition variable and `m` a mutex the caller holds (pthread_cond_wait's
+    // contract); `cond::wait` with a null deadline and glibc's wait need exactly that.
     unsafe {
         if enabled() {
             cond::wait(c, m, core::ptr::null(), None)
@@ -44,13 +46,15 @@ pub unsafe extern "C" fn pthread_cond_wait(c: *mut pthread_cond_t, m: *mut pthre
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn pthread_cond_timedwait(c: *mut pthread_cond_t, m: *mut pthread_mutex_t, t: *const timespec) -> c_int {
     if !enabled() {
-        // SAFETY: forwarded contract.
+        // SAFETY: with the preload off glibc gets the program's own arguments: `c`, `m` held, `t` as
+        // pthread_cond_timedwait requires.
         return unsafe { real::pthread_cond_timedwait(c, m, t) };
     }
     if t.is_null() {
         return libc::EINVAL;
     }
-    // SAFETY: forwarded contract.
+    // SAFETY: `c` initialised, `m` held by the caller, `t` a non-null timespec pointer (checked above):
+    // pthread_cond_timedwait's contract, which is `cond::wait`'s.
     unsafe { cond::wait(c, m, t, None) }
 }
 
@@ -64,13 +68,14 @@ pub unsafe extern "C" fn pthread_cond_clockwait(
     t: *const timespec,
 ) -> c_int {
     if !enabled() {
-        // SAFETY: forwarded contract.
+        // SAFETY: with the preload off glibc gets the program's own arguments, valid as pthread_cond_clockwait requires.
         return unsafe { real::pthread_cond_clockwait(c, m, k, t) };
     }
     if t.is_null() {
         return libc::EINVAL;
     }
-    // SAFETY: forwarded contract.
+    // SAFETY: `c` initialised, `m` held, `t` a non-null timespec pointer (checked above), as pthread_cond_clockwait
+    // promises and `cond::wait` requires.
     unsafe { cond::wait(c, m, t, Some(k)) }
 }
 
@@ -78,7 +83,8 @@ pub unsafe extern "C" fn pthread_cond_clockwait(
 /// As glibc's `pthread_cond_signal`.
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn pthread_cond_signal(c: *mut pthread_cond_t) -> c_int {
-    // SAFETY: forwarded contract.
+    // SAFETY: `c` is an initialised pthread_cond_t (pthread_cond_signal's contract), which `cond::signal` and glibc
+    // require.
     unsafe {
         if enabled() {
             cond::signal(c)
@@ -92,7 +98,8 @@ pub unsafe extern "C" fn pthread_cond_signal(c: *mut pthread_cond_t) -> c_int {
 /// As glibc's `pthread_cond_broadcast`.
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn pthread_cond_broadcast(c: *mut pthread_cond_t) -> c_int {
-    // SAFETY: forwarded contract.
+    // SAFETY: `c` is an initialised pthread_cond_t (pthread_cond_broadcast's contract), which `cond::broadcast` and
+    // glibc require.
     unsafe {
         if enabled() {
             cond::broadcast(c)
@@ -106,7 +113,8 @@ pub unsafe extern "C" fn pthread_cond_broadcast(c: *mut pthread_cond_t) -> c_int
 /// As glibc's `pthread_cond_destroy`.
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn pthread_cond_destroy(c: *mut pthread_cond_t) -> c_int {
-    // SAFETY: forwarded contract.
+    // SAFETY: `c` is an initialised condition variable without waiters (pthread_cond_destroy's contract), as
+    // `cond::destroy` and glibc's destroy require.
     unsafe {
         if enabled() {
             cond::destroy(c)

@@ -21,7 +21,9 @@ macro_rules! export {
         /// As the libc function of the same name.
         #[cfg_attr(not(test), no_mangle)]
         pub unsafe extern "C" fn $name($($arg: $ty),*) -> $ret {
-            // SAFETY (both arms): forwarded contract.
+            // SAFETY (both arms): the program's descriptors, buffers and lengths are valid as the libc
+            // function requires (this fn's # Safety: "as the libc function of the same name"); our
+            // `$ours` and `ops::$name` (the real call) take the same contract.
             unsafe { if enabled() { $ours } else { ops::$name($($arg),*) } }
         }
     };
@@ -90,7 +92,7 @@ pub unsafe extern "C" fn epoll_create(size: c_int) -> c_int {
         crate::gate::set_errno(libc::EINVAL);
         return -1;
     }
-    // SAFETY: forwarded contract.
+    // SAFETY: epoll_create1(0) takes no pointers; `size` was only checked, as epoll_create does.
     unsafe { epoll_create1(0) }
 }
 
@@ -102,7 +104,9 @@ pub unsafe extern "C" fn epoll_create(size: c_int) -> c_int {
 /// As `fcntl`.
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn fcntl(fd: c_int, cmd: c_int, arg: c_long) -> c_int {
-    // SAFETY: forwarded contract.
+    // SAFETY: `arg` is what `cmd` requires (an int, or a pointer to the struct the command reads
+    // or writes: fcntl's contract), which `lifecycle::fcntl` and the real fcntl pass on
+    // unchanged.
     unsafe {
         if enabled() {
             lifecycle::fcntl(fd, cmd, arg)
@@ -118,7 +122,7 @@ pub unsafe extern "C" fn fcntl(fd: c_int, cmd: c_int, arg: c_long) -> c_int {
 /// As `fcntl`.
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn fcntl64(fd: c_int, cmd: c_int, arg: c_long) -> c_int {
-    // SAFETY: forwarded contract.
+    // SAFETY: fcntl64 is fcntl's alias, with fcntl's contract on `arg`.
     unsafe { fcntl(fd, cmd, arg) }
 }
 
@@ -128,7 +132,8 @@ pub unsafe extern "C" fn fcntl64(fd: c_int, cmd: c_int, arg: c_long) -> c_int {
 /// As `ioctl`.
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn ioctl(fd: c_int, req: c_ulong, arg: c_long) -> c_int {
-    // SAFETY: forwarded contract.
+    // SAFETY: `arg` is what `req` requires (ioctl's contract: usually a pointer to the request's
+    // structure), which `lifecycle::ioctl` and the real ioctl pass on.
     unsafe {
         if enabled() {
             lifecycle::ioctl(fd, req, arg)

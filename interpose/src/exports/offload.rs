@@ -22,12 +22,15 @@ macro_rules! on_donor {
             #[cfg_attr(not(test), no_mangle)]
             pub unsafe extern "C" fn $name($($arg: $ty),*) -> $ret {
                 if crate::gate::fiber().is_some() {
-                    // SAFETY: forwarded contract, on the donor thread.
+                    // SAFETY: the program's arguments are what the libc function requires (this fn's # Safety);
+                    // the real function gets them on the donor thread, which owns this fiber's TLS and stack, so
+                    // it runs as on a plain thread.
                     let r = run_on_donor(|| unsafe { real::$name($($arg),*) });
                     $( let _ = stringify!($cp); fiberize_rt::signal::cancel::testcancel(); )?
                     return r;
                 }
-                // SAFETY: forwarded contract.
+                // SAFETY: a plain thread: the real function gets the program's arguments, valid per its
+                // contract.
                 unsafe { real::$name($($arg),*) }
             }
         )*

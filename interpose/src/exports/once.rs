@@ -14,7 +14,8 @@ use fiberize_rt::sync::once::real;
 /// As glibc's `pthread_once`.
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn pthread_once(o: *mut pthread_once_t, f: InitRoutine) -> c_int {
-    // SAFETY: forwarded contract.
+    // SAFETY: `o` is a pthread_once_t initialised with PTHREAD_ONCE_INIT and `f` a function
+    // (pthread_once's contract), which `once::once` and glibc require.
     unsafe {
         if enabled() {
             once::once(o, f)
@@ -30,7 +31,8 @@ pub unsafe extern "C" fn pthread_once(o: *mut pthread_once_t, f: InitRoutine) ->
 /// As `pthread_once`.
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn __pthread_once(o: *mut pthread_once_t, f: InitRoutine) -> c_int {
-    // SAFETY: forwarded contract.
+    // SAFETY: `__pthread_once` is glibc's alias of pthread_once, with its contract on `o` and
+    // `f`.
     unsafe { pthread_once(o, f) }
 }
 
@@ -40,7 +42,8 @@ pub unsafe extern "C" fn __pthread_once(o: *mut pthread_once_t, f: InitRoutine) 
 /// As glibc's `call_once`.
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn call_once(o: *mut pthread_once_t, f: InitRoutine) {
-    // SAFETY: forwarded contract.
+    // SAFETY: `o` is a once_flag (a pthread_once_t, ONCE_FLAG_INIT) and `f` a function
+    // (call_once's contract), as `once::once` requires.
     unsafe {
         if enabled() {
             once::once(o, f);

@@ -102,7 +102,8 @@ pub unsafe extern "C" fn clone(
     if borrows_tcb {
         fiberize_rt::thread::process::vfork_enter();
     }
-    // SAFETY: forwarded contract.
+    // SAFETY: `f`, `stack`, `flags`, `arg`, `ptid`, `tls`, `ctid` are as clone(2)'s glibc
+    // wrapper requires of the program; glibc's clone gets them unchanged.
     let r = unsafe { real::clone(f, stack, flags, arg, ptid, tls, ctid) };
     if borrows_tcb {
         // The child exec'd or exited (CLONE_VFORK): the TCB is ours again.

@@ -17,7 +17,8 @@ use crate::gate::enabled;
 /// As glibc's `pthread_rwlock_init`.
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn pthread_rwlock_init(rw: *mut pthread_rwlock_t, a: *const pthread_rwlockattr_t) -> c_int {
-    // SAFETY: forwarded contract.
+    // SAFETY: `rw` is storage for a pthread_rwlock_t and `a` null or an initialised attribute object
+    // (pthread_rwlock_init's contract, this fn's # Safety), which `api::init` and glibc's init require.
     unsafe {
         if enabled() {
             api::init(rw, a)
@@ -31,7 +32,8 @@ pub unsafe extern "C" fn pthread_rwlock_init(rw: *mut pthread_rwlock_t, a: *cons
 /// As glibc's `pthread_rwlock_destroy`.
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn pthread_rwlock_destroy(rw: *mut pthread_rwlock_t) -> c_int {
-    // SAFETY: forwarded contract.
+    // SAFETY: `rw` is an initialised rwlock nobody holds or waits on (pthread_rwlock_destroy's contract), as
+    // `api::destroy` and glibc's destroy require.
     unsafe {
         if enabled() {
             api::destroy(rw)
@@ -45,7 +47,8 @@ pub unsafe extern "C" fn pthread_rwlock_destroy(rw: *mut pthread_rwlock_t) -> c_
 /// As glibc's `pthread_rwlock_rdlock`.
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn pthread_rwlock_rdlock(rw: *mut pthread_rwlock_t) -> c_int {
-    // SAFETY: forwarded contract.
+    // SAFETY: `rw` is an initialised pthread_rwlock_t (pthread_rwlock_rdlock's contract); `api::rdlock` with no
+    // deadline needs just that, as glibc's rdlock does.
     unsafe {
         if enabled() {
             api::rdlock(rw, None, ptr::null(), false)
@@ -59,7 +62,8 @@ pub unsafe extern "C" fn pthread_rwlock_rdlock(rw: *mut pthread_rwlock_t) -> c_i
 /// As glibc's `pthread_rwlock_tryrdlock`.
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn pthread_rwlock_tryrdlock(rw: *mut pthread_rwlock_t) -> c_int {
-    // SAFETY: forwarded contract.
+    // SAFETY: `rw` is an initialised pthread_rwlock_t (pthread_rwlock_tryrdlock's contract), which `api::tryrdlock`
+    // and glibc require.
     unsafe {
         if enabled() {
             api::tryrdlock(rw)
@@ -73,7 +77,8 @@ pub unsafe extern "C" fn pthread_rwlock_tryrdlock(rw: *mut pthread_rwlock_t) -> 
 /// As glibc's `pthread_rwlock_timedrdlock`.
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn pthread_rwlock_timedrdlock(rw: *mut pthread_rwlock_t, t: *const timespec) -> c_int {
-    // SAFETY: forwarded contract.
+    // SAFETY: `rw` is an initialised rwlock and `t` a timespec pointer (pthread_rwlock_timedrdlock's contract);
+    // `api::rdlock` reads `t` only as glibc would.
     unsafe {
         if enabled() {
             api::rdlock(rw, None, t, true)
@@ -87,7 +92,8 @@ pub unsafe extern "C" fn pthread_rwlock_timedrdlock(rw: *mut pthread_rwlock_t, t
 /// As glibc's `pthread_rwlock_clockrdlock`.
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn pthread_rwlock_clockrdlock(rw: *mut pthread_rwlock_t, c: clockid_t, t: *const timespec) -> c_int {
-    // SAFETY: forwarded contract.
+    // SAFETY: `rw` is an initialised rwlock, `t` a timespec pointer (pthread_rwlock_clockrdlock's contract), what
+    // `api::rdlock` and glibc need.
     unsafe {
         if enabled() {
             api::rdlock(rw, Some(c), t, true)
@@ -101,7 +107,8 @@ pub unsafe extern "C" fn pthread_rwlock_clockrdlock(rw: *mut pthread_rwlock_t, c
 /// As glibc's `pthread_rwlock_wrlock`.
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn pthread_rwlock_wrlock(rw: *mut pthread_rwlock_t) -> c_int {
-    // SAFETY: forwarded contract.
+    // SAFETY: `rw` is an initialised pthread_rwlock_t (pthread_rwlock_wrlock's contract); `api::wrlock` with no
+    // deadline needs just that.
     unsafe {
         if enabled() {
             api::wrlock(rw, None, ptr::null(), false)
@@ -115,7 +122,8 @@ pub unsafe extern "C" fn pthread_rwlock_wrlock(rw: *mut pthread_rwlock_t) -> c_i
 /// As glibc's `pthread_rwlock_trywrlock`.
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn pthread_rwlock_trywrlock(rw: *mut pthread_rwlock_t) -> c_int {
-    // SAFETY: forwarded contract.
+    // SAFETY: `rw` is an initialised pthread_rwlock_t (pthread_rwlock_trywrlock's contract), which `api::trywrlock`
+    // and glibc require.
     unsafe {
         if enabled() {
             api::trywrlock(rw)
@@ -129,7 +137,8 @@ pub unsafe extern "C" fn pthread_rwlock_trywrlock(rw: *mut pthread_rwlock_t) -> 
 /// As glibc's `pthread_rwlock_timedwrlock`.
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn pthread_rwlock_timedwrlock(rw: *mut pthread_rwlock_t, t: *const timespec) -> c_int {
-    // SAFETY: forwarded contract.
+    // SAFETY: `rw` is an initialised rwlock and `t` a timespec pointer (pthread_rwlock_timedwrlock's contract), as
+    // `api::wrlock` and glibc require.
     unsafe {
         if enabled() {
             api::wrlock(rw, None, t, true)
@@ -143,7 +152,8 @@ pub unsafe extern "C" fn pthread_rwlock_timedwrlock(rw: *mut pthread_rwlock_t, t
 /// As glibc's `pthread_rwlock_clockwrlock`.
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn pthread_rwlock_clockwrlock(rw: *mut pthread_rwlock_t, c: clockid_t, t: *const timespec) -> c_int {
-    // SAFETY: forwarded contract.
+    // SAFETY: `rw` is an initialised rwlock and `t` a timespec pointer (pthread_rwlock_clockwrlock's contract), as
+    // `api::wrlock` and glibc require.
     unsafe {
         if enabled() {
             api::wrlock(rw, Some(c), t, true)
@@ -157,7 +167,8 @@ pub unsafe extern "C" fn pthread_rwlock_clockwrlock(rw: *mut pthread_rwlock_t, c
 /// As glibc's `pthread_rwlock_unlock`.
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn pthread_rwlock_unlock(rw: *mut pthread_rwlock_t) -> c_int {
-    // SAFETY: forwarded contract.
+    // SAFETY: `rw` is an initialised pthread_rwlock_t (pthread_rwlock_unlock's contract), which `api::unlock` and
+    // glibc's unlock require.
     unsafe {
         if enabled() {
             api::unlock(rw)
@@ -173,7 +184,7 @@ pub unsafe extern "C" fn pthread_rwlock_unlock(rw: *mut pthread_rwlock_t) -> c_i
 /// As `pthread_rwlock_init`.
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn __pthread_rwlock_init(rw: *mut pthread_rwlock_t, a: *const pthread_rwlockattr_t) -> c_int {
-    // SAFETY: forwarded contract.
+    // SAFETY: the alias's contract is `pthread_rwlock_init`'s (this fn's # Safety).
     unsafe { pthread_rwlock_init(rw, a) }
 }
 
@@ -183,7 +194,7 @@ pub unsafe extern "C" fn __pthread_rwlock_init(rw: *mut pthread_rwlock_t, a: *co
 /// As `pthread_rwlock_destroy`.
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn __pthread_rwlock_destroy(rw: *mut pthread_rwlock_t) -> c_int {
-    // SAFETY: forwarded contract.
+    // SAFETY: the alias's contract is `pthread_rwlock_destroy`'s: `rw` initialised and unused.
     unsafe { pthread_rwlock_destroy(rw) }
 }
 
@@ -193,7 +204,7 @@ pub unsafe extern "C" fn __pthread_rwlock_destroy(rw: *mut pthread_rwlock_t) -> 
 /// As `pthread_rwlock_rdlock`.
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn __pthread_rwlock_rdlock(rw: *mut pthread_rwlock_t) -> c_int {
-    // SAFETY: forwarded contract.
+    // SAFETY: the alias's contract is `pthread_rwlock_rdlock`'s: `rw` is an initialised rwlock.
     unsafe { pthread_rwlock_rdlock(rw) }
 }
 
@@ -203,7 +214,7 @@ pub unsafe extern "C" fn __pthread_rwlock_rdlock(rw: *mut pthread_rwlock_t) -> c
 /// As `pthread_rwlock_tryrdlock`.
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn __pthread_rwlock_tryrdlock(rw: *mut pthread_rwlock_t) -> c_int {
-    // SAFETY: forwarded contract.
+    // SAFETY: the alias's contract is `pthread_rwlock_tryrdlock`'s: `rw` is an initialised rwlock.
     unsafe { pthread_rwlock_tryrdlock(rw) }
 }
 
@@ -213,7 +224,7 @@ pub unsafe extern "C" fn __pthread_rwlock_tryrdlock(rw: *mut pthread_rwlock_t) -
 /// As `pthread_rwlock_wrlock`.
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn __pthread_rwlock_wrlock(rw: *mut pthread_rwlock_t) -> c_int {
-    // SAFETY: forwarded contract.
+    // SAFETY: the alias's contract is `pthread_rwlock_wrlock`'s: `rw` is an initialised rwlock.
     unsafe { pthread_rwlock_wrlock(rw) }
 }
 
@@ -223,7 +234,7 @@ pub unsafe extern "C" fn __pthread_rwlock_wrlock(rw: *mut pthread_rwlock_t) -> c
 /// As `pthread_rwlock_trywrlock`.
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn __pthread_rwlock_trywrlock(rw: *mut pthread_rwlock_t) -> c_int {
-    // SAFETY: forwarded contract.
+    // SAFETY: the alias's contract is `pthread_rwlock_trywrlock`'s: `rw` is an initialised rwlock.
     unsafe { pthread_rwlock_trywrlock(rw) }
 }
 
@@ -233,6 +244,6 @@ pub unsafe extern "C" fn __pthread_rwlock_trywrlock(rw: *mut pthread_rwlock_t) -
 /// As `pthread_rwlock_unlock`.
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn __pthread_rwlock_unlock(rw: *mut pthread_rwlock_t) -> c_int {
-    // SAFETY: forwarded contract.
+    // SAFETY: the alias's contract is `pthread_rwlock_unlock`'s: `rw` is an initialised rwlock.
     unsafe { pthread_rwlock_unlock(rw) }
 }

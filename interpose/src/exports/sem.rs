@@ -31,7 +31,8 @@ fn ret(o: Outcome) -> c_int {
 /// As glibc's `sem_init`.
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn sem_init(s: *mut sem_t, pshared: c_int, v: c_uint) -> c_int {
-    // SAFETY: forwarded contract.
+    // SAFETY: `s` is storage for a sem_t (sem_init's contract, this fn's # Safety), which
+    // `api::init` and glibc's sem_init initialise.
     unsafe {
         if enabled() {
             ret(api::init(s, pshared, v))
@@ -45,7 +46,8 @@ pub unsafe extern "C" fn sem_init(s: *mut sem_t, pshared: c_int, v: c_uint) -> c
 /// As glibc's `sem_destroy`.
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn sem_destroy(s: *mut sem_t) -> c_int {
-    // SAFETY: forwarded contract.
+    // SAFETY: `s` is a semaphore the program initialised and no thread waits on (sem_destroy's
+    // contract), as `api::destroy` requires.
     unsafe {
         if enabled() {
             ret(api::destroy(s))
@@ -59,7 +61,8 @@ pub unsafe extern "C" fn sem_destroy(s: *mut sem_t) -> c_int {
 /// As glibc's `sem_wait`.
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn sem_wait(s: *mut sem_t) -> c_int {
-    // SAFETY: forwarded contract.
+    // SAFETY: `s` is an initialised sem_t (sem_wait's contract), which `api::wait` without a
+    // deadline and glibc's sem_wait require.
     unsafe {
         if enabled() {
             ret(api::wait(s, None, ptr::null(), false))
@@ -73,7 +76,8 @@ pub unsafe extern "C" fn sem_wait(s: *mut sem_t) -> c_int {
 /// As glibc's `sem_trywait`.
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn sem_trywait(s: *mut sem_t) -> c_int {
-    // SAFETY: forwarded contract.
+    // SAFETY: `s` is an initialised sem_t (sem_trywait's contract), as `api::trywait` and
+    // glibc's sem_trywait require.
     unsafe {
         if enabled() {
             ret(api::trywait(s))
@@ -87,7 +91,8 @@ pub unsafe extern "C" fn sem_trywait(s: *mut sem_t) -> c_int {
 /// As glibc's `sem_timedwait`.
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn sem_timedwait(s: *mut sem_t, t: *const timespec) -> c_int {
-    // SAFETY: forwarded contract.
+    // SAFETY: `s` is an initialised sem_t and `t` a timespec pointer (sem_timedwait's contract),
+    // which is `api::wait`'s contract.
     unsafe {
         if enabled() {
             ret(api::wait(s, None, t, true))
@@ -101,7 +106,8 @@ pub unsafe extern "C" fn sem_timedwait(s: *mut sem_t, t: *const timespec) -> c_i
 /// As glibc's `sem_clockwait`.
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn sem_clockwait(s: *mut sem_t, c: clockid_t, t: *const timespec) -> c_int {
-    // SAFETY: forwarded contract.
+    // SAFETY: `s` is an initialised sem_t and `t` a timespec pointer (sem_clockwait's contract),
+    // which is `api::wait`'s contract.
     unsafe {
         if enabled() {
             ret(api::wait(s, Some(c), t, true))
@@ -115,7 +121,8 @@ pub unsafe extern "C" fn sem_clockwait(s: *mut sem_t, c: clockid_t, t: *const ti
 /// As glibc's `sem_post`.
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn sem_post(s: *mut sem_t) -> c_int {
-    // SAFETY: forwarded contract.
+    // SAFETY: `s` is an initialised sem_t (sem_post's contract), which `api::post` and glibc's
+    // sem_post require.
     unsafe {
         if enabled() {
             ret(api::post(s))
@@ -129,7 +136,8 @@ pub unsafe extern "C" fn sem_post(s: *mut sem_t) -> c_int {
 /// As glibc's `sem_getvalue`.
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn sem_getvalue(s: *mut sem_t, v: *mut c_int) -> c_int {
-    // SAFETY: forwarded contract.
+    // SAFETY: `s` is an initialised sem_t and `v` a writable int (sem_getvalue's contract), as
+    // `api::getvalue` requires.
     unsafe {
         if enabled() {
             ret(api::getvalue(s, v))

@@ -33,9 +33,10 @@ mod real {
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn pthread_sigmask(how: c_int, set: *const sigset_t, old: *mut sigset_t) -> c_int {
     match fiber() {
-        // SAFETY: forwarded contract (valid or null sigsets).
+        // SAFETY: `set` and `old` are null or point to sigset_t (pthread_sigmask's contract, this fn's # Safety), which is
+        // what `fiber_sigmask` reads and writes.
         Some(f) => unsafe { fiberize_rt::signal::delivery::fiber_sigmask(f, how, set, old) },
-        // SAFETY: forwarded contract.
+        // SAFETY: a plain thread: glibc's pthread_sigmask gets the program's `set`/`old`, null or valid as it requires.
         None => unsafe { real::pthread_sigmask(how, set, old) },
     }
 }
@@ -45,7 +46,7 @@ pub unsafe extern "C" fn pthread_sigmask(how: c_int, set: *const sigset_t, old: 
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn sigprocmask(how: c_int, set: *const sigset_t, old: *mut sigset_t) -> c_int {
     match fiber() {
-        // SAFETY: forwarded contract (valid or null sigsets).
+        // SAFETY: `set` and `old` are null or point to sigset_t (sigprocmask's contract), as `fiber_sigmask` requires.
         Some(f) => match unsafe { fiberize_rt::signal::delivery::fiber_sigmask(f, how, set, old) } {
             0 => 0,
             e => {
@@ -53,7 +54,7 @@ pub unsafe extern "C" fn sigprocmask(how: c_int, set: *const sigset_t, old: *mut
                 -1
             }
         },
-        // SAFETY: forwarded contract.
+        // SAFETY: a plain thread: glibc's sigprocmask gets the program's `set`/`old`, null or valid as it requires.
         None => unsafe { real::sigprocmask(how, set, old) },
     }
 }
@@ -84,7 +85,8 @@ pub unsafe extern "C" fn pthread_kill(t: libc::pthread_t, sig: c_int) -> c_int {
             return fiberize_rt::signal::delivery::kill_fiber(&f, sig);
         }
     }
-    // SAFETY: forwarded contract.
+    // SAFETY: `t` is a thread the program created and has not joined (pthread_kill's contract); glibc's pthread_kill
+    // needs that.
     unsafe { real::pthread_kill(t, sig) }
 }
 
@@ -104,7 +106,7 @@ pub unsafe extern "C" fn raise(sig: c_int) -> c_int {
             }
         };
     }
-    // SAFETY: forwarded contract.
+    // SAFETY: raise has no pointer arguments; glibc's raise takes any signal number (EINVAL for a bad one).
     unsafe { real::raise(sig) }
 }
 
@@ -117,7 +119,8 @@ pub unsafe extern "C" fn raise(sig: c_int) -> c_int {
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn sched_setaffinity(pid: libc::pid_t, n: libc::size_t, set: *const libc::cpu_set_t) -> c_int {
     if pid == 0 && fiber().is_some() {
-        // SAFETY: pthread_self() is the fiber's donor; forwarded contract.
+        // SAFETY: pthread_self() is the fiber's donor, a live thread; `set` points to `n` bytes of cpu_set_t
+        // (sched_setaffinity's contract), what pthread_setaffinity_np reads.
         return match unsafe { real::pthread_setaffinity_np(libc::pthread_self(), n, set) } {
             0 => 0,
             e => {
@@ -126,7 +129,8 @@ pub unsafe extern "C" fn sched_setaffinity(pid: libc::pid_t, n: libc::size_t, se
             }
         };
     }
-    // SAFETY: forwarded contract.
+    // SAFETY: `set` points to `n` readable bytes (sched_setaffinity's contract), which glibc's sched_setaffinity
+    // reads.
     unsafe { real::sched_setaffinity(pid, n, set) }
 }
 
@@ -146,7 +150,8 @@ pub unsafe extern "C" fn sched_getaffinity(pid: libc::pid_t, n: libc::size_t, se
             }
         };
     }
-    // SAFETY: forwarded contract.
+    // SAFETY: `set` points to `n` writable bytes (sched_getaffinity's contract), which glibc's sched_getaffinity
+    // fills.
     unsafe { real::sched_getaffinity(pid, n, set) }
 }
 
@@ -158,7 +163,7 @@ pub unsafe extern "C" fn sched_getaffinity(pid: libc::pid_t, n: libc::size_t, se
 /// As glibc's `setpriority`.
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn setpriority(which: c_int, who: libc::id_t, prio: c_int) -> c_int {
-    // SAFETY: forwarded contract.
+    // SAFETY: setpriority takes no pointers; `priority_target` only changes which tid it names.
     unsafe { real::setpriority(which, fiberize_rt::thread::pthread::priority_target(which, who), prio) }
 }
 
@@ -168,7 +173,7 @@ pub unsafe extern "C" fn setpriority(which: c_int, who: libc::id_t, prio: c_int)
 /// As glibc's `getpriority`.
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn getpriority(which: c_int, who: libc::id_t) -> c_int {
-    // SAFETY: forwarded contract.
+    // SAFETY: getpriority takes no pointers; `priority_target` only changes which tid it names.
     unsafe { real::getpriority(which, fiberize_rt::thread::pthread::priority_target(which, who)) }
 }
 
@@ -189,7 +194,7 @@ pub unsafe extern "C" fn sigwait(set: *const sigset_t, sig: *mut c_int) -> c_int
             }
             e => -e,
         },
-        // SAFETY: forwarded contract.
+        // SAFETY: a plain thread: `set` is a sigset_t and `sig` a writable int, as sigwait requires of the program.
         None => unsafe { real::sigwait(set, sig) },
     }
 }
@@ -201,7 +206,8 @@ pub unsafe extern "C" fn sigwaitinfo(set: *const sigset_t, info: *mut libc::sigi
     match fiber() {
         // SAFETY: a valid set as in `sigwait`; `info` null or writable (caller's contract).
         Some(f) => signal_or_errno(unsafe { fiberize_rt::signal::delivery::fiber_sigtimedwait(f, &*set, info, None) }),
-        // SAFETY: forwarded contract.
+        // SAFETY: a plain thread: `set` is a sigset_t and `info` null or writable (sigwaitinfo's contract), passed as they
+        // came.
         None => unsafe { real::sigwaitinfo(set, info) },
     }
 }
@@ -211,7 +217,7 @@ pub unsafe extern "C" fn sigwaitinfo(set: *const sigset_t, info: *mut libc::sigi
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn sigtimedwait(set: *const sigset_t, info: *mut libc::siginfo_t, t: *const libc::timespec) -> c_int {
     let Some(f) = fiber() else {
-        // SAFETY: forwarded contract.
+        // SAFETY: a plain thread: `set`, `info` and `t` are as sigtimedwait requires (its contract with the program).
         return unsafe { real::sigtimedwait(set, info, t) };
     };
     // SAFETY: `t` is null or valid (caller's contract).
@@ -242,10 +248,11 @@ fn signal_or_errno(r: c_int) -> c_int {
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn sigaction(sig: c_int, act: *const libc::sigaction, old: *mut libc::sigaction) -> c_int {
     if crate::gate::enabled() {
-        // SAFETY: forwarded contract.
+        // SAFETY: `act` and `old` are null or point to struct sigaction (sigaction's contract), what `program_sigaction`
+        // reads and writes.
         return unsafe { fiberize_rt::signal::handlers::program_sigaction(sig, act, old) };
     }
-    // SAFETY: forwarded contract.
+    // SAFETY: the runtime's own or an unknown signal: glibc's sigaction gets the program's `act`/`old`, null or valid.
     unsafe { fiberize_rt::base::real::sigaction(sig, act, old) }
 }
 
@@ -255,7 +262,8 @@ pub unsafe extern "C" fn sigaction(sig: c_int, act: *const libc::sigaction, old:
 /// As glibc's `signal`.
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn signal(sig: c_int, handler: libc::sighandler_t) -> libc::sighandler_t {
-    // SAFETY: forwarded contract.
+    // SAFETY: `signal` is glibc's alias of `bsd_signal`: same arguments (a signal number, a handler value), no
+    // pointers read.
     unsafe { bsd_signal(sig, handler) }
 }
 
@@ -264,10 +272,11 @@ pub unsafe extern "C" fn signal(sig: c_int, handler: libc::sighandler_t) -> libc
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn bsd_signal(sig: c_int, handler: libc::sighandler_t) -> libc::sighandler_t {
     if crate::gate::enabled() {
-        // SAFETY: forwarded contract.
+        // SAFETY: `handler` is SIG_DFL, SIG_IGN or a handler function of the program (bsd_signal's contract), as
+        // `program_signal` installs it.
         return unsafe { fiberize_rt::signal::handlers::program_signal(sig, handler, libc::SA_RESTART, true) };
     }
-    // SAFETY: forwarded contract.
+    // SAFETY: a signal the runtime does not wrap: glibc's bsd_signal gets the program's number and handler.
     unsafe { real::bsd_signal(sig, handler) }
 }
 
@@ -278,12 +287,13 @@ pub unsafe extern "C" fn bsd_signal(sig: c_int, handler: libc::sighandler_t) -> 
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn sysv_signal(sig: c_int, handler: libc::sighandler_t) -> libc::sighandler_t {
     if crate::gate::enabled() {
-        // SAFETY: forwarded contract.
+        // SAFETY: `handler` is SIG_DFL, SIG_IGN or a function of the program (sysv_signal's contract), which
+        // `program_signal` installs.
         return unsafe {
             fiberize_rt::signal::handlers::program_signal(sig, handler, libc::SA_RESETHAND | libc::SA_NODEFER, false)
         };
     }
-    // SAFETY: forwarded contract.
+    // SAFETY: a signal the runtime does not wrap: glibc's sysv_signal gets the program's number and handler.
     unsafe { real::sysv_signal(sig, handler) }
 }
 
@@ -291,7 +301,7 @@ pub unsafe extern "C" fn sysv_signal(sig: c_int, handler: libc::sighandler_t) ->
 /// As glibc's `__sysv_signal`.
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn __sysv_signal(sig: c_int, handler: libc::sighandler_t) -> libc::sighandler_t {
-    // SAFETY: forwarded contract.
+    // SAFETY: `__sysv_signal` is glibc's alias of `sysv_signal`, with the same contract.
     unsafe { sysv_signal(sig, handler) }
 }
 
@@ -302,7 +312,7 @@ pub unsafe extern "C" fn __sysv_signal(sig: c_int, handler: libc::sighandler_t) 
 /// As glibc's `sigpending`.
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn sigpending(set: *mut sigset_t) -> c_int {
-    // SAFETY: forwarded contract.
+    // SAFETY: `set` points to a writable sigset_t (sigpending's contract), which glibc's sigpending fills.
     let r = unsafe { real::sigpending(set) };
     if r == 0 {
         if let Some(f) = fiber() {

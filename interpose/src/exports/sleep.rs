@@ -44,10 +44,12 @@ pub unsafe extern "C" fn pthread_yield() -> c_int {
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn nanosleep(req: *const timespec, rem: *mut timespec) -> c_int {
     let Some(f) = fiber() else {
-        // SAFETY: forwarded contract.
+        // SAFETY: a plain thread: glibc's nanosleep gets `req` (a timespec) and `rem` (null or
+        // writable) as its contract has them.
         return unsafe { real::nanosleep(req, rem) };
     };
-    // SAFETY: forwarded contract.
+    // SAFETY: `req` points to a timespec and `rem` is null or writable (nanosleep's contract),
+    // which `sleep::nanosleep` reads and writes.
     match unsafe { sleep::nanosleep(f, req, rem) } {
         Ok(()) => 0,
         Err(e) => {
@@ -62,12 +64,14 @@ pub unsafe extern "C" fn nanosleep(req: *const timespec, rem: *mut timespec) -> 
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn clock_nanosleep(c: clockid_t, flags: c_int, req: *const timespec, rem: *mut timespec) -> c_int {
     if let Some(f) = fiber() {
-        // SAFETY: forwarded contract.
+        // SAFETY: `req` points to a timespec and `rem` is null or writable (clock_nanosleep's
+        // contract), as `sleep::clock_nanosleep` requires.
         if let Some(r) = unsafe { sleep::clock_nanosleep(f, c, flags, req, rem) } {
             return r;
         }
     }
-    // SAFETY: forwarded contract.
+    // SAFETY: a plain thread or a clock we leave to the kernel: glibc gets the program's
+    // `req`/`rem`, valid per its contract.
     unsafe { real::clock_nanosleep(c, flags, req, rem) }
 }
 

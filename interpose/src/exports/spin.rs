@@ -13,7 +13,8 @@ use fiberize_rt::sync::spin::real;
 /// As glibc's `pthread_spin_init`.
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn pthread_spin_init(l: *mut pthread_spinlock_t, pshared: c_int) -> c_int {
-    // SAFETY: forwarded contract.
+    // SAFETY: `l` is storage for a pthread_spinlock_t (pthread_spin_init's contract), which
+    // `spin::init` and glibc initialise.
     unsafe {
         if enabled() {
             spin::init(l, pshared)
@@ -27,7 +28,8 @@ pub unsafe extern "C" fn pthread_spin_init(l: *mut pthread_spinlock_t, pshared: 
 /// As glibc's `pthread_spin_lock`.
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn pthread_spin_lock(l: *mut pthread_spinlock_t) -> c_int {
-    // SAFETY: forwarded contract.
+    // SAFETY: `l` is an initialised spinlock (pthread_spin_lock's contract), which `spin::lock`
+    // and glibc require.
     unsafe {
         if enabled() {
             spin::lock(l)
@@ -41,7 +43,8 @@ pub unsafe extern "C" fn pthread_spin_lock(l: *mut pthread_spinlock_t) -> c_int 
 /// As glibc's `pthread_spin_trylock`.
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn pthread_spin_trylock(l: *mut pthread_spinlock_t) -> c_int {
-    // SAFETY: forwarded contract.
+    // SAFETY: `l` is an initialised spinlock (pthread_spin_trylock's contract), as
+    // `spin::trylock` and glibc require.
     unsafe {
         if enabled() {
             spin::trylock(l)
@@ -55,7 +58,8 @@ pub unsafe extern "C" fn pthread_spin_trylock(l: *mut pthread_spinlock_t) -> c_i
 /// As glibc's `pthread_spin_unlock`.
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn pthread_spin_unlock(l: *mut pthread_spinlock_t) -> c_int {
-    // SAFETY: forwarded contract.
+    // SAFETY: `l` is a spinlock the caller holds (pthread_spin_unlock's contract), which
+    // `spin::unlock` and glibc require.
     unsafe {
         if enabled() {
             spin::unlock(l)
@@ -69,7 +73,8 @@ pub unsafe extern "C" fn pthread_spin_unlock(l: *mut pthread_spinlock_t) -> c_in
 /// As glibc's `pthread_spin_destroy`.
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn pthread_spin_destroy(l: *mut pthread_spinlock_t) -> c_int {
-    // SAFETY: forwarded contract.
+    // SAFETY: `l` is an initialised, unlocked spinlock (pthread_spin_destroy's contract), as
+    // `spin::destroy` requires.
     unsafe {
         if enabled() {
             spin::destroy(l)

@@ -38,10 +38,12 @@ pub unsafe extern "C" fn syscall(nr: c_long, a1: c_long, a2: c_long, a3: c_long,
         };
     }
     if fiberize_rt::io::offload::long_syscall(nr) && crate::gate::fiber().is_some() {
-        // SAFETY: forwarded contract, on the donor thread (e.g. InnoDB's
-        // syscall(__NR_io_getevents) with --innodb-linux-aio=aio).
+        // SAFETY: the program passes the arguments system call `nr` takes (syscall's contract), and
+        // the real `syscall` forwards them from the donor thread, which owns this fiber's TLS (e.g.
+        // InnoDB's syscall(__NR_io_getevents) with --innodb-linux-aio=aio).
         return fiberize_rt::runtime::fiber::run_on_donor(|| unsafe { real::syscall(nr, a1, a2, a3, a4, a5, a6) });
     }
-    // SAFETY: forwarded contract.
+    // SAFETY: the program passes the arguments system call `nr` takes (syscall's contract),
+    // which the real `syscall` forwards unchanged.
     unsafe { real::syscall(nr, a1, a2, a3, a4, a5, a6) }
 }

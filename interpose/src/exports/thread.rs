@@ -24,10 +24,12 @@ pub unsafe extern "C" fn pthread_create(
     arg: *mut c_void,
 ) -> c_int {
     if !fiberize_rt::base::config::fibers_allowed() {
-        // SAFETY: forwarded contract.
+        // SAFETY: preload off: glibc's pthread_create gets the program's `t` (writable), `attr` (null or initialised) and
+        // start routine.
         return unsafe { real::pthread_create(t, attr, start, arg) };
     }
-    // SAFETY: forwarded contract.
+    // SAFETY: `t` is writable, `attr` null or initialised, `start` a function taking `arg` (pthread_create's
+    // contract), which `pthread::create` requires.
     unsafe { pthread::create(t, attr, start, arg) }
 }
 
@@ -36,10 +38,11 @@ pub unsafe extern "C" fn pthread_create(
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn pthread_join(t: pthread_t, r: *mut *mut c_void) -> c_int {
     if crate::gate::fiber().is_none() {
-        // SAFETY: forwarded contract.
+        // SAFETY: preload off: `t` is a joinable thread and `r` null or writable, as pthread_join requires of the program.
         return unsafe { real::pthread_join(t, r) };
     }
-    // SAFETY: forwarded contract.
+    // SAFETY: `t` is a joinable thread and `r` null or writable (pthread_join's contract), which `pthread::join`
+    // requires.
     unsafe { pthread::join(t, r) }
 }
 
@@ -48,10 +51,11 @@ pub unsafe extern "C" fn pthread_join(t: pthread_t, r: *mut *mut c_void) -> c_in
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn pthread_timedjoin_np(t: pthread_t, r: *mut *mut c_void, ts: *const timespec) -> c_int {
     if crate::gate::fiber().is_none() {
-        // SAFETY: forwarded contract.
+        // SAFETY: preload off: the program's `t`, `r`, `ts` are valid as pthread_timedjoin_np requires.
         return unsafe { real::pthread_timedjoin_np(t, r, ts) };
     }
-    // SAFETY: forwarded contract.
+    // SAFETY: `t` joinable, `r` null or writable, `ts` a timespec pointer (pthread_timedjoin_np's contract), as
+    // `pthread::timedjoin` requires.
     unsafe { pthread::timedjoin(t, r, ts) }
 }
 
@@ -60,10 +64,11 @@ pub unsafe extern "C" fn pthread_timedjoin_np(t: pthread_t, r: *mut *mut c_void,
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn pthread_clockjoin_np(t: pthread_t, r: *mut *mut c_void, c: clockid_t, ts: *const timespec) -> c_int {
     if crate::gate::fiber().is_none() {
-        // SAFETY: forwarded contract.
+        // SAFETY: preload off: the program's `t`, `r`, `c`, `ts` are valid as pthread_clockjoin_np requires.
         return unsafe { real::pthread_clockjoin_np(t, r, c, ts) };
     }
-    // SAFETY: forwarded contract.
+    // SAFETY: `t` joinable, `r` null or writable, `ts` a timespec pointer (pthread_clockjoin_np's contract), as
+    // `pthread::clockjoin` requires.
     unsafe { pthread::clockjoin(t, r, c, ts) }
 }
 
@@ -71,7 +76,8 @@ pub unsafe extern "C" fn pthread_clockjoin_np(t: pthread_t, r: *mut *mut c_void,
 /// As glibc's `pthread_exit`.
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn pthread_exit(v: *mut c_void) -> ! {
-    // SAFETY: forwarded contract (passes through for plain threads inside).
+    // SAFETY: pthread_exit's contract (called by a thread of the program, `v` any value) is `pthread::exit`'s, which
+    // passes it to glibc for plain threads.
     unsafe { pthread::exit(v) }
 }
 
@@ -98,7 +104,8 @@ pub unsafe extern "C" fn pthread_cancel(t: pthread_t) -> c_int {
             return fiberize_rt::signal::cancel::cancel_fiber(&f);
         }
     }
-    // SAFETY: forwarded contract.
+    // SAFETY: `t` is a thread the program created and has not joined (pthread_cancel's contract), which glibc's
+    // pthread_cancel requires.
     unsafe { real_cancel::pthread_cancel(t) }
 }
 
@@ -119,10 +126,10 @@ pub unsafe extern "C" fn pthread_testcancel() {
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn pthread_setcanceltype(kind: c_int, old: *mut c_int) -> c_int {
     if let Some(f) = crate::gate::fiber() {
-        // SAFETY: forwarded contract (`old` null or valid).
+        // SAFETY: `old` is null or a writable int (pthread_setcanceltype's contract), what `cancel::set_type` writes.
         return unsafe { fiberize_rt::signal::cancel::set_type(f, kind, old) };
     }
-    // SAFETY: forwarded contract.
+    // SAFETY: a plain thread: glibc's pthread_setcanceltype gets `old`, null or writable.
     unsafe { real_cancel::pthread_setcanceltype(kind, old) }
 }
 
@@ -131,9 +138,9 @@ pub unsafe extern "C" fn pthread_setcanceltype(kind: c_int, old: *mut c_int) -> 
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn pthread_setcancelstate(state: c_int, old: *mut c_int) -> c_int {
     if let Some(f) = crate::gate::fiber() {
-        // SAFETY: forwarded contract (`old` null or valid).
+        // SAFETY: `old` is null or a writable int (pthread_setcancelstate's contract), what `cancel::set_state` writes.
         return unsafe { fiberize_rt::signal::cancel::set_state(f, state, old) };
     }
-    // SAFETY: forwarded contract.
+    // SAFETY: a plain thread: glibc's pthread_setcancelstate gets `old`, null or writable.
     unsafe { real_cancel::pthread_setcancelstate(state, old) }
 }

@@ -15,7 +15,8 @@ use fiberize_rt::tz;
 /// As glibc's `mktime`: `tp` points to a valid `struct tm`.
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn mktime(tp: *mut tm) -> time_t {
-    // SAFETY: forwarded contract.
+    // SAFETY: `tp` points to a valid, writable struct tm (mktime's contract, this fn's #
+    // Safety), which `tz::mktime` normalises in place.
     unsafe { tz::mktime(tp) }
 }
 
@@ -25,7 +26,8 @@ pub unsafe extern "C" fn mktime(tp: *mut tm) -> time_t {
 /// As glibc's `timelocal`.
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn timelocal(tp: *mut tm) -> time_t {
-    // SAFETY: forwarded contract.
+    // SAFETY: `tp` points to a writable struct tm (timelocal's contract, as mktime's), which
+    // `tz::timelocal` requires.
     unsafe { tz::timelocal(tp) }
 }
 
@@ -41,7 +43,8 @@ pub unsafe extern "C" fn tzset() {
 /// As glibc's `localtime`: `t` points to a readable `time_t`.
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn localtime(t: *const time_t) -> *mut tm {
-    // SAFETY: forwarded contract.
+    // SAFETY: `t` points to a readable time_t (localtime's contract, this fn's # Safety), as
+    // `tz::localtime` requires.
     unsafe { tz::localtime(t) }
 }
 
@@ -49,7 +52,8 @@ pub unsafe extern "C" fn localtime(t: *const time_t) -> *mut tm {
 /// As glibc's `ctime`: `t` points to a readable `time_t`.
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn ctime(t: *const time_t) -> *mut c_char {
-    // SAFETY: forwarded contract.
+    // SAFETY: `t` points to a readable time_t (ctime's contract, this fn's # Safety), as
+    // `tz::ctime` requires.
     unsafe { tz::ctime(t) }
 }
 

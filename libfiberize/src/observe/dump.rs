@@ -34,7 +34,6 @@ use crate::base::sys;
 use crate::runtime::fiber::FiberRef;
 use crate::runtime::registry;
 use crate::runtime::scheduler;
-use crate::runtime::scheduler::WorkerShared;
 
 fn symbol(addr: usize) -> String {
     // SAFETY: dladdr only reads loader tables; `info` is a valid out-parameter, and the
@@ -79,20 +78,16 @@ fn snapshot() -> Vec<Row> {
     let fibers: Vec<FiberRef> = registry::all();
     fibers
         .iter()
-        .map(|f| {
-            let w = f.worker.load(Ordering::Relaxed) as *const WorkerShared;
-            Row {
-                id: f.id,
-                pthread: f.pthread.load(Ordering::Relaxed),
-                life: f.life.load(Ordering::Relaxed),
-                wait_kind: f.wait.raw().0,
-                wait_addr: f.wait.raw().1,
-                held_signals: f.signals.held(),
-                cancel_requested: f.cancel.is_requested(),
-                // SAFETY: non-null `worker` points into the leaked runtime.
-                worker: (!w.is_null()).then(|| unsafe { (*w).index }),
-                start_routine: f.start_routine,
-            }
+        .map(|f| Row {
+            id: f.id(),
+            pthread: f.identity.pthread(),
+            life: f.life() as u32,
+            wait_kind: f.wait.raw().0,
+            wait_addr: f.wait.raw().1,
+            held_signals: f.signals.held(),
+            cancel_requested: f.cancel.is_requested(),
+            worker: crate::runtime::scheduler::worker_of(f).map(|w| w.index),
+            start_routine: f.identity.start_routine(),
         })
         .collect()
 }

@@ -42,10 +42,12 @@
 //! `park_state` ([`crate::runtime::park_state`]) closes the window between "the fiber
 //! decided to sleep" and "the fiber's stack is no longer in use".
 
-use crate::runtime::fiber_state::{Cancellation, Interruption, SignalState, WaitNote};
+use crate::runtime::fiber_state::{
+    Cancellation, Demotion, DirectWake, DonorHandoff, Identity, Interruption, RunningOn, SignalState, WaitNote,
+};
 use core::cell::{Cell, UnsafeCell};
 use core::num::NonZeroUsize;
-use core::sync::atomic::{AtomicI32, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use corosensei::stack::{Stack, StackPointer};
@@ -74,13 +76,6 @@ pub type FiberCoroutine = Coroutine<(), Switch, usize, DonorStack>;
 pub type FiberYielder = Yielder<(), Switch>;
 pub type FiberRef = Arc<Fiber>;
 
-/// Donor futex word values (`Fiber::donor_word`).
-pub const DONOR_IDLE: u32 = 0;
-/// Resume the coroutine on the donor thread.
-pub const DONOR_RUN: u32 = 1;
-/// The coroutine returned on a worker: return its value from the donor's start routine.
-pub const DONOR_FINISH: u32 = 2;
-
 /// Lifecycle, for the fiber dump.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u32)]
@@ -91,6 +86,21 @@ pub enum Life {
     Parked = 3,
     OnDonor = 4,
     Finished = 5,
+}
+
+impl Life {
+    /// The `Life` whose `as u32` is `raw` (only values `set_life` stored occur).
+    #[inline]
+    fn from_raw(raw: u32) -> Life {
+        match raw {
+            0 => Life::Starting,
+            1 => Life::Runnable,
+            2 => Life::Running,
+            3 => Life::Parked,
+            4 => Life::OnDonor,
+            _ => Life::Finished,
+        }
+    }
 }
 
 /// What a parked fiber waits for, for the fiber dump.
@@ -111,60 +121,45 @@ pub enum WaitKind {
     Join = 11,
 }
 
+/// A fiber. Its state is grouped by who changes it, each group a type of
+/// `crate::runtime::fiber_state` (or `park_state`) with named transitions and its
+/// orderings chosen there once; `Fiber`'s own few words have accessors below.
 pub struct Fiber {
-    pub id: u64,
-    /// `pthread_t` of the donor, i.e. `pthread_self()` inside the fiber.
-    pub pthread: AtomicUsize,
-    /// Removed from the by-`pthread_t` map for good (finished, or ran natively): a
-    /// late registration by the creator must not bring it back (`crate::observe::dump`).
-    pub unregistered: core::sync::atomic::AtomicBool,
-    /// The donor's thread pointer (FS base).
-    pub tp: AtomicUsize,
-    /// The donor's kernel thread id: what "this thread" means for the calls that take
-    /// a tid (`setpriority(PRIO_PROCESS, 0)`), since `gettid()` reports the worker.
-    pub donor_tid: AtomicU32,
-    /// While the fiber waits for a descriptor directly in the kernel on its worker
-    /// (`scheduler::direct_wait`): the worker's wake-up eventfd, which `unpark` writes
-    /// so that the wait ends (-1 otherwise).
-    pub direct_wake_fd: AtomicI32,
-    pub start_routine: usize,
+    /// Id, start routine, the donor's `pthread_t`, thread pointer and tid.
+    pub(crate) identity: Identity,
     coroutine: UnsafeCell<Option<FiberCoroutine>>,
     yielder: Cell<*const FiberYielder>,
-    pub park_state: ParkState,
+    pub(crate) park_state: ParkState,
     /// Incremented by every timed park, so that a stale timer does not wake a later wait.
-    pub park_gen: AtomicU64,
-    pub donor_word: AtomicU32,
-    pub retval: AtomicUsize,
+    park_gen: AtomicU64,
+    /// The donor's futex word, the return value and the sleeping donor's stack pointer.
+    pub(crate) donor: DonorHandoff,
     /// Intrusive link of the donor → pool hand-off list (`scheduler::push_from_donor`).
-    pub handoff_next: AtomicPtr<Fiber>,
-    /// Address of the `WorkerShared` currently running this fiber (0: none).
-    pub worker: AtomicUsize,
-    /// That worker's thread pointer, for `crate::runtime::wtls` (stale when `worker`
-    /// is 0; only the fiber itself reads it, while it runs on a worker).
-    pub worker_tp: AtomicUsize,
-    pub life: AtomicU32,
+    handoff_next: AtomicPtr<Fiber>,
+    /// The worker running the fiber now, and its thread pointer.
+    pub(crate) running_on: RunningOn,
+    /// `Life` as u32, for the dump, the watchdog, joins and kicks.
+    life: AtomicU32,
     /// What the fiber waits for while parked (the dump, asynchronous cancellation).
-    pub wait: WaitNote,
+    pub(crate) wait: WaitNote,
     /// The fiber's own signal mask (workers apply it while they run the fiber, see
     /// `scheduler::run_fiber`) and the signals held for it (delivered when it next
     /// runs, see `crate::signal::delivery`).
-    pub signals: SignalState,
+    pub(crate) signals: SignalState,
     /// Set when a signal was delivered during a park (interruptible waits return EINTR)
     /// or a program handler ran on the fiber (`signal::note_handler_ran`), with whether
     /// one lacked `SA_RESTART` (a restartable wait returns EINTR too).
-    pub interruption: Interruption,
+    pub(crate) interruption: Interruption,
     /// How often the monitor caught this fiber blocking its worker in a call we do not
     /// intercept; at `DEMOTE_AFTER_BLOCKS` it is handed to its donor for good.
-    pub foreign_blocks: AtomicU32,
+    pub(crate) demotion: Demotion,
     /// Cancellation: requested, disabled, asynchronous (see `crate::signal::cancel`).
-    pub cancel: Cancellation,
-    /// While the donor sleeps waiting for a hand-off: its saved stack pointer, where
-    /// its callee-saved registers lie (0 while it is awake). A forked child of this
-    /// fiber resumes its copy of the donor there (`crate::thread::pthread`, "Fork").
-    pub donor_sleep_sp: AtomicUsize,
+    pub(crate) cancel: Cancellation,
+    /// The worker's wake-up eventfd while the fiber waits directly in the kernel.
+    pub(crate) direct_wake: DirectWake,
     /// WTLS registrations, pin and end callbacks (`crate::runtime::wtls`); null until
     /// the fiber's first WTLS call, so that a fiber without any pays one load a switch.
-    pub wtls: AtomicPtr<crate::runtime::wtls::FiberWtls>,
+    wtls: AtomicPtr<crate::runtime::wtls::FiberWtls>,
 }
 
 impl Drop for Fiber {
@@ -173,19 +168,11 @@ impl Drop for Fiber {
     }
 }
 
-/// Foreign blocking episodes after which a fiber runs as a plain thread on its donor
-/// (docs/DESIGN.md §2.11). Origin: one or two episodes are normal (a DNS lookup, a rare
-/// `flock`); a fiber that blocks again and again (an io_uring completion thread, a
-/// `sigwaitinfo` loop through raw syscalls) costs a spare worker each time.
-pub const DEMOTE_AFTER_BLOCKS: u32 = 3;
-
 // SAFETY: the coroutine and yielder cells are only touched by whoever runs the fiber,
 // and the scheduler guarantees at most one OS thread runs it at a time (park protocol,
 // donor hand-off); everything else is atomic.
 unsafe impl Send for Fiber {}
 unsafe impl Sync for Fiber {}
-
-static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
 impl Fiber {
     /// A cancellation request that the fiber's state lets through.
@@ -196,35 +183,90 @@ impl Fiber {
 
     pub fn new(start_routine: usize) -> Fiber {
         Fiber {
-            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
-            pthread: AtomicUsize::new(0),
-            donor_tid: AtomicU32::new(0),
-            direct_wake_fd: AtomicI32::new(-1),
-            unregistered: core::sync::atomic::AtomicBool::new(false),
-            tp: AtomicUsize::new(0),
-            start_routine,
+            identity: Identity::new(start_routine),
             coroutine: UnsafeCell::new(None),
             yielder: Cell::new(core::ptr::null()),
             park_state: ParkState::new(),
             park_gen: AtomicU64::new(0),
-            donor_word: AtomicU32::new(DONOR_IDLE),
-            retval: AtomicUsize::new(0),
+            donor: DonorHandoff::new(),
             handoff_next: AtomicPtr::new(core::ptr::null_mut()),
-            worker: AtomicUsize::new(0),
-            worker_tp: AtomicUsize::new(0),
+            running_on: RunningOn::new(),
             life: AtomicU32::new(Life::Starting as u32),
             wait: WaitNote::new(),
             signals: SignalState::new(),
             interruption: Interruption::new(),
-            foreign_blocks: AtomicU32::new(0),
+            demotion: Demotion::new(),
             cancel: Cancellation::new(),
-            donor_sleep_sp: AtomicUsize::new(0),
+            direct_wake: DirectWake::new(),
             wtls: AtomicPtr::new(core::ptr::null_mut()),
         }
     }
 
+    /// The fiber's id.
+    #[inline]
+    pub fn id(&self) -> u64 {
+        self.identity.id()
+    }
+
+    /// Where the fiber is in its life. Relaxed, as `set_life`: a diagnostic (dump,
+    /// watchdog) and a hint (a kick of a fiber that stopped running is ignored, the
+    /// preemption handler re-checks on its own thread); a joiner that sees `Finished`
+    /// learns nothing else from it (it then waits in glibc's join, or it saw
+    /// `Identity::is_unregistered`'s Acquire first).
+    #[inline]
+    pub fn life(&self) -> Life {
+        Life::from_raw(self.life.load(Ordering::Relaxed))
+    }
+
+    #[inline]
     pub fn set_life(&self, l: Life) {
         self.life.store(l as u32, Ordering::Relaxed);
+    }
+
+    /// Starts a new timed park and returns its number (for the timer entry).
+    /// Relaxed: only the fiber itself increments it, and a timer that reads it just
+    /// before a new park's increment wakes that park spuriously whatever the ordering;
+    /// waits tolerate that (they re-check their condition), and nothing is published.
+    #[inline]
+    pub fn next_park_gen(&self) -> u64 {
+        self.park_gen.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    /// The number of the fiber's latest timed park.
+    #[inline]
+    pub fn park_gen(&self) -> u64 {
+        self.park_gen.load(Ordering::Relaxed)
+    }
+
+    /// The next fiber on the donor hand-off list. Relaxed: the list's head CAS
+    /// (Release) and its drain's swap (Acquire) publish the links.
+    #[inline]
+    pub(crate) fn handoff_next(&self) -> *mut Fiber {
+        self.handoff_next.load(Ordering::Relaxed)
+    }
+
+    #[inline]
+    pub(crate) fn set_handoff_next(&self, next: *mut Fiber) {
+        self.handoff_next.store(next, Ordering::Relaxed);
+    }
+
+    /// The fiber's WTLS block (null: none yet). Relaxed: only the fiber itself, the
+    /// worker running it (on the fiber's behalf, around the switch) and the fiber's
+    /// drop touch it, never at once.
+    #[inline]
+    pub(crate) fn wtls(&self) -> *mut crate::runtime::wtls::FiberWtls {
+        self.wtls.load(Ordering::Relaxed)
+    }
+
+    #[inline]
+    pub(crate) fn set_wtls(&self, p: *mut crate::runtime::wtls::FiberWtls) {
+        self.wtls.store(p, Ordering::Relaxed);
+    }
+
+    /// Takes the fiber's WTLS block (for freeing it).
+    #[inline]
+    pub(crate) fn take_wtls(&self) -> *mut crate::runtime::wtls::FiberWtls {
+        self.wtls.swap(core::ptr::null_mut(), Ordering::Relaxed)
     }
 
     /// Installs the coroutine (donor, before the fiber is first queued).
@@ -240,7 +282,7 @@ impl Fiber {
     ///
     /// # Safety
     /// The caller must be the fiber's current runner (a worker that dequeued it, or
-    /// its donor after `DONOR_RUN`), and must not hold the reference across a hand-off.
+    /// its donor after `DonorCommand::Run`), and must not hold the reference across a hand-off.
     #[allow(clippy::mut_from_ref)]
     pub unsafe fn coroutine_mut(&self) -> &mut FiberCoroutine {
         // SAFETY: exclusive by the caller's contract.
@@ -400,7 +442,7 @@ pub fn run_on_donor<R>(f: impl FnOnce() -> R) -> R {
 #[inline]
 pub fn current_or_demote() -> Option<&'static Fiber> {
     let f = current()?;
-    if f.foreign_blocks.load(Ordering::Relaxed) >= DEMOTE_AFTER_BLOCKS {
+    if f.demotion.is_due() {
         demote(f);
         return None;
     }
@@ -411,7 +453,7 @@ pub fn current_or_demote() -> Option<&'static Fiber> {
 fn demote(f: &Fiber) {
     bump(&STATS.fibers_demoted);
     if crate::base::sites::on() {
-        let routine = f.start_routine;
+        let routine = f.identity.start_routine();
         if let Some(e) = crate::base::sites::entry(crate::base::sites::Kind::Demoted, routine, || routine) {
             e.add(0);
         }

@@ -21,11 +21,9 @@ use crate::runtime::fiber::Fiber;
 /// locks): kick the worker that runs it; the kick handler acts in the fiber's own
 /// context (or finds another context and leaves the request pending).
 pub fn kick(target: &Fiber) {
-    if target.life.load(Ordering::Acquire) == crate::runtime::fiber::Life::Running as u32 {
-        let w = target.worker.load(Ordering::Acquire) as *const crate::runtime::scheduler::WorkerShared;
-        if !w.is_null() {
-            // SAFETY: `worker` points into the leaked runtime.
-            let tid = unsafe { (*w).tid.load(Ordering::Relaxed) };
+    if target.life() == crate::runtime::fiber::Life::Running {
+        if let Some(w) = crate::runtime::scheduler::worker_of(target) {
+            let tid = w.tid.load(Ordering::Relaxed);
             // SAFETY: tgkill to one of our own workers.
             unsafe {
                 sys::syscall6(libc::SYS_tgkill as usize, libc::getpid() as usize, tid as usize, KICK_SIGNAL as usize, 0, 0, 0)

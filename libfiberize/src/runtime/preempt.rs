@@ -110,8 +110,9 @@
 //! request the handler took, `preempt_request` back at 0, while the run goes on), the
 //! monitor declares its worker blocked (`scheduler::mark_blocked`): a
 //! spare takes over the queues while the kernel time-slices the spinner's thread as it
-//! would natively, and the fiber's `foreign_blocks` grows, so that a fiber doing this
-//! repeatedly is demoted to its donor at its next blocking call (docs/DESIGN.md §2.15).
+//! would natively, and the fiber's foreign-block count (`fiber_state::Demotion`) grows,
+//! so that a fiber doing this repeatedly is demoted to its donor at its next blocking
+//! call (docs/DESIGN.md §2.15).
 
 use core::sync::atomic::{AtomicUsize, Ordering};
 
@@ -224,12 +225,7 @@ pub fn ranges_known() -> usize {
 /// its stack. Async-signal-safe: atomics, TLS reads, one raw system call and the
 /// switch.
 pub fn on_kick(f: &Fiber, uc: *mut c_void) {
-    let w = f.worker.load(Ordering::Acquire) as *const WorkerShared;
-    if w.is_null() {
-        return;
-    }
-    // SAFETY: `worker` points into the leaked runtime's worker array.
-    let w = unsafe { &*w };
+    let Some(w) = crate::runtime::scheduler::worker_of(f) else { return };
     let asked = w.preempt_request.swap(0, Ordering::AcqRel);
     if asked == 0 || asked != w.progress.load(Ordering::Relaxed) {
         return; // no request, or one for a run that already ended
@@ -245,11 +241,7 @@ pub fn on_kick(f: &Fiber, uc: *mut c_void) {
 }
 
 fn safe_to_leave(f: &Fiber, w: &WorkerShared, uc: *mut c_void) -> bool {
-    if uc.is_null()
-        || crate::base::shield::depth() != 0
-        || f.life.load(Ordering::Relaxed) != Life::Running as u32
-        || crate::runtime::wtls::pinned(f)
-    {
+    if uc.is_null() || crate::base::shield::depth() != 0 || f.life() != Life::Running || crate::runtime::wtls::pinned(f) {
         return false;
     }
     // SAFETY: for an SA_SIGINFO handler the kernel passes the interrupted context.

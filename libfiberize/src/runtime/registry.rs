@@ -6,7 +6,6 @@
 //! and exit, lookups once per `pthread_kill`/`pthread_cancel` or per dump, so one lock
 //! is not a bottleneck (a `pthread_create`/`join` pair costs ~10 µs, the lock ~50 ns).
 
-use core::sync::atomic::Ordering;
 use std::collections::BTreeMap;
 
 use crate::base::rawlock::RawLock;
@@ -21,7 +20,8 @@ static BY_PTHREAD: RawLock<BTreeMap<usize, FiberRef>> = RawLock::new(BTreeMap::n
 /// # Safety
 /// Only from the atfork child hook (one thread, nothing else running).
 pub unsafe fn reset_in_forked_child() {
-    // SAFETY: forwarded contract.
+    // SAFETY: we are the atfork child hook (this fn's # Safety): the child's one thread, before
+    // anything uses the maps, as their reset requires.
     unsafe {
         REGISTRY.reset_in_forked_child(BTreeMap::new());
         BY_PTHREAD.reset_in_forked_child(BTreeMap::new());
@@ -29,8 +29,8 @@ pub unsafe fn reset_in_forked_child() {
 }
 
 pub fn register(f: &FiberRef) {
-    REGISTRY.lock().insert(f.id, f.clone());
-    register_pthread_early(f, f.pthread.load(Ordering::Relaxed));
+    REGISTRY.lock().insert(f.id(), f.clone());
+    register_pthread_early(f, f.identity.pthread());
 }
 
 /// Makes a new fiber findable by its `pthread_t` as soon as `pthread_create` returns to
@@ -40,20 +40,20 @@ pub fn register(f: &FiberRef) {
 /// the donor unregistered it.
 pub fn register_pthread_early(f: &FiberRef, pthread: usize) {
     let mut m = BY_PTHREAD.lock();
-    if !f.unregistered.load(Ordering::Relaxed) {
-        f.pthread.store(pthread, Ordering::Relaxed);
+    if !f.identity.is_unregistered() {
+        f.identity.set_pthread(pthread);
         m.insert(pthread, f.clone());
     }
 }
 
 pub fn unregister(f: &Fiber) {
-    let removed = REGISTRY.lock().remove(&f.id);
-    let pt = f.pthread.load(Ordering::Relaxed);
+    let removed = REGISTRY.lock().remove(&f.id());
+    let pt = f.identity.pthread();
     let removed2 = {
         let mut m = BY_PTHREAD.lock();
-        f.unregistered.store(true, Ordering::Release);
+        f.identity.mark_unregistered();
         match m.get(&pt) {
-            Some(g) if g.id == f.id => m.remove(&pt),
+            Some(g) if g.id() == f.id() => m.remove(&pt),
             _ => None,
         }
     };
@@ -79,7 +79,7 @@ pub unsafe fn unregister_ptr(f: *const Fiber) {
 
 /// How many live fibers are in lifecycle state `life` (for the watchdog).
 pub fn count_in_life(life: crate::runtime::fiber::Life) -> usize {
-    REGISTRY.lock().values().filter(|f| f.life.load(Ordering::Relaxed) == life as u32).count()
+    REGISTRY.lock().values().filter(|f| f.life() == life).count()
 }
 
 pub fn live_fibers() -> usize {

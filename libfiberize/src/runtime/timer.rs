@@ -90,7 +90,7 @@ impl TimerHeap {
         heap.push(Entry { deadline, gen, fiber });
         if heap.len() >= self.sweep_at.load(Ordering::Relaxed) {
             // An entry whose fiber has started a newer timed park can never fire usefully.
-            heap.retain(|e| e.fiber.park_gen.load(Ordering::Relaxed) == e.gen);
+            heap.retain(|e| e.fiber.park_gen() == e.gen);
             self.sweep_at.store((heap.len() * 2).max(SWEEP_MIN), Ordering::Relaxed);
             self.next.store(heap.peek().map_or(u64::MAX, |e| e.deadline), Ordering::Release);
         } else if deadline < self.next.load(Ordering::Relaxed) {
@@ -125,7 +125,7 @@ impl TimerHeap {
                 n == due.len()
             };
             for e in due.iter_mut().take(n).filter_map(Option::take) {
-                if e.fiber.park_gen.load(Ordering::Relaxed) == e.gen {
+                if e.fiber.park_gen() == e.gen {
                     bump(&STATS.timers_fired);
                     scheduler::unpark(&e.fiber);
                 }
@@ -142,7 +142,8 @@ impl TimerHeap {
     /// # Safety
     /// Only from the atfork child hook (one thread, nothing else running).
     pub unsafe fn reset_in_forked_child(&self) {
-        // SAFETY: forwarded contract.
+        // SAFETY: we are the atfork child hook (this fn's # Safety): one thread, nothing else
+        // running, which is the heap lock's reset contract.
         unsafe { self.heap.reset_in_forked_child(BinaryHeap::new()) };
         self.next.store(u64::MAX, Ordering::Release);
         self.sweep_at.store(SWEEP_MIN, Ordering::Relaxed);

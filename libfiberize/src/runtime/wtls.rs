@@ -46,8 +46,6 @@
 //! a worker's TLS while the worker runs another fiber on it was the original authors'
 //! race.
 
-use core::sync::atomic::Ordering;
-
 use crate::runtime::fiber::{self, Fiber};
 
 /// Largest registered variable, in bytes. Origin: the swaps run at every switch of a
@@ -97,17 +95,17 @@ fn static_offset(addr: usize, tp: usize) -> Option<usize> {
 /// caller is a fiber on a worker.
 fn fiber_on_worker() -> Option<(&'static Fiber, usize, usize)> {
     let f = fiber::current()?;
-    let worker_tp = f.worker_tp.load(Ordering::Relaxed);
-    (worker_tp != 0).then(|| (f, f.tp.load(Ordering::Relaxed), worker_tp))
+    let worker_tp = f.running_on.worker_tp();
+    (worker_tp != 0).then(|| (f, f.identity.tp(), worker_tp))
 }
 
 /// The fiber's WTLS state, made on first use.
 #[allow(clippy::mut_from_ref)]
 fn state_of(f: &Fiber) -> &mut FiberWtls {
-    let mut p = f.wtls.load(Ordering::Relaxed);
+    let mut p = f.wtls();
     if p.is_null() {
         p = Box::into_raw(Box::default());
-        f.wtls.store(p, Ordering::Relaxed);
+        f.set_wtls(p);
     }
     // SAFETY: only the fiber's current runner touches it (FiberWtls docs): the caller
     // is that runner, the fiber itself.
@@ -161,7 +159,7 @@ pub fn at_fiber_destroy(cb: extern "C" fn()) -> bool {
 /// when the start routine returned and at `pthread_exit`, on the ending fiber).
 pub fn run_destroy_callbacks(f: &Fiber) {
     loop {
-        let p = f.wtls.load(Ordering::Relaxed);
+        let p = f.wtls();
         if p.is_null() {
             return;
         }
@@ -175,7 +173,7 @@ pub fn run_destroy_callbacks(f: &Fiber) {
 /// Whether the fiber is pinned to its worker until its next switch (preemption asks).
 #[inline]
 pub fn pinned(f: &Fiber) -> bool {
-    let p = f.wtls.load(Ordering::Relaxed);
+    let p = f.wtls();
     // SAFETY: read by the kick handler on the fiber's own stack: the fiber's runner.
     !p.is_null() && unsafe { (*p).pinned }
 }
@@ -188,7 +186,7 @@ pub fn pinned(f: &Fiber) -> bool {
 /// after it returned); `fiber_tp` and `worker_tp` are the two live thread pointers.
 #[inline]
 pub unsafe fn swap_registered(f: &Fiber, fiber_tp: usize, worker_tp: usize) {
-    let p = f.wtls.load(Ordering::Relaxed);
+    let p = f.wtls();
     if p.is_null() {
         return;
     }
@@ -203,7 +201,7 @@ pub unsafe fn swap_registered(f: &Fiber, fiber_tp: usize, worker_tp: usize) {
 
 /// Frees the state (the fiber is being dropped).
 pub fn free(f: &Fiber) {
-    let p = f.wtls.swap(core::ptr::null_mut(), Ordering::Relaxed);
+    let p = f.take_wtls();
     if !p.is_null() {
         // SAFETY: made by Box::into_raw in `state_of`; nobody runs the fiber any more.
         drop(unsafe { Box::from_raw(p) });

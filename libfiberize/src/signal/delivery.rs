@@ -1,10 +1,10 @@
 //! Per-fiber signal masks.
 //!
 //! A signal mask belongs to a kernel thread, and fibers share workers. A fiber that
-//! changes its mask gets its own (`Fiber::sigmask`), which the worker installs before
-//! resuming it and replaces by its own afterwards (`scheduler::run_fiber`); fibers that
-//! never touch their mask cost nothing. A new fiber starts with the worker's mask,
-//! which is the mask of the thread that started the pool.
+//! changes its mask gets its own (`Fiber::signals`, `SignalState::set_mask`), which the
+//! worker installs before resuming it and replaces by its own afterwards
+//! (`scheduler::run_fiber`); fibers that never touch their mask cost nothing. A new
+//! fiber starts with its creator's mask, as a new thread does (`thread::pthread::create`).
 //!
 //! # Thread-directed signals
 //!

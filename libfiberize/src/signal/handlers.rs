@@ -83,18 +83,21 @@ fn set_kernel_mask(set: &mut libc::sigset_t, mask: u64) {
 /// As glibc's `sigaction`: `act`/`old` null or valid.
 pub unsafe fn program_sigaction(sig: c_int, act: *const libc::sigaction, old: *mut libc::sigaction) -> c_int {
     if !wrappable(sig) {
-        // SAFETY: forwarded contract.
+        // SAFETY: a signal we do not wrap: glibc's sigaction gets `act`/`old`, null or valid (this
+        // fn's # Safety).
         return unsafe { crate::base::real::sigaction(sig, act, old) };
     }
     if crate::runtime::fiber::in_vfork_child() || crate::base::config::in_unannounced_child() {
-        // SAFETY: forwarded contract.
+        // SAFETY: `act`/`old` are null or valid (sigaction's contract, this fn's # Safety), which is
+        // `child_sigaction`'s contract.
         return unsafe { child_sigaction(sig, act, old) };
     }
     // Before any handler of the program is wrapped (and so before any deferral).
     shield::set_still_blocked(still_blocked_at_shield_exit);
     let _shield = Shield::new();
     TABLE_LOCK.lock();
-    // SAFETY: forwarded contract; TABLE_LOCK is released on every path below.
+    // SAFETY: `act`/`old` are null or valid (this fn's # Safety), `program_sigaction_locked`'s
+    // contract; TABLE_LOCK is released on every path below.
     let r = unsafe { program_sigaction_locked(sig, act, old) };
     TABLE_LOCK.unlock();
     r

@@ -267,7 +267,8 @@ pub mod api {
             unsafe { real::pthread_barrierattr_getpshared(attr, &mut pshared) };
         }
         if pshared != libc::PTHREAD_PROCESS_PRIVATE || !overlayable(b) {
-            // SAFETY: forwarded contract.
+            // SAFETY: a barrier we cannot overlay: glibc's init gets the program's `b` (storage), `attr`
+            // (null or initialised) and count.
             return unsafe { real::pthread_barrier_init(b, attr, count) };
         }
         // SAFETY: the program owns the 32 bytes; we fill them as glibc's init would.
@@ -280,22 +281,27 @@ pub mod api {
     /// # Safety
     /// As `pthread_barrier_wait`.
     pub unsafe fn wait(b: *mut pthread_barrier_t) -> c_int {
-        // SAFETY: forwarded contract.
+        // SAFETY: `b` is NULL or a pthread_barrier_t (pthread_barrier_wait's contract), all `ours`
+        // asks.
         if unsafe { ours(b) }.is_none() {
-            // SAFETY: forwarded contract; on a fiber this runs on its donor thread.
+            // SAFETY: glibc's barrier: its wait gets the program's initialised `b`, on the donor for a
+            // fiber (the donor shares the fiber's memory, so `b` stays valid).
             return fiber::run_on_donor(|| unsafe { real::pthread_barrier_wait(b) });
         }
-        // SAFETY: forwarded contract; ours, so non-null and aligned.
+        // SAFETY: `b` is the program's live private barrier (pthread_barrier_wait's contract) and
+        // ours, so non-null and aligned: `super::wait`'s contract.
         unsafe { super::wait(b as *const BarrierOverlay) }
     }
 
     /// # Safety
     /// As `pthread_barrier_destroy`.
     pub unsafe fn destroy(b: *mut pthread_barrier_t) -> c_int {
-        // SAFETY: forwarded contract.
+        // SAFETY: `b` is NULL or a pthread_barrier_t (pthread_barrier_destroy's contract), all
+        // `ours` asks.
         match unsafe { ours(b) } {
             Some(o) => super::destroy(o),
-            // SAFETY: forwarded contract (glibc's destroy may wait for leavers).
+            // SAFETY: glibc's barrier: its destroy gets the program's initialised `b` (it may wait for
+            // leavers, so on the donor).
             None => fiber::run_on_donor(|| unsafe { real::pthread_barrier_destroy(b) }),
         }
     }

@@ -69,7 +69,8 @@ pub unsafe fn init(c: *mut pthread_cond_t, attr: *const pthread_condattr_t) -> c
             real::pthread_condattr_getpshared(attr, &mut pshared);
         }
         if pshared != libc::PTHREAD_PROCESS_PRIVATE {
-            // SAFETY: forwarded contract.
+            // SAFETY: `c` is storage for a pthread_cond_t and `attr` null or initialised
+            // (pthread_cond_init's contract, this fn's # Safety), as glibc's init requires.
             return unsafe { real::pthread_cond_init(c, attr) };
         }
         if clock == libc::CLOCK_MONOTONIC {
@@ -107,14 +108,17 @@ unsafe fn wait_deadline(o: &CondOverlay, abstime: *const timespec, clock: Option
 /// # Safety
 /// As `pthread_cond_timedwait`.
 pub unsafe fn wait(c: *mut pthread_cond_t, m: *mut pthread_mutex_t, abstime: *const timespec, clock: Option<clockid_t>) -> c_int {
-    // SAFETY: forwarded contract.
+    // SAFETY: `c` points to a pthread_cond_t (pthread_cond_wait's contract), which is all
+    // `overlay` asks.
     let o = unsafe { overlay(c) };
     if is_shared(o) {
         if let Some(me) = crate::runtime::fiber::current() {
-            // SAFETY: forwarded contract.
+            // SAFETY: `c` initialised, `m` held by the caller, `abstime` null or a timespec (this fn's #
+            // Safety, pthread_cond_timedwait's contract), which `shared_wait_for_fiber` requires.
             return unsafe { shared_wait_for_fiber(me, o, c, m, abstime, clock) };
         }
-        // SAFETY: forwarded contract.
+        // SAFETY: a process-shared condition on a plain thread: glibc gets the program's `c`, held
+        // `m` and `abstime`, valid per its contract.
         return unsafe {
             match (abstime.is_null(), clock) {
                 (true, _) => real::pthread_cond_wait(c, m),
@@ -123,12 +127,14 @@ pub unsafe fn wait(c: *mut pthread_cond_t, m: *mut pthread_mutex_t, abstime: *co
             }
         };
     }
-    // SAFETY: forwarded contract.
+    // SAFETY: `abstime` is null or a readable timespec (pthread_cond_timedwait's contract), what
+    // `wait_deadline` reads.
     let deadline = match unsafe { wait_deadline(o, abstime, clock) } {
         Ok(d) => d,
         Err(e) => return e,
     };
-    // SAFETY: forwarded contract.
+    // SAFETY: `m` points to a pthread_mutex_t (pthread_cond_wait's contract), what
+    // `check_owner_for_wait` requires.
     let e = unsafe { mutex::api::check_owner_for_wait(m) };
     if e != 0 {
         return e;
@@ -153,7 +159,8 @@ pub unsafe fn wait(c: *mut pthread_cond_t, m: *mut pthread_mutex_t, abstime: *co
     );
     // Re-acquire as glibc does, whatever happened (a recursive mutex gets back the one
     // level its unlock removed).
-    // SAFETY: forwarded contract.
+    // SAFETY: `m` is the initialised mutex the caller held when it called wait
+    // (pthread_cond_wait's contract), as `mutex::api::lock` requires.
     unsafe { mutex::api::lock(m) };
     // A cancelled waiter leaves with the mutex held, as POSIX requires for cleanup
     // handlers.
@@ -185,7 +192,8 @@ unsafe fn shared_wait_for_fiber(
     abstime: *const timespec,
     clock: Option<clockid_t>,
 ) -> c_int {
-    // SAFETY: forwarded contract.
+    // SAFETY: `abstime` is null or a readable timespec (this fn's # Safety:
+    // pthread_cond_timedwait's contract), what `wait_deadline` reads.
     let user_deadline = match unsafe { wait_deadline(o, abstime, clock) } {
         Ok(d) => d,
         Err(e) => return e,
@@ -199,7 +207,8 @@ unsafe fn shared_wait_for_fiber(
             _ => (now + SHARED_WAIT_SLICE_NS, false),
         };
         let ts = crate::base::sys::ns_to_timespec(end);
-        // SAFETY: forwarded contract; a valid CLOCK_MONOTONIC deadline.
+        // SAFETY: `c` is an initialised process-shared condition and `m` the mutex the caller holds
+        // (pthread_cond_wait's contract); `ts` is our own CLOCK_MONOTONIC deadline.
         let r = unsafe { real::pthread_cond_clockwait(c, m, libc::CLOCK_MONOTONIC, &ts) };
         if r == libc::ETIMEDOUT && !last {
             0
@@ -215,10 +224,11 @@ unsafe fn shared_wait_for_fiber(
 /// # Safety
 /// As `pthread_cond_signal`.
 pub unsafe fn signal(c: *mut pthread_cond_t) -> c_int {
-    // SAFETY: forwarded contract.
+    // SAFETY: `c` points to a pthread_cond_t (pthread_cond_signal's contract), all `overlay`
+    // asks.
     let o = unsafe { overlay(c) };
     if is_shared(o) {
-        // SAFETY: forwarded contract.
+        // SAFETY: a process-shared condition: glibc's signal gets the program's initialised `c`.
         return unsafe { real::pthread_cond_signal(c) };
     }
     if o.waiters.load(Ordering::SeqCst) == 0 {
@@ -236,10 +246,11 @@ pub unsafe fn signal(c: *mut pthread_cond_t) -> c_int {
 /// # Safety
 /// As `pthread_cond_broadcast`.
 pub unsafe fn broadcast(c: *mut pthread_cond_t) -> c_int {
-    // SAFETY: forwarded contract.
+    // SAFETY: `c` points to a pthread_cond_t (pthread_cond_broadcast's contract), all `overlay`
+    // asks.
     let o = unsafe { overlay(c) };
     if is_shared(o) {
-        // SAFETY: forwarded contract.
+        // SAFETY: a process-shared condition: glibc's broadcast gets the program's initialised `c`.
         return unsafe { real::pthread_cond_broadcast(c) };
     }
     if o.waiters.load(Ordering::SeqCst) == 0 {
@@ -254,10 +265,12 @@ pub unsafe fn broadcast(c: *mut pthread_cond_t) -> c_int {
 /// # Safety
 /// As `pthread_cond_destroy`.
 pub unsafe fn destroy(c: *mut pthread_cond_t) -> c_int {
-    // SAFETY: forwarded contract.
+    // SAFETY: `c` points to a pthread_cond_t (pthread_cond_destroy's contract), all `overlay`
+    // asks.
     let o = unsafe { overlay(c) };
     if is_shared(o) {
-        // SAFETY: forwarded contract.
+        // SAFETY: a process-shared condition: glibc's destroy gets the program's initialised, unused
+        // `c`.
         return unsafe { real::pthread_cond_destroy(c) };
     }
     0

@@ -285,12 +285,14 @@ pub mod api {
                 real::pthread_mutexattr_getprotocol(attr, &mut proto);
             }
             if pshared != libc::PTHREAD_PROCESS_PRIVATE || robust != 0 || proto != 0 {
-                // SAFETY: forwarded contract.
+                // SAFETY: a mutex glibc keeps (robust, PI/PP or shared): its init gets the program's `m`
+                // (storage) and initialised `attr`.
                 return unsafe { real::pthread_mutex_init(m, attr) };
             }
             mtype = t;
         }
-        // SAFETY: forwarded contract.
+        // SAFETY: `m` is storage for a pthread_mutex_t (pthread_mutex_init's contract, this fn's #
+        // Safety), which is `overlay`'s contract.
         super::init(unsafe { overlay(m) }, mtype);
         0
     }
@@ -299,10 +301,11 @@ pub mod api {
     /// As `pthread_mutex_lock`.
     #[inline]
     pub unsafe fn lock(m: *mut pthread_mutex_t) -> c_int {
-        // SAFETY: forwarded contract.
+        // SAFETY: `m` points to a pthread_mutex_t (pthread_mutex_lock's contract), which is
+        // `overlay`'s contract.
         let o = unsafe { overlay(m) };
         if is_delegated(o) {
-            // SAFETY: forwarded contract.
+            // SAFETY: a mutex glibc owns: its lock gets the program's initialised `m`.
             return unsafe { real::pthread_mutex_lock(m) };
         }
         super::lock(o, Timeout::Never)
@@ -311,10 +314,11 @@ pub mod api {
     /// # Safety
     /// As `pthread_mutex_trylock`.
     pub unsafe fn trylock(m: *mut pthread_mutex_t) -> c_int {
-        // SAFETY: forwarded contract.
+        // SAFETY: `m` points to a pthread_mutex_t (pthread_mutex_trylock's contract), which is
+        // `overlay`'s contract.
         let o = unsafe { overlay(m) };
         if is_delegated(o) {
-            // SAFETY: forwarded contract.
+            // SAFETY: a mutex glibc owns: its trylock gets the program's initialised `m`.
             return unsafe { real::pthread_mutex_trylock(m) };
         }
         super::trylock(o)
@@ -323,10 +327,12 @@ pub mod api {
     /// # Safety
     /// As `pthread_mutex_clocklock` (`timedlock` is CLOCK_REALTIME).
     pub unsafe fn clocklock(m: *mut pthread_mutex_t, clock: clockid_t, ts: *const timespec, timed: bool) -> c_int {
-        // SAFETY: forwarded contract.
+        // SAFETY: `m` points to a pthread_mutex_t (pthread_mutex_clocklock's contract), which is
+        // `overlay`'s contract.
         let o = unsafe { overlay(m) };
         if is_delegated(o) {
-            // SAFETY: forwarded contract.
+            // SAFETY: a mutex glibc owns: its timed locks get the program's initialised `m` and `ts` (a
+            // timespec pointer), as they require.
             return unsafe {
                 if timed {
                     real::pthread_mutex_timedlock(m, ts)
@@ -342,10 +348,11 @@ pub mod api {
     /// As `pthread_mutex_unlock`.
     #[inline]
     pub unsafe fn unlock(m: *mut pthread_mutex_t) -> c_int {
-        // SAFETY: forwarded contract.
+        // SAFETY: `m` points to a pthread_mutex_t (pthread_mutex_unlock's contract), which is
+        // `overlay`'s contract.
         let o = unsafe { overlay(m) };
         if is_delegated(o) {
-            // SAFETY: forwarded contract.
+            // SAFETY: a mutex glibc owns: its unlock gets the program's initialised `m`.
             return unsafe { real::pthread_mutex_unlock(m) };
         }
         super::unlock(o)
@@ -354,10 +361,11 @@ pub mod api {
     /// # Safety
     /// As `pthread_mutex_destroy`.
     pub unsafe fn destroy(m: *mut pthread_mutex_t) -> c_int {
-        // SAFETY: forwarded contract.
+        // SAFETY: `m` points to a pthread_mutex_t (pthread_mutex_destroy's contract), which is
+        // `overlay`'s contract.
         let o = unsafe { overlay(m) };
         if is_delegated(o) {
-            // SAFETY: forwarded contract.
+            // SAFETY: a mutex glibc owns: its destroy gets the program's initialised, unlocked `m`.
             return unsafe { real::pthread_mutex_destroy(m) };
         }
         super::destroy(o)
@@ -368,7 +376,8 @@ pub mod api {
     /// # Safety
     /// `m` points to a pthread_mutex_t.
     pub unsafe fn check_owner_for_wait(m: *mut pthread_mutex_t) -> c_int {
-        // SAFETY: forwarded contract.
+        // SAFETY: `m` points to a pthread_mutex_t (this fn's # Safety, from pthread_cond_wait's
+        // contract), which is `overlay`'s contract.
         let o = unsafe { overlay(m) };
         if is_delegated(o) {
             return 0;

@@ -93,7 +93,8 @@ pub mod real {
 pub unsafe fn once(ctl: *mut pthread_once_t, init: InitRoutine) -> c_int {
     if ctl.is_null() || !(ctl as usize).is_multiple_of(core::mem::align_of::<AtomicI32>()) {
         // Not overlayable: glibc's, as natively (it crashes on NULL).
-        // SAFETY: forwarded contract.
+        // SAFETY: not overlayable: glibc's pthread_once gets the program's `ctl` and `init`, as
+        // natively (it crashes on NULL).
         return unsafe { real::pthread_once(ctl, init) };
     }
     // SAFETY: a non-null, aligned int that lives as long as the program uses it.
@@ -101,7 +102,8 @@ pub unsafe fn once(ctl: *mut pthread_once_t, init: InitRoutine) -> c_int {
     if word.load(Ordering::Acquire) & DONE != 0 {
         return 0;
     }
-    // SAFETY: forwarded contract.
+    // SAFETY: `ctl` is the program's pthread_once_t and `init` its routine (pthread_once's
+    // contract), `once_slow`'s contract; `word` is `ctl` as an atomic.
     unsafe { once_slow(ctl, word, init) }
 }
 
@@ -110,7 +112,8 @@ pub unsafe fn once(ctl: *mut pthread_once_t, init: InitRoutine) -> c_int {
 #[cold]
 unsafe fn once_slow(ctl: *mut pthread_once_t, word: &AtomicI32, init: InitRoutine) -> c_int {
     if config::in_forked_child() {
-        // SAFETY: forwarded contract.
+        // SAFETY: in a forked child: glibc's pthread_once gets the program's `ctl` and `init`, valid
+        // per its contract.
         return unsafe { real::pthread_once(ctl, init) };
     }
     let key = ctl as usize;
@@ -124,8 +127,9 @@ unsafe fn once_slow(ctl: *mut pthread_once_t, word: &AtomicI32, init: InitRoutin
             if word.compare_exchange(v, CLAIMED, Ordering::Acquire, Ordering::Acquire).is_err() {
                 continue;
             }
-            // SAFETY: forwarded contract. glibc takes the CLAIMED word over and runs
-            // `init`; if `init` is unwound, so is this frame (see the module docs).
+            // SAFETY: `ctl` and `init` are the program's, valid per pthread_once's contract; glibc takes
+            // the CLAIMED word over and runs `init`; if `init` is unwound, so is this frame (see the
+            // module docs).
             let r = unsafe { real::pthread_once(ctl, init) };
             parking::unpark_some_quick(key, u32::MAX, usize::MAX);
             return r;

@@ -297,7 +297,8 @@ pub mod api {
             return Outcome::Ours(Err(libc::EINVAL));
         }
         if pshared != 0 || !overlayable(s) {
-            // SAFETY: forwarded contract.
+            // SAFETY: a semaphore we cannot overlay: glibc's sem_init gets the program's `s` (storage
+            // for a sem_t, sem_init's contract).
             return Outcome::Real(unsafe { real::sem_init(s, pshared, v) });
         }
         // SAFETY: non-null and aligned; the program's sem_t.
@@ -308,10 +309,10 @@ pub mod api {
     /// # Safety
     /// As `sem_destroy`.
     pub unsafe fn destroy(s: *mut sem_t) -> Outcome {
-        // SAFETY: forwarded contract.
+        // SAFETY: `s` is NULL or a sem_t (sem_destroy's contract), all `ours` asks.
         match unsafe { ours(s) } {
             Some(_) => Outcome::Ours(Ok(())),
-            // SAFETY: forwarded contract.
+            // SAFETY: glibc's semaphore: its sem_destroy gets the program's initialised, unused `s`.
             None => Outcome::Real(unsafe { real::sem_destroy(s) }),
         }
     }
@@ -321,9 +322,10 @@ pub mod api {
     /// # Safety
     /// As `sem_clockwait`.
     pub unsafe fn wait(s: *mut sem_t, clock: Option<clockid_t>, ts: *const timespec, timed: bool) -> Outcome {
-        // SAFETY: forwarded contract.
+        // SAFETY: `s` is NULL or a sem_t (sem_wait's contract), all `ours` asks.
         let Some(o) = (unsafe { ours(s) }) else {
-            // SAFETY: forwarded contract.
+            // SAFETY: glibc's semaphore and the program's `ts` (null or a timespec): sem_clockwait's
+            // contract, which is `delegated_wait`'s.
             return Outcome::Real(unsafe { delegated_wait(s, clock, ts, timed) });
         };
         if !timed {
@@ -345,7 +347,8 @@ pub mod api {
     /// # Safety
     /// As `sem_clockwait`, on a glibc semaphore.
     unsafe fn delegated_wait(s: *mut sem_t, clock: Option<clockid_t>, ts: *const timespec, timed: bool) -> c_int {
-        // SAFETY (all calls): forwarded contract.
+        // SAFETY (all calls): `s` is a glibc semaphore the program initialised and `ts` null or a
+        // timespec (sem_clockwait's contract, this fn's # Safety), what glibc's waits require.
         let block = || unsafe {
             match (timed, clock) {
                 (false, _) => real::sem_wait(s),
@@ -363,7 +366,8 @@ pub mod api {
         if !args_ok {
             return block(); // glibc fails with EINVAL at once
         }
-        // SAFETY: forwarded contract.
+        // SAFETY: `s` is a glibc semaphore the program initialised (this fn's # Safety), as
+        // sem_trywait requires.
         let r = unsafe { real::sem_trywait(s) };
         if r == 0 || errno() != libc::EAGAIN {
             return r;
@@ -375,10 +379,10 @@ pub mod api {
     /// # Safety
     /// As `sem_trywait`.
     pub unsafe fn trywait(s: *mut sem_t) -> Outcome {
-        // SAFETY: forwarded contract.
+        // SAFETY: `s` is NULL or a sem_t (sem_trywait's contract), all `ours` asks.
         match unsafe { ours(s) } {
             Some(o) => Outcome::Ours(super::trywait(o)),
-            // SAFETY: forwarded contract.
+            // SAFETY: glibc's semaphore: its sem_trywait gets the program's initialised `s`.
             None => Outcome::Real(unsafe { real::sem_trywait(s) }),
         }
     }
@@ -386,10 +390,10 @@ pub mod api {
     /// # Safety
     /// As `sem_post`.
     pub unsafe fn post(s: *mut sem_t) -> Outcome {
-        // SAFETY: forwarded contract.
+        // SAFETY: `s` is NULL or a sem_t (sem_post's contract), all `ours` asks.
         match unsafe { ours(s) } {
             Some(o) => Outcome::Ours(super::post(o)),
-            // SAFETY: forwarded contract.
+            // SAFETY: glibc's semaphore: its sem_post gets the program's initialised `s`.
             None => Outcome::Real(unsafe { real::sem_post(s) }),
         }
     }
@@ -397,15 +401,15 @@ pub mod api {
     /// # Safety
     /// As `sem_getvalue`.
     pub unsafe fn getvalue(s: *mut sem_t, out: *mut c_int) -> Outcome {
-        // SAFETY: forwarded contract.
+        // SAFETY: `s` is NULL or a sem_t (sem_getvalue's contract), all `ours` asks.
         match unsafe { ours(s) } {
             Some(o) if !out.is_null() => {
                 // SAFETY: the program's out-pointer.
                 unsafe { *out = super::getvalue(o) };
                 Outcome::Ours(Ok(()))
             }
-            // SAFETY: forwarded contract (glibc's semaphore, or NULL `out`, on which
-            // glibc crashes as it would natively).
+            // SAFETY: glibc's semaphore and `out` as the program passed it (sem_getvalue's contract); a
+            // NULL `out` crashes glibc as it would natively.
             _ => Outcome::Real(unsafe { real::sem_getvalue(s, out) }),
         }
     }

@@ -72,10 +72,11 @@ unsafe fn word<'a>(l: *mut pthread_spinlock_t) -> Option<&'a AtomicI32> {
 /// # Safety
 /// As glibc's.
 pub unsafe fn init(l: *mut pthread_spinlock_t, pshared: c_int) -> c_int {
-    // SAFETY: forwarded contract.
+    // SAFETY: `l` is NULL or storage for a pthread_spinlock_t (pthread_spin_init's contract),
+    // all `word` asks.
     match unsafe { word(l) } {
         Some(w) => w.store(UNLOCKED, Ordering::Relaxed),
-        // SAFETY: forwarded contract.
+        // SAFETY: an address we do not use as a word: glibc's init gets the program's `l`.
         None => return unsafe { real::pthread_spin_init(l, pshared) },
     }
     0
@@ -87,9 +88,10 @@ pub unsafe fn init(l: *mut pthread_spinlock_t, pshared: c_int) -> c_int {
 /// As glibc's.
 #[inline]
 pub unsafe fn lock(l: *mut pthread_spinlock_t) -> c_int {
-    // SAFETY: forwarded contract.
+    // SAFETY: `l` is NULL or an initialised spinlock (pthread_spin_lock's contract), all `word`
+    // asks.
     let Some(w) = (unsafe { word(l) }) else {
-        // SAFETY: forwarded contract.
+        // SAFETY: an address we do not use as a word: glibc's lock gets the program's `l`.
         return unsafe { real::pthread_spin_lock(l) };
     };
     if w.fetch_sub(1, Ordering::Acquire) == UNLOCKED {
@@ -133,9 +135,10 @@ fn yield_now() {
 /// As glibc's.
 #[inline]
 pub unsafe fn trylock(l: *mut pthread_spinlock_t) -> c_int {
-    // SAFETY: forwarded contract.
+    // SAFETY: `l` is NULL or an initialised spinlock (pthread_spin_trylock's contract), all
+    // `word` asks.
     let Some(w) = (unsafe { word(l) }) else {
-        // SAFETY: forwarded contract.
+        // SAFETY: an address we do not use as a word: glibc's trylock gets the program's `l`.
         return unsafe { real::pthread_spin_trylock(l) };
     };
     match w.compare_exchange(UNLOCKED, 0, Ordering::Acquire, Ordering::Relaxed) {
@@ -150,10 +153,11 @@ pub unsafe fn trylock(l: *mut pthread_spinlock_t) -> c_int {
 /// As glibc's.
 #[inline]
 pub unsafe fn unlock(l: *mut pthread_spinlock_t) -> c_int {
-    // SAFETY: forwarded contract.
+    // SAFETY: `l` is NULL or a spinlock the caller holds (pthread_spin_unlock's contract), all
+    // `word` asks.
     match unsafe { word(l) } {
         Some(w) => w.store(UNLOCKED, Ordering::Release),
-        // SAFETY: forwarded contract.
+        // SAFETY: an address we do not use as a word: glibc's unlock gets the program's `l`.
         None => return unsafe { real::pthread_spin_unlock(l) },
     }
     0

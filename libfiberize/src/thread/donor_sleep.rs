@@ -7,6 +7,7 @@ use core::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 use crate::base::sys;
 use crate::runtime::fiber::{self, Fiber, Switch};
+use crate::runtime::fiber_state::DonorHandoff;
 
 /// What [`donor_sleep`] returns in the copy of the donor that a forked child resumed.
 pub(super) const WOKEN_IN_FORKED_CHILD: usize = 1;
@@ -101,11 +102,13 @@ extern "C" {
 /// [`WOKEN_IN_FORKED_CHILD`] there, 0 after an ordinary wake-up (or a spurious one).
 ///
 /// # Safety
-/// `word` and `sp_slot` are the donor's own fiber's fields; only a donor calls this.
-pub(super) unsafe fn donor_sleep(word: &AtomicU32, expected: u32, sp_slot: &AtomicUsize) -> usize {
-    // SAFETY: valid pointers for the whole call; the routine preserves every register
-    // the ABI asks a callee to preserve.
-    unsafe { fiberize_donor_sleep(word, expected, sp_slot) }
+/// `handoff` is the calling donor's own fiber's; only a donor calls this.
+pub(super) unsafe fn donor_sleep(handoff: &DonorHandoff) -> usize {
+    let (word, idle, sp_slot) = handoff.sleep_words();
+    // SAFETY: `word` and `sp_slot` are references, valid for the whole call; the routine
+    // preserves every register the ABI asks a callee to preserve, and only this donor
+    // publishes in `sp_slot` (caller's contract).
+    unsafe { fiberize_donor_sleep(word, idle, sp_slot) }
 }
 
 /// The forking fiber's signal mask, as the child's thread had it at the fork.
@@ -116,7 +119,7 @@ static FORK_CHILD_MASK: AtomicU64 = AtomicU64::new(0);
 /// hundred instructions away from it (it just handed the fiber to the pool), and
 /// nothing can wake it while the fiber runs elsewhere.
 pub fn wait_for_donor_asleep(f: &Fiber) {
-    while f.donor_sleep_sp.load(Ordering::Acquire) == 0 {
+    while f.donor.sleeping_sp() == 0 {
         sys::sched_yield_raw();
     }
 }
@@ -134,7 +137,7 @@ pub fn move_to_donor_in_forked_child(f: &Fiber) {
 /// The worker side of [`move_to_donor_in_forked_child`]: abandons the worker's frames
 /// and continues in the donor's copy, which resumes `f`. Never returns.
 pub fn resume_donor_in_forked_child(f: &Fiber) -> ! {
-    let sp = f.donor_sleep_sp.load(Ordering::Acquire);
+    let sp = f.donor.sleeping_sp();
     if sp == 0 {
         crate::fatal(&["forked child: the forking fiber's donor was not asleep"]);
     }
@@ -143,7 +146,7 @@ pub fn resume_donor_in_forked_child(f: &Fiber) -> ! {
     // TLS is used. `sp` was published by the donor's donor_sleep, whose frames (and
     // those above them) are intact in the child's copy of the donor's stack.
     unsafe {
-        sys::set_thread_pointer(f.tp.load(Ordering::Relaxed));
+        sys::set_thread_pointer(f.identity.tp());
         fiberize_donor_wake_in_child(sp)
     }
 }

@@ -13,12 +13,12 @@
 //!  fiber's pthread_self)    build the coroutine
 //!                           ---- TLS-free from here ----
 //!                           push_from_donor(fiber) ------------> run it ...
-//!                           futex-wait donor_word                 ... until it
-//!                                 <------- DONOR_RUN ------------ RunOnDonor, or
+//!                           futex-wait donor word (Idle)          ... until it
+//!                                 <------- Run ------------------ RunOnDonor, or
 //!                           resume the coroutine itself
 //!                           (blocking call runs here)
 //!                           push_from_donor on BackToPool ------> run it ...
-//!                                 <------- DONOR_FINISH --------- it returned
+//!                                 <------- Finish --------------- it returned
 //!                           ---- zombie: TLS is ours again ----
 //!                           clear CURRENT, return the value:
 //!                           glibc runs thread_local and pthread_key
@@ -49,13 +49,13 @@
 //! The donor's frames are in the child's memory, frozen where the donor slept; only its
 //! registers are missing. So the donor sleeps through [`donor_sleep`](super::donor_sleep), a few
 //! instructions of assembly that push the callee-saved registers (and the SSE/x87
-//! control words) and publish the stack pointer in `Fiber::donor_sleep_sp` before the
+//! control words) and publish the stack pointer in the fiber's `DonorHandoff` before the
 //! futex system call. In the child (`crate::thread::process`'s atfork child hook, which runs
 //! on the forking fiber) the fiber suspends with `RunOnDonor`; the worker code that
 //! receives it sees the forked child and calls [`resume_donor_in_forked_child`](super::donor_sleep::resume_donor_in_forked_child), which
 //! points FS at the donor's TCB and loads that stack pointer: the donor's copy returns
 //! from `donor_sleep` with "woken in a forked child" and resumes the coroutine like a
-//! `DONOR_RUN`. From there on the fiber runs on its donor for good (a `BackToPool`
+//! `DonorCommand::Run`. From there on the fiber runs on its donor for good (a `BackToPool`
 //! resumes it again at once), every call takes its plain-thread path, and the end of
 //! the start routine (or `pthread_exit`, which unwinds into `start_thread` exactly as
 //! it does for a fiber on its donor in the parent) ends the child as glibc does.
@@ -73,7 +73,8 @@ use libc::{c_int, c_void, pthread_attr_t, pthread_t};
 
 use crate::base::stats::{bump, STATS};
 use crate::base::sys;
-use crate::runtime::fiber::{self, DonorStack, Fiber, FiberRef, Life, Switch, DONOR_FINISH, DONOR_IDLE, DONOR_RUN};
+use crate::runtime::fiber::{self, DonorStack, Fiber, FiberRef, Life, Switch};
+use crate::runtime::fiber_state::DonorCommand;
 use crate::runtime::scheduler;
 use crate::thread::donor_sleep;
 
@@ -154,7 +155,9 @@ pub unsafe fn create(thread: *mut pthread_t, attr: *const pthread_attr_t, start:
         // scheduler: such a thread stays a plain thread (glibc's checks and errors).
         bump(&STATS.fibers_native_fallback);
         crate::sync::parking::REALTIME_IN_USE.store(true, Ordering::Relaxed);
-        // SAFETY: forwarded contract.
+        // SAFETY: `thread` is writable, `attr` null or initialised, `start` takes `arg`
+        // (pthread_create's contract, this fn's # Safety): exactly what glibc's pthread_create needs
+        // for this plain thread.
         return unsafe { crate::base::real::pthread_create(thread, attr, start, arg) };
     }
     scheduler::start(&crate::thread::LAYER_HOOKS); // start the pool before the first fiber needs it
@@ -216,10 +219,9 @@ fn donor_main_inner(fiber: FiberRef, start: StartRoutine, arg: *mut c_void) -> *
         return start(arg);
     };
 
-    fiber.tp.store(sys::thread_pointer(), Ordering::Relaxed);
-    fiber.donor_tid.store(sys::gettid() as u32, Ordering::Relaxed);
+    fiber.identity.set_donor(sys::thread_pointer(), sys::gettid() as u32);
     // SAFETY: pthread_self has no preconditions (and is not shadowed).
-    fiber.pthread.store(unsafe { libc::pthread_self() } as usize, Ordering::Relaxed);
+    fiber.identity.set_pthread(unsafe { libc::pthread_self() } as usize);
     fiber::set_current(Arc::as_ptr(&fiber));
     crate::runtime::registry::register(&fiber);
 
@@ -270,20 +272,18 @@ fn donor_serve(fiber: &FiberRef) -> usize {
     // go back to a pool that a forked child does not have.
     let mut run_here = false;
     loop {
-        let word = if run_here { DONOR_RUN } else { fiber.donor_word.load(Ordering::Acquire) };
-        match word {
-            DONOR_IDLE => {
-                // SAFETY: the word and the slot belong to our fiber, which we keep alive.
-                if unsafe { donor_sleep::donor_sleep(&fiber.donor_word, DONOR_IDLE, &fiber.donor_sleep_sp) }
-                    == donor_sleep::WOKEN_IN_FORKED_CHILD
-                {
+        let command = if run_here { DonorCommand::Run } else { fiber.donor.command() };
+        match command {
+            DonorCommand::Idle => {
+                // SAFETY: the hand-off belongs to our own fiber, which we keep alive.
+                if unsafe { donor_sleep::donor_sleep(&fiber.donor) } == donor_sleep::WOKEN_IN_FORKED_CHILD {
                     run_here = true;
                 }
             }
-            DONOR_RUN => {
+            DonorCommand::Run => {
                 run_here = false;
-                fiber.donor_word.store(DONOR_IDLE, Ordering::Relaxed);
-                // SAFETY: the worker handed the fiber to us (DONOR_RUN) and let go of
+                fiber.donor.take_run();
+                // SAFETY: the worker handed the fiber to us (`DonorCommand::Run`) and let go of
                 // it; FS already is this TCB, so no switch of the thread pointer.
                 let r = unsafe { fiber.coroutine_mut().resume(()) };
                 match r {
@@ -302,8 +302,7 @@ fn donor_serve(fiber: &FiberRef) -> usize {
                     corosensei::CoroutineResult::Return(v) => return v,
                 }
             }
-            DONOR_FINISH => return fiber.retval.load(Ordering::Relaxed),
-            _ => crate::fatal(&["corrupt donor word"]),
+            DonorCommand::Finish => return fiber.donor.retval(),
         }
     }
 }
@@ -344,7 +343,8 @@ pub unsafe fn join(t: pthread_t, retval: *mut *mut c_void) -> c_int {
         if let Some(me) = fiber::current().filter(|f| !f.cancel.is_disabled()) {
             // A plain-thread target: glibc's join on the donor, in slices, so that a
             // cancellation of the joining fiber is seen within one slice.
-            // SAFETY: forwarded contract.
+            // SAFETY: `t` is a joinable thread and `retval` null or writable (pthread_join's contract),
+            // which `join_in_slices` passes to glibc's clockjoin.
             let r = fiber::run_on_donor(|| unsafe { join_in_slices(me, t, retval) });
             if r == JOIN_CANCELLED {
                 crate::signal::cancel::act_on_cancel(me);
@@ -352,7 +352,8 @@ pub unsafe fn join(t: pthread_t, retval: *mut *mut c_void) -> c_int {
             return r;
         }
     }
-    // SAFETY: forwarded contract. On a fiber this runs on its donor OS thread.
+    // SAFETY: `t` is a joinable thread and `retval` null or writable (pthread_join's contract),
+    // as glibc's join requires; on a fiber it runs on the donor OS thread.
     fiber::run_on_donor(|| unsafe { pthread_join(t, retval) })
 }
 
@@ -366,7 +367,8 @@ const JOIN_CANCELLED: c_int = -1;
 unsafe fn join_in_slices(me: &Fiber, t: pthread_t, retval: *mut *mut c_void) -> c_int {
     loop {
         let deadline = sys::ns_to_timespec(sys::now_ns() + JOIN_SLICE_NS);
-        // SAFETY: forwarded contract; a valid CLOCK_MONOTONIC deadline.
+        // SAFETY: `t` joinable and `retval` null or writable (this fn's # Safety, pthread_join's
+        // contract); `deadline` is our own CLOCK_MONOTONIC timespec.
         let r = unsafe { pthread_clockjoin_np(t, retval, libc::CLOCK_MONOTONIC, &deadline) };
         if r != libc::ETIMEDOUT {
             return r;
@@ -392,11 +394,11 @@ fn wait_for_fiber_end(t: pthread_t) -> bool {
     }
     let key = Arc::as_ptr(&target) as usize;
     // Ended: finished, or unregistered (also: it ran as a plain thread after all).
-    let ended = || target.life.load(Ordering::Acquire) == Life::Finished as u32 || target.unregistered.load(Ordering::Acquire);
+    let ended = || target.life() == Life::Finished || target.identity.is_unregistered();
     loop {
         if ended() {
             // Unregistered without finishing: it ran as a plain thread after all.
-            return target.life.load(Ordering::Acquire) == Life::Finished as u32;
+            return target.life() == Life::Finished;
         }
         let r =
             crate::sync::parking::park(key, u32::MAX, crate::runtime::fiber::WaitKind::Join, || !ended(), || {}, |_| {}, None);
@@ -428,14 +430,16 @@ fn is_detached(t: pthread_t) -> bool {
 /// # Safety
 /// Same contract as `pthread_timedjoin_np`.
 pub unsafe fn timedjoin(t: pthread_t, retval: *mut *mut c_void, abstime: *const libc::timespec) -> c_int {
-    // SAFETY: forwarded contract.
+    // SAFETY: `t` joinable, `retval` null or writable, `abstime` a timespec pointer
+    // (pthread_timedjoin_np's contract), as glibc requires; run on the donor.
     fiber::run_on_donor(|| unsafe { pthread_timedjoin_np(t, retval, abstime) })
 }
 
 /// # Safety
 /// Same contract as `pthread_clockjoin_np`.
 pub unsafe fn clockjoin(t: pthread_t, retval: *mut *mut c_void, clock: libc::clockid_t, abstime: *const libc::timespec) -> c_int {
-    // SAFETY: forwarded contract.
+    // SAFETY: `t` joinable, `retval` null or writable, `abstime` a timespec pointer
+    // (pthread_clockjoin_np's contract), as glibc requires; run on the donor.
     fiber::run_on_donor(|| unsafe { pthread_clockjoin_np(t, retval, clock, abstime) })
 }
 
@@ -478,7 +482,8 @@ pub unsafe fn exit(v: *mut c_void) -> ! {
             DONORS_ALIVE.fetch_sub(1, Ordering::AcqRel);
         }
     }
-    // SAFETY: forwarded contract; never returns.
+    // SAFETY: pthread_exit's contract (a thread of the program; `v` any value) is all that glibc's
+    // pthread_exit needs; we are a plain thread now (moved to the donor above, or one already).
     unsafe { pthread_exit(v) };
     crate::fatal(&["pthread_exit returned"])
 }
@@ -490,7 +495,7 @@ pub unsafe fn exit(v: *mut c_void) -> ! {
 /// (plain threads, other tids, process groups, users) is left as it is.
 pub fn priority_target(which: c_int, who: libc::id_t) -> libc::id_t {
     let Some(f) = fiber::current().filter(|_| which == libc::PRIO_PROCESS as c_int) else { return who };
-    let donor = f.donor_tid.load(Ordering::Relaxed);
+    let donor = f.identity.donor_tid();
     if donor != 0 && (who == 0 || who == sys::gettid() as u32) {
         donor
     } else {

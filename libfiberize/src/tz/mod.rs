@@ -147,7 +147,8 @@ pub unsafe fn tzset() {
 /// `tp` must be valid for reads and writes of a `struct tm` (as for glibc).
 pub unsafe fn mktime(tp: *mut tm) -> time_t {
     if !enabled() || tp.is_null() {
-        // SAFETY: forwarded contract (a null pointer faults inside glibc, as natively).
+        // SAFETY: `tp` points to a struct tm (mktime's contract, this fn's # Safety), as glibc's
+        // mktime requires; a null pointer faults inside glibc, as natively.
         return unsafe { real::mktime(tp) };
     }
     maybe_tzset();
@@ -161,10 +162,10 @@ pub unsafe fn mktime(tp: *mut tm) -> time_t {
 /// As [`mktime`].
 pub unsafe fn timelocal(tp: *mut tm) -> time_t {
     if !enabled() || tp.is_null() {
-        // SAFETY: forwarded contract.
+        // SAFETY: `tp` points to a struct tm (timelocal's contract), as glibc's timelocal requires.
         return unsafe { real::timelocal(tp) };
     }
-    // SAFETY: forwarded contract.
+    // SAFETY: `tp` points to a struct tm (timelocal's contract), which is `mktime`'s contract.
     unsafe { mktime(tp) }
 }
 
@@ -193,7 +194,8 @@ fn glibc_tmbuf() -> *mut tm {
 /// `t` must be valid for reads (as for glibc).
 pub unsafe fn localtime(t: *const time_t) -> *mut tm {
     if !enabled() || t.is_null() {
-        // SAFETY: forwarded contract.
+        // SAFETY: `t` points to a readable time_t (localtime's contract), as glibc's localtime
+        // requires.
         return unsafe { real::localtime(t) };
     }
     maybe_tzset();
@@ -218,9 +220,10 @@ pub unsafe fn localtime(t: *const time_t) -> *mut tm {
 /// `t` must be valid for reads (as for glibc).
 pub unsafe fn ctime(t: *const time_t) -> *mut c_char {
     if !enabled() || t.is_null() {
-        // SAFETY: forwarded contract.
+        // SAFETY: `t` points to a readable time_t (ctime's contract), as glibc's ctime requires.
         return unsafe { real::ctime(t) };
     }
-    // SAFETY: forwarded contract; asctime(NULL) fails with EINVAL like glibc's ctime.
+    // SAFETY: `t` points to a readable time_t (ctime's contract), `localtime`'s contract;
+    // asctime(NULL) fails with EINVAL like glibc's ctime.
     unsafe { real::asctime(localtime(t)) }
 }

@@ -56,7 +56,8 @@ fn copy_state(from: c_int, to: c_int) {
 /// # Safety
 /// As `socket`.
 pub unsafe fn socket(d: c_int, t: c_int, p: c_int) -> c_int {
-    // SAFETY: forwarded contract.
+    // SAFETY: socket takes no pointers; the real socket gets the program's domain, type and
+    // protocol.
     let fd = unsafe { super::socket(d, t, p) };
     if fd >= 0 {
         let ty = t & !(libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC);
@@ -68,7 +69,8 @@ pub unsafe fn socket(d: c_int, t: c_int, p: c_int) -> c_int {
 /// # Safety
 /// As `socketpair`.
 pub unsafe fn socketpair(d: c_int, t: c_int, p: c_int, sv: *mut c_int) -> c_int {
-    // SAFETY: forwarded contract.
+    // SAFETY: `sv` points to two writable ints (socketpair's contract, this fn's # Safety),
+    // where the real socketpair writes the pair.
     let r = unsafe { super::socketpair(d, t, p, sv) };
     if r == 0 {
         // SAFETY: on success the kernel wrote two fds.
@@ -86,7 +88,8 @@ pub unsafe fn socketpair(d: c_int, t: c_int, p: c_int, sv: *mut c_int) -> c_int 
 /// # Safety
 /// As `pipe2`.
 pub unsafe fn pipe2(fds: *mut c_int, flags: c_int) -> c_int {
-    // SAFETY: forwarded contract.
+    // SAFETY: `fds` points to two writable ints (pipe2's contract), where the real pipe2 writes
+    // the pipe's ends.
     let r = unsafe { super::pipe2(fds, flags) };
     if r == 0 {
         // SAFETY: on success the kernel wrote two fds.
@@ -103,7 +106,7 @@ pub unsafe fn pipe2(fds: *mut c_int, flags: c_int) -> c_int {
 /// # Safety
 /// As `eventfd`.
 pub unsafe fn eventfd(init: libc::c_uint, flags: c_int) -> c_int {
-    // SAFETY: forwarded contract.
+    // SAFETY: eventfd takes no pointers; the real eventfd gets the program's value and flags.
     let fd = unsafe { super::eventfd(init, flags) };
     if fd >= 0 {
         adopt_kind(fd, flags & libc::EFD_NONBLOCK != 0, false, false);
@@ -116,7 +119,7 @@ pub unsafe fn eventfd(init: libc::c_uint, flags: c_int) -> c_int {
 /// # Safety
 /// As `epoll_create1`.
 pub unsafe fn epoll_create1(flags: c_int) -> c_int {
-    // SAFETY: forwarded contract.
+    // SAFETY: epoll_create1 takes no pointers; the real call gets the program's flags.
     let fd = unsafe { super::epoll_create1(flags) };
     if fd >= 0 {
         if let Some(st) = fdtable::slot(fd) {
@@ -131,14 +134,15 @@ pub unsafe fn epoll_create1(flags: c_int) -> c_int {
 /// As `close`.
 pub unsafe fn close(fd: c_int) -> c_int {
     release(fd);
-    // SAFETY: forwarded contract.
+    // SAFETY: close takes no pointers; the real close gets the program's descriptor, as its
+    // contract has it.
     unsafe { super::close(fd) }
 }
 
 /// # Safety
 /// As `dup`.
 pub unsafe fn dup(fd: c_int) -> c_int {
-    // SAFETY: forwarded contract.
+    // SAFETY: dup takes no pointers; the real dup gets the program's descriptor.
     let r = unsafe { super::dup(fd) };
     copy_state(fd, r);
     r
@@ -152,7 +156,8 @@ pub unsafe fn dup3(a: c_int, b: c_int, flags: Option<c_int>) -> c_int {
     if a != b {
         release(b);
     }
-    // SAFETY: forwarded contract.
+    // SAFETY: dup2/dup3 take no pointers; the real calls get the program's descriptors and
+    // flags.
     let r = unsafe {
         match flags {
             None => super::dup2(a, b),
@@ -170,7 +175,8 @@ pub unsafe fn dup3(a: c_int, b: c_int, flags: Option<c_int>) -> c_int {
 /// # Safety
 /// As `fcntl` (the variadic argument passed as a long).
 pub unsafe fn fcntl(fd: c_int, cmd: c_int, arg: libc::c_long) -> c_int {
-    // SAFETY: forwarded contract.
+    // SAFETY: `arg` is what `cmd` requires (an int, or a pointer to the struct the command uses:
+    // fcntl's contract), passed on unchanged to the real fcntl.
     let r = unsafe { super::fcntl(fd, cmd, arg) };
     match cmd {
         libc::F_SETFL if r == 0 => {
@@ -189,7 +195,8 @@ pub unsafe fn fcntl(fd: c_int, cmd: c_int, arg: libc::c_long) -> c_int {
 /// # Safety
 /// As `ioctl` (the variadic argument passed as a long).
 pub unsafe fn ioctl(fd: c_int, req: libc::c_ulong, arg: libc::c_long) -> c_int {
-    // SAFETY: forwarded contract.
+    // SAFETY: `arg` is what `req` requires (ioctl's contract), passed on unchanged to the real
+    // ioctl.
     let r = unsafe { super::ioctl(fd, req, arg) };
     if r == 0 && req == libc::FIONBIO {
         if let Some(st) = fdtable::owned(fd) {
@@ -205,7 +212,8 @@ pub unsafe fn ioctl(fd: c_int, req: libc::c_ulong, arg: libc::c_long) -> c_int {
 /// # Safety
 /// As `setsockopt`.
 pub unsafe fn setsockopt(fd: c_int, level: c_int, name: c_int, v: *const c_void, l: socklen_t) -> c_int {
-    // SAFETY: forwarded contract.
+    // SAFETY: `v` points to `l` readable bytes of option value (setsockopt's contract), which
+    // the real setsockopt reads.
     let r = unsafe { super::setsockopt(fd, level, name, v, l) };
     if r == 0
         && level == libc::SOL_SOCKET
@@ -227,7 +235,8 @@ pub unsafe fn setsockopt(fd: c_int, level: c_int, name: c_int, v: *const c_void,
 /// # Safety
 /// As `fsync`.
 pub unsafe fn fsync(fd: c_int, data_only: bool) -> c_int {
-    // SAFETY: forwarded contract.
+    // SAFETY: fsync/fdatasync take only the program's descriptor; no pointer to keep valid on
+    // the donor.
     let call = || unsafe {
         if data_only {
             fdatasync(fd)

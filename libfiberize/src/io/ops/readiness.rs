@@ -34,7 +34,8 @@ fn wait_on_donor_in_slices(deadline: Option<u64>, mut wait_ms: impl FnMut(c_int)
 /// As `poll`.
 pub unsafe fn poll(fds: *mut pollfd, n: nfds_t, timeout_ms: c_int) -> c_int {
     if fiber::current().is_none() {
-        // SAFETY: forwarded contract.
+        // SAFETY: a plain thread: `fds` points to `n` pollfds (poll's contract, this fn's # Safety),
+        // what the real poll reads and writes.
         return unsafe { super::poll(fds, n, timeout_ms) };
     }
     let deadline = crate::base::time::deadline_in_ms(timeout_ms);
@@ -100,13 +101,15 @@ pub unsafe fn poll(fds: *mut pollfd, n: nfds_t, timeout_ms: c_int) -> c_int {
             }
         }
     }
-    // SAFETY: forwarded contract (non-blocking probe).
+    // SAFETY: `fds` points to `n` writable pollfds (poll's contract); a zero timeout makes this
+    // a probe.
     let r = unsafe { super::poll(fds, n, 0) };
     if r != 0 || timeout_ms == 0 {
         return r;
     }
-    // SAFETY: forwarded contract; runs on the donor thread (poll leaves the
-    // requested events alone, so every slice is the same call).
+    // SAFETY: `fds` points to `n` writable pollfds (poll's contract), valid until this call
+    // returns, so also on the donor; poll leaves the requested events alone, so every slice
+    // is the same call.
     wait_on_donor_in_slices(deadline, |ms| unsafe { super::poll(fds, n, ms) })
 }
 
@@ -114,17 +117,20 @@ pub unsafe fn poll(fds: *mut pollfd, n: nfds_t, timeout_ms: c_int) -> c_int {
 /// As `ppoll`.
 pub unsafe fn ppoll(fds: *mut pollfd, n: nfds_t, ts: *const libc::timespec, mask: *const libc::sigset_t) -> c_int {
     if fiber::current().is_none() {
-        // SAFETY: forwarded contract.
+        // SAFETY: a plain thread: `fds`, `ts` and `mask` are as ppoll's contract has them, for the
+        // real ppoll.
         return unsafe { super::ppoll(fds, n, ts, mask) };
     }
     let zero = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: forwarded contract (non-blocking probe).
+    // SAFETY: `fds` points to `n` writable pollfds and `mask` is null or a sigset_t (ppoll's
+    // contract); `zero` is our own timespec.
     let r = unsafe { super::ppoll(fds, n, &zero, mask) };
     // SAFETY: `ts` is null or a valid timespec (caller).
     if r != 0 || unsafe { ts.as_ref() }.is_some_and(|t| t.tv_sec == 0 && t.tv_nsec == 0) {
         return r;
     }
-    // SAFETY: forwarded contract; runs on the donor thread.
+    // SAFETY: `fds`, `ts`, `mask` are as ppoll's contract has them and stay valid on the donor,
+    // which runs this fiber's frames' call.
     fiber::run_on_donor(|| unsafe { super::ppoll(fds, n, ts, mask) })
 }
 
@@ -140,13 +146,15 @@ pub unsafe fn select(
     t: *mut libc::timeval,
 ) -> c_int {
     if fiber::current().is_none() {
-        // SAFETY: forwarded contract.
+        // SAFETY: a plain thread: each set is null or an fd_set and `t` null or a timeval (select's
+        // contract), for the real select.
         return unsafe { super::select(nfds, r, w, e, t) };
     }
     // SAFETY: each set pointer is null or a valid fd_set (caller).
     let (sr, sw, se) = unsafe { (r.as_ref().copied(), w.as_ref().copied(), e.as_ref().copied()) };
     let mut zero = libc::timeval { tv_sec: 0, tv_usec: 0 };
-    // SAFETY: forwarded contract (non-blocking probe).
+    // SAFETY: the sets are null or fd_sets (select's contract); `zero` is our own timeval, so
+    // this is a probe.
     let n = unsafe { super::select(nfds, r, w, e, &mut zero) };
     // SAFETY: `t` is null or valid (caller).
     let immediate = unsafe { t.as_ref() }.is_some_and(|t| t.tv_sec == 0 && t.tv_usec == 0);
@@ -196,7 +204,8 @@ pub unsafe fn pselect(
     t: *const libc::timespec,
     m: *const libc::sigset_t,
 ) -> c_int {
-    // SAFETY: forwarded contract; on the donor for a fiber.
+    // SAFETY: the sets, `t` and `m` are null or valid as pselect's contract has them, and stay
+    // valid while the donor runs the call.
     fiber::run_on_donor(|| unsafe { super::pselect(nfds, r, w, e, t, m) })
 }
 
@@ -213,7 +222,8 @@ pub unsafe fn epoll_pwait(
     mask: *const libc::sigset_t,
 ) -> c_int {
     let call = |ms: c_int| {
-        // SAFETY: forwarded contract.
+        // SAFETY: `ev` has room for `max` events and `mask` is null or a sigset_t (epoll_pwait's
+        // contract, this fn's # Safety), as the real epoll_wait/epoll_pwait require.
         unsafe {
             if mask.is_null() {
                 super::epoll_wait(ep, ev, max, ms)

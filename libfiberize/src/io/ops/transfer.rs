@@ -83,14 +83,16 @@ const DW: c_int = libc::MSG_DONTWAIT;
 /// As `read`.
 pub unsafe fn read(fd: c_int, buf: *mut c_void, n: size_t) -> ssize_t {
     let Some(st) = needs_loop(fd) else {
-        // SAFETY: forwarded contract.
+        // SAFETY: `buf` has `n` writable bytes (read's contract, this fn's # Safety), all the real
+        // read needs.
         return super::noting_slow_file_io(|| unsafe { super::read(fd, buf, n) });
     };
     if st.has(SOCKET) {
         // SAFETY: read on a socket is recv with no flags.
         blocking_sized(fd, st, Dir::Read, n, || unsafe { super::recv(fd, buf, n, DW) as isize }) as ssize_t
     } else {
-        // SAFETY: forwarded contract; only called when readable.
+        // SAFETY: `buf` has `n` writable bytes (read's contract), which the real read needs;
+        // `probe_then` calls it once readable.
         blocking(fd, st, Dir::Read, || probe_then(fd, Dir::Read, || unsafe { super::read(fd, buf, n) as isize })) as ssize_t
     }
 }
@@ -99,7 +101,8 @@ pub unsafe fn read(fd: c_int, buf: *mut c_void, n: size_t) -> ssize_t {
 /// As `readv`.
 pub unsafe fn readv(fd: c_int, iov: *const libc::iovec, cnt: c_int) -> ssize_t {
     let Some(st) = needs_loop(fd) else {
-        // SAFETY: forwarded contract.
+        // SAFETY: `iov` points to `cnt` iovecs of writable buffers (readv's contract), all the real
+        // readv needs.
         return unsafe { super::readv(fd, iov, cnt) };
     };
     if st.has(SOCKET) {
@@ -110,7 +113,8 @@ pub unsafe fn readv(fd: c_int, iov: *const libc::iovec, cnt: c_int) -> ssize_t {
         // SAFETY: `m` describes the program's buffers.
         blocking(fd, st, Dir::Read, || unsafe { super::recvmsg(fd, &mut m, DW) as isize }) as ssize_t
     } else {
-        // SAFETY: forwarded contract; only called when readable.
+        // SAFETY: `iov` points to `cnt` iovecs of writable buffers (readv's contract), as the real
+        // readv requires; run once readable.
         blocking(fd, st, Dir::Read, || probe_then(fd, Dir::Read, || unsafe { super::readv(fd, iov, cnt) as isize })) as ssize_t
     }
 }
@@ -122,10 +126,12 @@ pub unsafe fn recv(fd: c_int, buf: *mut c_void, n: size_t, flags: c_int) -> ssiz
         Some(st) if flags & DW == 0 && st.has(SOCKET) => {
             // Only plain reads prove emptiness (MSG_PEEK/WAITALL/OOB do not).
             let sized = if flags == 0 { n } else { 0 };
-            // SAFETY: forwarded contract, made non-blocking for this call only.
+            // SAFETY: `buf` has `n` writable bytes (recv's contract), as the real recv requires;
+            // MSG_DONTWAIT only makes this call non-blocking.
             blocking_sized(fd, st, Dir::Read, sized, || unsafe { super::recv(fd, buf, n, flags | DW) as isize }) as ssize_t
         }
-        // SAFETY: forwarded contract (one attempt, non-blocking or not ours).
+        // SAFETY: `buf` has `n` writable bytes (recv's contract), as the real recv requires (one
+        // attempt: non-blocking or not ours).
         _ => nonblocking_read(fd, if flags & !DW == 0 { n } else { 0 }, || unsafe { super::recv(fd, buf, n, flags) as isize })
             as ssize_t,
     }
@@ -137,11 +143,13 @@ pub unsafe fn recvfrom(fd: c_int, buf: *mut c_void, n: size_t, flags: c_int, a: 
     match needs_loop(fd) {
         Some(st) if flags & DW == 0 && st.has(SOCKET) => {
             let sized = if flags == 0 { n } else { 0 };
-            // SAFETY: forwarded contract, non-blocking for this call only.
+            // SAFETY: `buf` has `n` writable bytes, `a`/`l` are null or a sockaddr buffer and its length
+            // (recvfrom's contract), as the real recvfrom requires.
             blocking_sized(fd, st, Dir::Read, sized, || unsafe { super::recvfrom(fd, buf, n, flags | DW, a, l) as isize })
                 as ssize_t
         }
-        // SAFETY: forwarded contract (one attempt, non-blocking or not ours).
+        // SAFETY: `buf`, `a` and `l` are as recvfrom's contract has them (see above), for the real
+        // recvfrom's one attempt.
         _ => nonblocking_read(fd, if flags & !DW == 0 { n } else { 0 }, || unsafe {
             super::recvfrom(fd, buf, n, flags, a, l) as isize
         }) as ssize_t,
@@ -153,10 +161,12 @@ pub unsafe fn recvfrom(fd: c_int, buf: *mut c_void, n: size_t, flags: c_int, a: 
 pub unsafe fn recvmsg(fd: c_int, m: *mut libc::msghdr, flags: c_int) -> ssize_t {
     match needs_loop(fd) {
         Some(st) if flags & DW == 0 && st.has(SOCKET) => {
-            // SAFETY: forwarded contract, non-blocking for this call only.
+            // SAFETY: `m` points to a msghdr whose buffers are writable (recvmsg's contract), as the
+            // real recvmsg requires; MSG_DONTWAIT for this call only.
             blocking(fd, st, Dir::Read, || unsafe { super::recvmsg(fd, m, flags | DW) as isize }) as ssize_t
         }
-        // SAFETY: forwarded contract.
+        // SAFETY: `m` points to a msghdr with writable buffers (recvmsg's contract), what the real
+        // recvmsg needs.
         _ => unsafe { super::recvmsg(fd, m, flags) },
     }
 }
@@ -165,7 +175,8 @@ pub unsafe fn recvmsg(fd: c_int, m: *mut libc::msghdr, flags: c_int) -> ssize_t 
 /// As `write`.
 pub unsafe fn write(fd: c_int, buf: *const c_void, n: size_t) -> ssize_t {
     let Some(st) = needs_loop(fd) else {
-        // SAFETY: forwarded contract.
+        // SAFETY: `buf` has `n` readable bytes (write's contract, this fn's # Safety), all the real
+        // write needs.
         return super::noting_slow_file_io(|| unsafe { super::write(fd, buf, n) });
     };
     if st.has(SOCKET) {
@@ -175,7 +186,8 @@ pub unsafe fn write(fd: c_int, buf: *const c_void, n: size_t) -> ssize_t {
             super::send(fd, (buf as *const u8).add(done) as *const c_void, n - done, DW) as isize
         }) as ssize_t
     } else {
-        // SAFETY: forwarded contract; only called when writable.
+        // SAFETY: `buf` has `n` readable bytes (write's contract), as the real write requires; run
+        // once writable.
         blocking(fd, st, Dir::Write, || probe_then(fd, Dir::Write, || unsafe { super::write(fd, buf, n) as isize })) as ssize_t
     }
 }
@@ -184,7 +196,8 @@ pub unsafe fn write(fd: c_int, buf: *const c_void, n: size_t) -> ssize_t {
 /// As `writev`.
 pub unsafe fn writev(fd: c_int, iov: *const libc::iovec, cnt: c_int) -> ssize_t {
     let Some(st) = needs_loop(fd) else {
-        // SAFETY: forwarded contract.
+        // SAFETY: `iov` points to `cnt` iovecs of readable buffers (writev's contract), all the real
+        // writev needs.
         return unsafe { super::writev(fd, iov, cnt) };
     };
     if st.has(SOCKET) && cnt > 0 && !iov.is_null() {
@@ -201,7 +214,8 @@ pub unsafe fn writev(fd: c_int, iov: *const libc::iovec, cnt: c_int) -> ssize_t 
             unsafe { super::sendmsg(fd, &m, DW) as isize }
         }) as ssize_t
     } else {
-        // SAFETY: forwarded contract; only called when writable.
+        // SAFETY: `iov` points to `cnt` iovecs of readable buffers (writev's contract), as the real
+        // writev requires; run once writable.
         blocking(fd, st, Dir::Write, || probe_then(fd, Dir::Write, || unsafe { super::writev(fd, iov, cnt) as isize })) as ssize_t
     }
 }
@@ -216,7 +230,7 @@ pub unsafe fn send(fd: c_int, buf: *const c_void, n: size_t, flags: c_int) -> ss
                 super::send(fd, (buf as *const u8).add(done) as *const c_void, n - done, flags | DW) as isize
             }) as ssize_t
         }
-        // SAFETY: forwarded contract.
+        // SAFETY: `buf` has `n` readable bytes (send's contract), what the real send needs.
         _ => unsafe { super::send(fd, buf, n, flags) },
     }
 }
@@ -231,7 +245,8 @@ pub unsafe fn sendto(fd: c_int, buf: *const c_void, n: size_t, flags: c_int, a: 
                 super::sendto(fd, (buf as *const u8).add(done) as *const c_void, n - done, flags | DW, a, l) as isize
             }) as ssize_t
         }
-        // SAFETY: forwarded contract.
+        // SAFETY: `buf` has `n` readable bytes and `a` is null or a sockaddr of `l` bytes (sendto's
+        // contract), what the real sendto needs.
         _ => unsafe { super::sendto(fd, buf, n, flags, a, l) },
     }
 }
@@ -264,7 +279,8 @@ pub unsafe fn sendmsg(fd: c_int, m: *const libc::msghdr, flags: c_int) -> ssize_
                 unsafe { super::sendmsg(fd, &h, flags | DW) as isize }
             }) as ssize_t
         }
-        // SAFETY: forwarded contract.
+        // SAFETY: `m` points to a msghdr with readable buffers (sendmsg's contract), what the real
+        // sendmsg needs.
         _ => unsafe { super::sendmsg(fd, m, flags) },
     }
 }
@@ -274,7 +290,8 @@ pub unsafe fn sendmsg(fd: c_int, m: *const libc::msghdr, flags: c_int) -> ssize_
 /// # Safety
 /// As `accept4`.
 pub unsafe fn accept4(fd: c_int, a: *mut sockaddr, l: *mut socklen_t, flags: c_int) -> c_int {
-    // SAFETY (both calls): forwarded contract.
+    // SAFETY (both calls): `a`/`l` are null or a sockaddr buffer and its length (accept4's
+    // contract), which the real accept4 fills.
     let call = || unsafe { super::accept4(fd, a, l, flags) as isize };
     let r = match needs_loop(fd) {
         Some(st) => blocking(fd, st, Dir::Read, || probe_then(fd, Dir::Read, call)),
@@ -293,19 +310,22 @@ pub unsafe fn accept4(fd: c_int, a: *mut sockaddr, l: *mut socklen_t, flags: c_i
 /// As `connect`.
 pub unsafe fn connect(fd: c_int, a: *const sockaddr, l: socklen_t) -> c_int {
     let Some(st) = needs_loop(fd).filter(|s| s.has(SOCKET)) else {
-        // SAFETY: forwarded contract.
+        // SAFETY: `a` points to a sockaddr of `l` bytes (connect's contract, this fn's # Safety), as
+        // the real connect requires.
         return unsafe { super::connect(fd, a, l) };
     };
     // SAFETY: plain fcntl calls on the program's socket.
     let fl = unsafe { fcntl(fd, libc::F_GETFL, 0) };
     if fl < 0 || fiber::current().is_none() {
-        // SAFETY: forwarded contract.
+        // SAFETY: `a` points to a sockaddr of `l` bytes (connect's contract), as the real connect
+        // requires.
         return unsafe { super::connect(fd, a, l) };
     }
     // SAFETY: as above.
     unsafe { fcntl(fd, libc::F_SETFL, (fl | libc::O_NONBLOCK) as libc::c_long) };
     let mut seq = st.write_seq.load(Ordering::Acquire);
-    // SAFETY: forwarded contract.
+    // SAFETY: `a` points to a sockaddr of `l` bytes (connect's contract); the real connect reads
+    // it once, the socket made non-blocking.
     let r = unsafe { super::connect(fd, a, l) };
     let e = errno();
     // SAFETY: restores the program's flags.

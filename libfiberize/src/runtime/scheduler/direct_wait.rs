@@ -19,7 +19,7 @@
 //!       W's lifo slot and local deque empty, no global work
 //!       fd out of the epoll set (EPOLL_CTL_DEL once, if it was in)
 //!       W announces itself SLEEPING (direct), re-checks all queues   <- Dekker, as idle()
-//!       F.direct_wake_fd = W.wake_fd, re-checks F.park_state         <- Dekker with unpark
+//!       F.direct_wake := W.wake_fd, re-checks F.park_state          <- Dekker with unpark
 //!       ppoll([fd, W.wake_fd], next timer deadline)
 //!          fd ready        -> F continues, no switch at all
 //!          wake_fd / timer / signal -> F parks the ordinary way (W runs the new work)
@@ -52,13 +52,8 @@ pub fn direct_wait(fd: i32, events: i16, deadline: Option<u64>, leave_epoll: imp
         return DirectWait::Other;
     }
     let Some(f) = fiber::current() else { return DirectWait::Other };
-    let w = f.worker.load(Ordering::Relaxed) as *const WorkerShared;
-    if w.is_null() {
-        return DirectWait::Other;
-    }
-    // SAFETY: `worker` points at the WorkerShared running `f`, i.e. the one whose OS
-    // thread we are on, so `local` is ours to read.
-    let w = unsafe { &*w };
+    // `f` is the caller: its worker is the one whose OS thread we are on.
+    let Some(w) = super::worker_of(f) else { return DirectWait::Other };
     let wake_fd = w.wake_fd.load(Ordering::Acquire);
     // SAFETY: as above.
     let local_empty = unsafe { w.owner_local() }.is_empty();
@@ -84,7 +79,7 @@ pub fn direct_wait(fd: i32, events: i16, deadline: Option<u64>, leave_epoll: imp
     // Announce as an idle worker does (`idle`), then publish where unpark must write.
     w.direct.store(true, Ordering::SeqCst);
     w.sleep_word.announce(&rt.idle);
-    f.direct_wake_fd.store(wake_fd, Ordering::SeqCst);
+    f.direct_wake.publish(wake_fd);
     let mut outcome = DirectWait::Other;
     let watched = poller::start_watching();
     let mut fds = [
@@ -108,7 +103,7 @@ pub fn direct_wait(fd: i32, events: i16, deadline: Option<u64>, leave_epoll: imp
     if watched.is_some() {
         poller::stop_watching();
     }
-    f.direct_wake_fd.store(-1, Ordering::SeqCst);
+    f.direct_wake.withdraw();
     let notified = w.sleep_word.wake(&rt.idle);
     if notified {
         bump(&STATS.worker_wakeups);

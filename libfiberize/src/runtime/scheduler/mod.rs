@@ -53,7 +53,7 @@ use crossbeam_deque::{Injector, Steal, Stealer, Worker as Deque};
 use crate::base::rawlock::RawOnce;
 use crate::base::stats::{bump, STATS};
 use crate::base::sys;
-use crate::runtime::fiber::{self, Fiber, FiberRef, Life, Switch, DONOR_FINISH, DONOR_RUN};
+use crate::runtime::fiber::{self, Fiber, FiberRef, Life, Switch};
 use crate::runtime::poller;
 use crate::runtime::sleep_state::{IdleCounts, SleepWord};
 use crate::runtime::timer;
@@ -284,7 +284,8 @@ impl Runtime {
     /// Only from the atfork child hook (one thread, nothing else running).
     pub unsafe fn reset_timers_in_forked_child(&self) {
         for w in self.workers() {
-            // SAFETY: forwarded contract.
+            // SAFETY: we are the atfork child hook (this fn's # Safety), which is each timer heap's
+            // reset contract.
             unsafe { w.timers.reset_in_forked_child() };
         }
     }
@@ -330,11 +331,20 @@ impl WorkerShared {
     }
 }
 
+/// The worker that runs fiber `f` now (None: it runs on none). Exact when `f` is the
+/// caller (its worker wrote it before resuming it, on this OS thread); a hint from
+/// any other thread (`fiber_state::RunningOn`).
+#[inline]
+pub fn worker_of(f: &Fiber) -> Option<&'static WorkerShared> {
+    let w = f.running_on.worker() as *const WorkerShared;
+    // SAFETY: a non-zero `RunningOn::worker` is the address of an element of the
+    // runtime's worker array (`run_fiber` stores `w`), which is leaked: never freed.
+    (!w.is_null()).then(|| unsafe { &*w })
+}
+
 /// The signal mask of the worker that runs fiber `f` (None if it runs on none).
 pub fn worker_base_sigmask(f: &Fiber) -> Option<u64> {
-    let w = f.worker.load(Ordering::Relaxed) as *const WorkerShared;
-    // SAFETY: `worker` points into the leaked runtime's worker array.
-    (!w.is_null()).then(|| unsafe { (*w).base_sigmask.load(Ordering::Relaxed) })
+    worker_of(f).map(|w| w.base_sigmask.load(Ordering::Relaxed))
 }
 
 /// Notes that a program signal was deferred (and is blocked) on kernel thread `tid`;

@@ -166,7 +166,7 @@ pub(crate) fn mark_blocked(rt: &Runtime, w: &WorkerShared) {
     let id = w.running.load(Ordering::Relaxed);
     if id != 0 {
         if let Some(f) = crate::runtime::registry::find_by_id(id) {
-            f.foreign_blocks.fetch_add(1, Ordering::Relaxed);
+            f.demotion.note_foreign_block();
         }
     }
     if rt.active.fetch_sub(1, Ordering::AcqRel) > rt.target {

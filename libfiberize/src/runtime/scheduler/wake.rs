@@ -69,7 +69,7 @@ impl Runtime {
         let mut head = self.handoff_head.load(Ordering::Relaxed);
         loop {
             // SAFETY: `f` is a live fiber owned by this list until drained.
-            unsafe { (*f).handoff_next.store(head, Ordering::Relaxed) };
+            unsafe { (*f).set_handoff_next(head) };
             match self.handoff_head.compare_exchange_weak(head, f, Ordering::Release, Ordering::Relaxed) {
                 Ok(_) => break,
                 Err(h) => head = h,
@@ -88,7 +88,7 @@ impl Runtime {
             // SAFETY: every pointer on the list came from Arc::into_raw in
             // push_from_donor, and the swap gave us exclusive ownership of the list.
             let f = unsafe { Arc::from_raw(p) };
-            p = f.handoff_next.load(Ordering::Relaxed);
+            p = f.handoff_next();
             if first.is_none() {
                 first = Some(f);
             } else {
@@ -122,8 +122,7 @@ pub fn unpark(f: &FiberRef) {
             // kernel: end the wait so that it sees the notification. `unpark` fenced
             // after its CAS: a Dekker pair with direct_wait's publish-then-check (model:
             // direct_wait_and_unpark_form_a_dekker_pair).
-            let fd = f.direct_wake_fd.load(Ordering::SeqCst);
-            if fd >= 0 {
+            if let Some(fd) = f.direct_wake.fd() {
                 sys::eventfd_signal(fd);
             }
         }
@@ -139,13 +138,11 @@ fn schedule(f: FiberRef) {
     let _shield = crate::base::shield::Shield::new();
     let rt = runtime_unchecked();
     if let Some(cur) = fiber::current() {
-        let w = cur.worker.load(Ordering::Relaxed) as *const WorkerShared;
-        if !w.is_null() {
-            // SAFETY: `worker` points at the WorkerShared that is running `cur`, i.e.
-            // the one whose OS thread we are on; so `local` is ours to use.
-            let w = unsafe { &*w };
+        // `cur` is the caller, so its worker is the one whose OS thread we are on.
+        if let Some(w) = super::worker_of(cur) {
             if let Some(old) = w.lifo.replace(f) {
-                // SAFETY: see above: we are on w's OS thread, shielded.
+                // SAFETY: `w` runs the caller, so we are on w's OS thread, and shielded:
+                // `local` is ours to use, as `owner_local` requires.
                 let local = unsafe { w.owner_local() };
                 local.push(old);
                 // Tell an idle worker only about a surplus: a single displaced fiber
@@ -218,16 +215,14 @@ pub fn park_current(f: &Fiber, deadline: Option<u64>) {
         return;
     }
     if let Some(d) = deadline {
-        let gen = f.park_gen.fetch_add(1, Ordering::Relaxed) + 1;
+        let gen = f.next_park_gen();
         // SAFETY: `f` is the current fiber, kept alive by its donor; the timer holds
         // its own strong reference.
         let me = unsafe { arc_from_ref(f) };
-        let w = f.worker.load(Ordering::Relaxed) as *const WorkerShared;
-        if w.is_null() {
+        let Some(w) = super::worker_of(f) else {
             crate::fatal(&["a fiber parked with a deadline outside a worker"]);
-        }
-        // SAFETY: `worker` points into the leaked runtime's worker array.
-        unsafe { (*w).timers.add(d, me, gen) };
+        };
+        w.timers.add(d, me, gen);
     }
     bump(&STATS.parks);
     // SAFETY: we are this fiber, on its stack.

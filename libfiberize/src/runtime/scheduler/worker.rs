@@ -156,13 +156,12 @@ fn steal_from_others(rt: &Runtime, w: &WorkerShared, local: &Deque<FiberRef>) ->
 
 /// Runs `f` until its next switch and acts on the reason.
 pub(super) fn run_fiber(w: &WorkerShared, f: FiberRef) {
-    f.worker.store(w as *const WorkerShared as usize, Ordering::Relaxed);
-    f.set_life(Life::Running);
-    w.running.store(f.id, Ordering::Relaxed);
-    w.progress.fetch_add(1, Ordering::Relaxed);
-    let fiber_tp = f.tp.load(Ordering::Acquire);
     let own_tp = w.tp.load(Ordering::Relaxed);
-    f.worker_tp.store(own_tp, Ordering::Relaxed);
+    f.running_on.enter(w as *const WorkerShared as usize, own_tp);
+    f.set_life(Life::Running);
+    w.running.store(f.id(), Ordering::Relaxed);
+    w.progress.fetch_add(1, Ordering::Relaxed);
+    let fiber_tp = f.identity.tp();
     // SAFETY: we dequeued `f`, so we are its only runner (park protocol / queues hand
     // out each fiber once). Between the two FS writes no code touches TLS: resume()
     // is corosensei's register switch, which uses none. `swap_registered`: we are f's
@@ -220,13 +219,12 @@ pub(super) fn run_fiber(w: &WorkerShared, f: FiberRef) {
         }
         corosensei::CoroutineResult::Yield(Switch::RunOnDonor) => {
             f.set_life(Life::OnDonor);
-            f.worker.store(0, Ordering::Relaxed);
+            f.running_on.leave();
             if crate::base::config::in_forked_child() {
                 // The fiber forked and is the child's thread now (thread.rs, "Fork").
                 (crate::runtime::hooks::get().resume_donor_in_forked_child)(&f);
             }
-            f.donor_word.store(DONOR_RUN, Ordering::Release);
-            sys::futex_wake(&f.donor_word, 1);
+            f.donor.run_on_donor();
         }
         corosensei::CoroutineResult::Yield(Switch::Preempt) => {
             // Suspended inside the kick handler (crate::runtime::preempt), whose mask this thread
@@ -243,10 +241,8 @@ pub(super) fn run_fiber(w: &WorkerShared, f: FiberRef) {
         corosensei::CoroutineResult::Return(v) => {
             f.set_life(Life::Finished);
             (crate::runtime::hooks::get().fiber_ended)(&f);
-            f.worker.store(0, Ordering::Relaxed);
-            f.retval.store(v, Ordering::Relaxed);
-            f.donor_word.store(DONOR_FINISH, Ordering::Release);
-            sys::futex_wake(&f.donor_word, 1);
+            f.running_on.leave();
+            f.donor.finish(v);
         }
     }
 }

@@ -74,7 +74,9 @@ fn timed_args_ok(clock: clockid_t, ts: *const timespec) -> bool {
 /// As `pthread_rwlock_init`.
 pub unsafe fn init(rw: *mut pthread_rwlock_t, attr: *const pthread_rwlockattr_t) -> c_int {
     if rw.is_null() || !(rw as usize).is_multiple_of(core::mem::align_of::<RwlockOverlay>()) {
-        // SAFETY: forwarded contract (glibc's, for an address we cannot overlay).
+        // SAFETY: `rw` is storage for a pthread_rwlock_t (here NULL or misaligned, which glibc
+        // handles as natively) and `attr` null or initialised: pthread_rwlock_init's contract,
+        // passed to glibc.
         return unsafe { pthread_rwlock_init(rw, attr) };
     }
     let mut kind = KIND_PREFER_READER as c_int;
@@ -86,7 +88,8 @@ pub unsafe fn init(rw: *mut pthread_rwlock_t, attr: *const pthread_rwlockattr_t)
             pthread_rwlockattr_getpshared(attr, &mut pshared);
         }
         if pshared != libc::PTHREAD_PROCESS_PRIVATE {
-            // SAFETY: forwarded contract.
+            // SAFETY: `attr` is a process-shared attribute object the program initialised and `rw`
+            // storage for the lock (pthread_rwlock_init's contract); glibc's init takes them.
             return unsafe { pthread_rwlock_init(rw, attr) };
         }
     }
@@ -101,10 +104,11 @@ pub unsafe fn init(rw: *mut pthread_rwlock_t, attr: *const pthread_rwlockattr_t)
 /// # Safety
 /// As `pthread_rwlock_destroy`.
 pub unsafe fn destroy(rw: *mut pthread_rwlock_t) -> c_int {
-    // SAFETY: forwarded contract.
+    // SAFETY: `rw` is NULL or a pthread_rwlock_t (pthread_rwlock_destroy's contract), what
+    // `ours` requires.
     match unsafe { ours(rw) } {
         Some(o) => super::destroy(o),
-        // SAFETY: forwarded contract.
+        // SAFETY: an address we do not overlay: glibc's destroy gets the program's `rw` as it came.
         None => unsafe { pthread_rwlock_destroy(rw) },
     }
 }
@@ -115,10 +119,12 @@ pub unsafe fn destroy(rw: *mut pthread_rwlock_t) -> c_int {
 /// # Safety
 /// As `pthread_rwlock_clockrdlock`.
 pub unsafe fn rdlock(rw: *mut pthread_rwlock_t, clock: Option<clockid_t>, ts: *const timespec, timed: bool) -> c_int {
-    // SAFETY: forwarded contract.
+    // SAFETY: `rw` is NULL or a pthread_rwlock_t (pthread_rwlock_rdlock's contract), what `ours`
+    // requires.
     let Some(o) = (unsafe { ours(rw) }) else {
         let clk = clock.unwrap_or(libc::CLOCK_REALTIME);
-        // SAFETY (closures): forwarded contract.
+        // SAFETY (closures): an address we do not overlay: glibc's lock functions get the program's
+        // `rw` and `ts` (null or a timespec), as their contracts have them.
         return match (timed, clock) {
             (false, _) => delegated_lock(|| unsafe { pthread_rwlock_tryrdlock(rw) }, || unsafe { pthread_rwlock_rdlock(rw) }),
             _ if !timed_args_ok(clk, ts) => unsafe {
@@ -147,10 +153,12 @@ pub unsafe fn rdlock(rw: *mut pthread_rwlock_t, clock: Option<clockid_t>, ts: *c
 /// # Safety
 /// As `pthread_rwlock_clockwrlock`.
 pub unsafe fn wrlock(rw: *mut pthread_rwlock_t, clock: Option<clockid_t>, ts: *const timespec, timed: bool) -> c_int {
-    // SAFETY: forwarded contract.
+    // SAFETY: `rw` is NULL or a pthread_rwlock_t (pthread_rwlock_wrlock's contract), what `ours`
+    // requires.
     let Some(o) = (unsafe { ours(rw) }) else {
         let clk = clock.unwrap_or(libc::CLOCK_REALTIME);
-        // SAFETY (closures): forwarded contract.
+        // SAFETY (closures): an address we do not overlay: glibc's lock functions get the program's
+        // `rw` and `ts` (null or a timespec), as their contracts have them.
         return match (timed, clock) {
             (false, _) => delegated_lock(|| unsafe { pthread_rwlock_trywrlock(rw) }, || unsafe { pthread_rwlock_wrlock(rw) }),
             _ if !timed_args_ok(clk, ts) => unsafe {
@@ -176,10 +184,11 @@ pub unsafe fn wrlock(rw: *mut pthread_rwlock_t, clock: Option<clockid_t>, ts: *c
 /// # Safety
 /// As `pthread_rwlock_tryrdlock`.
 pub unsafe fn tryrdlock(rw: *mut pthread_rwlock_t) -> c_int {
-    // SAFETY: forwarded contract.
+    // SAFETY: `rw` is NULL or a pthread_rwlock_t (pthread_rwlock_tryrdlock's contract), what
+    // `ours` requires.
     match unsafe { ours(rw) } {
         Some(o) => super::tryrdlock(o),
-        // SAFETY: forwarded contract.
+        // SAFETY: an address we do not overlay: glibc's tryrdlock gets the program's `rw`.
         None => unsafe { pthread_rwlock_tryrdlock(rw) },
     }
 }
@@ -187,10 +196,11 @@ pub unsafe fn tryrdlock(rw: *mut pthread_rwlock_t) -> c_int {
 /// # Safety
 /// As `pthread_rwlock_trywrlock`.
 pub unsafe fn trywrlock(rw: *mut pthread_rwlock_t) -> c_int {
-    // SAFETY: forwarded contract.
+    // SAFETY: `rw` is NULL or a pthread_rwlock_t (pthread_rwlock_trywrlock's contract), what
+    // `ours` requires.
     match unsafe { ours(rw) } {
         Some(o) => super::trywrlock(o),
-        // SAFETY: forwarded contract.
+        // SAFETY: an address we do not overlay: glibc's trywrlock gets the program's `rw`.
         None => unsafe { pthread_rwlock_trywrlock(rw) },
     }
 }
@@ -199,10 +209,11 @@ pub unsafe fn trywrlock(rw: *mut pthread_rwlock_t) -> c_int {
 /// As `pthread_rwlock_unlock`.
 #[inline]
 pub unsafe fn unlock(rw: *mut pthread_rwlock_t) -> c_int {
-    // SAFETY: forwarded contract.
+    // SAFETY: `rw` is NULL or a pthread_rwlock_t (pthread_rwlock_unlock's contract), what `ours`
+    // requires.
     match unsafe { ours(rw) } {
         Some(o) => super::unlock(o),
-        // SAFETY: forwarded contract.
+        // SAFETY: an address we do not overlay: glibc's unlock gets the program's `rw`.
         None => unsafe { pthread_rwlock_unlock(rw) },
     }
 }
