@@ -165,6 +165,10 @@ pub struct Fiber {
     /// WTLS registrations, pin and end callbacks (`crate::runtime::wtls`); null until
     /// the fiber's first WTLS call, so that a fiber without any pays one load a switch.
     pub wtls: AtomicPtr<crate::runtime::wtls::FiberWtls>,
+    /// The fiber's stack `[stack_limit, stack_base)` (0, 0 until its donor lent it), for
+    /// `crate::runtime::stack_release`.
+    pub stack_limit: AtomicUsize,
+    pub stack_base: AtomicUsize,
 }
 
 impl Drop for Fiber {
@@ -220,6 +224,8 @@ impl Fiber {
             cancel: Cancellation::new(),
             donor_sleep_sp: AtomicUsize::new(0),
             wtls: AtomicPtr::new(core::ptr::null_mut()),
+            stack_limit: AtomicUsize::new(0),
+            stack_base: AtomicUsize::new(0),
         }
     }
 

@@ -228,6 +228,8 @@ fn donor_main_inner(fiber: FiberRef, start: StartRoutine, arg: *mut c_void) -> *
     // does not touch that region again until the fiber finished (it sleeps, then
     // exits).
     let stack = unsafe { DonorStack::new(base, limit) };
+    fiber.stack_limit.store(limit, Ordering::Relaxed);
+    fiber.stack_base.store(base, Ordering::Relaxed);
     let co = fiber::FiberCoroutine::with_stack(stack, move |yielder, ()| {
         // First resume: we run on a worker with FS = our donor's TCB.
         if let Some(me) = fiber::current() {
