@@ -64,7 +64,6 @@ counters! {
     preempt_refused,
     preempt_fallbacks,
     stack_releases,
-    monitor_dozes,
 }
 
 /// One shard: a slot for every counter, padded so that two shards never share a line.

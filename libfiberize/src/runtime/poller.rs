@@ -118,12 +118,6 @@ pub fn sleep_in_epoll(deadline: Option<u64>) -> usize {
     n
 }
 
-/// Whether an idle worker sleeps in epoll_wait or a direct waiter watches the set: the
-/// kernel then wakes a thread for any event, and nobody needs to poll a stale set.
-pub fn watched() -> bool {
-    SLEEPERS.load(Ordering::SeqCst) != 0 || WATCHER.load(Ordering::SeqCst)
-}
-
 /// Makes the caller the direct waiter that watches the epoll set, if there is none:
 /// returns the epoll fd to add to its ppoll set. Release with [`stop_watching`].
 pub fn start_watching() -> Option<i32> {

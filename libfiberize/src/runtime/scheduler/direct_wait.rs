@@ -113,7 +113,6 @@ pub fn direct_wait(fd: i32, events: i16, deadline: Option<u64>, leave_epoll: imp
     if notified {
         bump(&STATS.worker_wakeups);
     }
-    rt.end_monitor_doze();
 
     w.direct.store(false, Ordering::SeqCst);
     // A wake-up written for us (now or by a notifier that raced with the end of the

@@ -86,15 +86,6 @@ pub const SPIN_ROUNDS: u32 = 16;
 const GLOBAL_CHECK_INTERVAL: u32 = 61;
 /// Monitor period.
 const MONITOR_TICK_NS: u64 = 1_000_000;
-/// The monitor's longest sleep while every worker sleeps (`monitor::wait_for_tick`).
-/// Origin: the monitor's 1 ms tick was ~6 % of a preloaded TPC-C client's CPU at
-/// 240 transactions/s (issue 12: 1 000 wake-ups a second of an otherwise idle process);
-/// 20 ms keeps its safety nets (the exit check after `pthread_exit` in main, work no
-/// worker was told about) within a short delay at 50 wake-ups a second.
-const MONITOR_DOZE_NS: u64 = 20_000_000;
-/// Quiet ticks in a row before the monitor dozes: a pool that just went idle often
-/// wakes again at once.
-const QUIET_TICKS_BEFORE_DOZE: u32 = 2;
 
 // `WorkerShared::state` (the table in the module docs):
 /// Runs fibers and counts toward `Runtime::target`.
@@ -217,9 +208,8 @@ pub struct Runtime {
     injector: Injector<FiberRef>,
     handoff_head: AtomicPtr<Fiber>,
     idle: IdleCounts,
-    /// The monitor sleeps on this word: 0 between ticks (nothing wakes it early), 1
-    /// while it dozes because every worker sleeps (a worker that wakes swaps it to 0
-    /// and wakes the monitor: [`Runtime::end_monitor_doze`], `monitor::wait_for_tick`).
+    /// The monitor sleeps on this word between ticks. It stays 0: nothing wakes the
+    /// monitor early since the dump moved to its own thread (crate::observe::dump).
     monitor_word: AtomicU32,
     /// Signal mask of the thread that started the pool; workers adopt it, so fibers
     /// see the mask a native thread created at that point would have inherited.
@@ -267,18 +257,6 @@ pub(crate) fn spawn_runtime_thread(f: extern "C" fn(*mut libc::c_void) -> *mut l
 }
 
 impl Runtime {
-    /// A worker that stops sleeping (idle or direct wait) ends a monitor's doze: the
-    /// monitor watches running workers every tick again. After the worker's SeqCst
-    /// `IdleCounts` decrement; pairs with the monitor's "word = 1, then count sleepers"
-    /// (`monitor::wait_for_tick`): either the monitor sees this worker awake and does
-    /// not doze, or this sees the 1 and wakes it.
-    #[inline]
-    fn end_monitor_doze(&self) {
-        if self.monitor_word.load(Ordering::SeqCst) != 0 && self.monitor_word.swap(0, Ordering::SeqCst) != 0 {
-            sys::futex_wake(&self.monitor_word, 1);
-        }
-    }
-
     /// The worker slots that have a thread.
     pub fn workers(&self) -> &[WorkerShared] {
         &self.workers[..self.started.load(Ordering::Acquire).min(self.workers.len())]

@@ -40,11 +40,11 @@ pub(super) extern "C" fn monitor_main(_: *mut libc::c_void) -> *mut libc::c_void
     // no-progress stretch; see `BLOCKED_CPU_SHARE`.
     let mut cpu_baseline: Vec<Option<(u64, u64)>> = vec![None; rt.workers.len()];
     let mut preempt_watch = crate::runtime::preempt::Watch::new(rt.workers.len());
-    let mut quiet_ticks = 0u32;
     loop {
+        let deadline = sys::now_ns() + MONITOR_TICK_NS;
         // The fiber dump is printed by its own thread (crate::observe::dump), never here: the
         // monitor must keep ticking while thousands of lines are written.
-        wait_for_tick(rt, &mut quiet_ticks);
+        sys::futex_wait(&rt.monitor_word, 0, Some(deadline));
         poller::poll_if_stale(MONITOR_TICK_NS);
         (crate::runtime::hooks::get().exit_if_main_left_and_all_done)();
         if crate::base::sites::on() {
@@ -107,37 +107,6 @@ pub(super) extern "C" fn monitor_main(_: *mut libc::c_void) -> *mut libc::c_void
         }
         preempt_watch.tick(rt);
     }
-}
-
-/// Every active worker sleeps (idle in epoll_wait or in a direct wait), none spins,
-/// nothing is queued, somebody watches the epoll set, and the report does not sample:
-/// a tick would find nothing to do.
-fn pool_is_quiet(rt: &Runtime) -> bool {
-    !crate::base::sites::on()
-        && rt.idle.spinning() == 0
-        && rt.idle.sleeping() >= rt.active.load(Ordering::SeqCst)
-        && poller::watched()
-        && !rt.has_work(None)
-}
-
-/// Sleeps until the next tick: `MONITOR_TICK_NS`, or up to `MONITOR_DOZE_NS` once the
-/// pool was quiet for `QUIET_TICKS_BEFORE_DOZE` ticks, until a worker wakes
-/// (`Runtime::end_monitor_doze`). A quiet pool has nothing for the monitor to watch:
-/// no worker runs a fiber that could block or run too long, and readiness reaches a
-/// sleeping thread through the kernel.
-fn wait_for_tick(rt: &Runtime, quiet_ticks: &mut u32) {
-    *quiet_ticks = if pool_is_quiet(rt) { quiet_ticks.saturating_add(1) } else { 0 };
-    if *quiet_ticks <= QUIET_TICKS_BEFORE_DOZE {
-        sys::futex_wait(&rt.monitor_word, 0, Some(sys::now_ns() + MONITOR_TICK_NS));
-        return;
-    }
-    // Dekker with end_monitor_doze: publish the doze, then look at the sleepers again.
-    rt.monitor_word.store(1, Ordering::SeqCst);
-    if pool_is_quiet(rt) {
-        bump(&STATS.monitor_dozes);
-        sys::futex_wait(&rt.monitor_word, 1, Some(sys::now_ns() + MONITOR_DOZE_NS));
-    }
-    rt.monitor_word.store(0, Ordering::SeqCst);
 }
 
 /// The report's clock and its samples of where each worker's time goes

@@ -320,5 +320,4 @@ fn idle(rt: &Runtime, w: &WorkerShared) {
     if w.sleep_word.wake(&rt.idle) {
         bump(&STATS.worker_wakeups);
     }
-    rt.end_monitor_doze();
 }
