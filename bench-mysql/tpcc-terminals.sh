@@ -11,11 +11,17 @@
 # Environment: TERMINALS [10000], WAREHOUSES [10], RAMP [30] s, SECONDS_PER_RUN [60],
 # WAIT_SCALE [1] (multiplies keying and think times), SERVER [pool] (native | pool |
 # preload, as in compare.sh), CLIENTS ["native preload"], SERVER_OPTS, SERVER_CPUS /
-# CLIENT_CPUS, DATA_CACHE (shared with compare.sh), OUT [bench-mysql/results/terminals-DATE].
+# CLIENT_CPUS, DATA_CACHE (shared with compare.sh), OUT [bench-mysql/results/terminals-DATE],
+# LIB [target/release/libfiberize.so], PROFILE=SECONDS (after
+# the ramp, `perf stat` of the client's system calls by kind and `perf record -e cpu-clock
+# -g` for that long: OUT/syscalls-N-CLIENT.txt, OUT/perf-N-CLIENT.data).
+# A/B runs: CLIENTS may name `preloadB` (LIB_B [LIB] with the extra environment ENV_B,
+# e.g. "FIBERIZE_SPIN=0") and repeat names to alternate, e.g. "preload preloadB native
+# preload preloadB native"; files are numbered by position.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
-LIB=$ROOT/target/release/libfiberize.so
+LIB=${LIB:-$ROOT/target/release/libfiberize.so} # LIB=path: another build (A/B)
 TERMINALS=${TERMINALS:-10000}
 WAREHOUSES=${WAREHOUSES:-10}
 RAMP=${RAMP:-40}
@@ -55,19 +61,31 @@ stack_rss() { # pid
          END { printf "stacks %d, stack RSS %d KiB, total RSS %d KiB", n, s, total }' "/proc/$1/smaps" 2>/dev/null || echo "gone"
 }
 
+n=0
 for client in $CLIENTS; do
+    n=$((n + 1))
     pre=()
     [ "$client" = preload ] && pre=(env LD_PRELOAD="$LIB" GLIBC_TUNABLES=glibc.pthread.rseq=0 FIBERIZE_STATS=1)
-    log=$OUT/client-$client.log
+    # shellcheck disable=SC2206 # ENV_B is a list of VAR=VALUE words
+    [ "$client" = preloadB ] && pre=(env LD_PRELOAD="${LIB_B:-$LIB}" GLIBC_TUNABLES=glibc.pthread.rseq=0 FIBERIZE_STATS=1 ${ENV_B:-})
+    log=$OUT/client-$n-$client.log
     "${CLIENT_PIN[@]}" "${pre[@]}" "$TPCC" run -P "${PORT[server]}" -w "$WAREHOUSES" -t "$TERMINALS" -d "$SECONDS_PER_RUN" \
         --ramp "$RAMP" --wait-scale "$WAIT_SCALE" --report 10 >"$log" 2>&1 &
     pid=$!
     # Sample the stacks once the terminals are connected and the ramp is over, and near the end.
     for _ in $(seq 1 600); do grep -q "terminals connected" "$log" && break; kill -0 $pid 2>/dev/null || break; sleep 1; done
     sleep "$RAMP"
-    echo "client $client after the ramp: $(stack_rss $pid)" | tee "$OUT/stacks-$client.txt"
+    echo "client $client after the ramp: $(stack_rss $pid)" | tee "$OUT/stacks-$n-$client.txt"
+    if [ -n "${PROFILE:-}" ]; then
+        events=raw_syscalls:sys_enter
+        for c in epoll_ctl epoll_wait epoll_pwait futex ppoll read write recvfrom sendto poll madvise clock_nanosleep nanosleep openat sched_yield; do
+            events+=,syscalls:sys_enter_$c
+        done
+        perf stat -e "$events" -p $pid -o "$OUT/syscalls-$n-$client.txt" -- sleep "$PROFILE" &
+        perf record -q -F 499 -e cpu-clock -g -p $pid -o "$OUT/perf-$n-$client.data" -- sleep "$PROFILE" >/dev/null 2>&1 &
+    fi
     sleep $((SECONDS_PER_RUN - 5))
-    echo "client $client near the end: $(stack_rss $pid)" | tee -a "$OUT/stacks-$client.txt"
+    echo "client $client near the end: $(stack_rss $pid)" | tee -a "$OUT/stacks-$n-$client.txt"
     wait $pid || echo "client $client: exit status $?"
     grep -E "^tpcc run: (tpmC|[0-9]+ transactions|response|errors|client CPU)|connected in|^fiberize: stats" "$log" | cut -c1-400
 done
@@ -76,11 +94,13 @@ stop_mariadb server
 
 echo "== summary ($OUT)"
 printf "%-8s %-10s %-8s %-14s %-14s %-14s %-10s\n" client tpmC txn/s cpu_us/txn peak_rss_KiB stack_rss_KiB threads
+n=0
 for client in $CLIENTS; do
-    log=$OUT/client-$client.log
+    n=$((n + 1))
+    log=$OUT/client-$n-$client.log
     r=$(grep '^RESULT' "$log" || true)
     get() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<" $r"; }
-    st=$(sed -n 's/.*near the end: stacks [0-9]*, stack RSS \([0-9]*\) KiB.*/\1/p' "$OUT/stacks-$client.txt")
+    st=$(sed -n 's/.*near the end: stacks [0-9]*, stack RSS \([0-9]*\) KiB.*/\1/p' "$OUT/stacks-$n-$client.txt")
     printf "%-8s %-10s %-8s %-14s %-14s %-14s %-10s\n" "$client" "$(get tpmC)" "$(get tps)" "$(get cpu_us_per_txn)" \
         "$(get peak_rss_kib)" "${st:-?}" "$(get peak_threads)"
 done | tee "$OUT/summary.txt"

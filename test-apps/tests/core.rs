@@ -124,3 +124,16 @@ fn bad_environment_values_get_one_warning_each() {
     let r = run_env(&bin, &["20"], &[("FIBERIZE_WORKERS", "1")]);
     assert!(!r.stderr.contains("fiberize: FIBERIZE_"), "{}", r.stderr);
 }
+
+/// Issue 12: long sleeps give a fiber's dead stack pages back (runtime/stack_release.rs);
+/// live frame data, errno, deep calls afterwards and a signal handler's frame during the
+/// sleep behave as natively.
+#[test]
+fn long_sleepers_release_dead_stack_pages() {
+    let (native, pre) = same_both_ways("stack_release", &["64"]);
+    assert!(stat(&pre, "stack_releases") >= 64, "every sleeper should release its dead pages: {}", pre.stderr);
+    eprintln!("native: {}preloaded: {}", native.stderr, pre.stderr);
+    let off = run_with(&build_c("stack_release"), &["64"], true, &[("FIBERIZE_STACK_RELEASE_MS", "0")], Duration::from_secs(120));
+    assert_eq!(off.stdout, native.stdout, "with the release off: {}", off.stderr);
+    assert_eq!(stat(&off, "stack_releases"), 0, "FIBERIZE_STACK_RELEASE_MS=0 turns it off: {}", off.stderr);
+}

@@ -150,6 +150,10 @@ pub struct Config {
     /// Time slice of a fiber before preemption, in ms (`FIBERIZE_PREEMPT_MS`; 0: off);
     /// `None`: the preemption module's default (`runtime::preempt::DEFAULT_SLICE_MS`).
     pub preempt_ms: Option<u64>,
+    /// Sleeps at least this long (ms) give the fiber's dead stack pages back
+    /// (`FIBERIZE_STACK_RELEASE_MS`; 0: never); `None`: the module's default
+    /// (`runtime::stack_release::DEFAULT_RELEASE_AFTER_MS`).
+    pub stack_release_ms: Option<u64>,
 }
 
 static CONFIG_ONCE: RawOnce = RawOnce::new();
@@ -164,6 +168,7 @@ static mut CONFIG: Config = Config {
     spin_rounds: None,
     direct_wait: false,
     preempt_ms: None,
+    stack_release_ms: None,
 };
 
 /// The configuration, read on first use. Every variable is checked once here: a value
@@ -216,6 +221,7 @@ pub fn config() -> &'static Config {
             spin_rounds: env_optional_number(b"FIBERIZE_SPIN\0", 0, 100_000).map(|n| n as u32),
             direct_wait: env_switch(b"FIBERIZE_DIRECT_WAIT\0", true),
             preempt_ms: env_optional_number(b"FIBERIZE_PREEMPT_MS\0", 0, 60_000),
+            stack_release_ms: env_optional_number(b"FIBERIZE_STACK_RELEASE_MS\0", 0, 3_600_000),
         };
         // SAFETY: written once, inside the RawOnce, before any reader passes is_done().
         unsafe { *core::ptr::addr_of_mut!(CONFIG) = c };

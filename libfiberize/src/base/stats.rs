@@ -63,6 +63,7 @@ counters! {
     preemptions,
     preempt_refused,
     preempt_fallbacks,
+    stack_releases,
 }
 
 /// One shard: a slot for every counter, padded so that two shards never share a line.

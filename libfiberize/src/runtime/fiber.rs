@@ -47,7 +47,7 @@ use crate::runtime::fiber_state::{
 };
 use core::cell::{Cell, UnsafeCell};
 use core::num::NonZeroUsize;
-use core::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
+use core::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use corosensei::stack::{Stack, StackPointer};
@@ -160,6 +160,11 @@ pub struct Fiber {
     /// WTLS registrations, pin and end callbacks (`crate::runtime::wtls`); null until
     /// the fiber's first WTLS call, so that a fiber without any pays one load a switch.
     wtls: AtomicPtr<crate::runtime::wtls::FiberWtls>,
+    /// The fiber's stack `[stack_limit, stack_base)` (0, 0 until its donor lent it), for
+    /// `crate::runtime::stack_release`. Written once by the donor before the fiber is
+    /// first queued (the queue's Release/Acquire publishes it), read by the fiber itself.
+    stack_limit: AtomicUsize,
+    stack_base: AtomicUsize,
 }
 
 impl Drop for Fiber {
@@ -199,6 +204,8 @@ impl Fiber {
             cancel: Cancellation::new(),
             direct_wake: DirectWake::new(),
             wtls: AtomicPtr::new(core::ptr::null_mut()),
+            stack_limit: AtomicUsize::new(0),
+            stack_base: AtomicUsize::new(0),
         }
     }
 
@@ -216,6 +223,20 @@ impl Fiber {
     #[inline]
     pub fn life(&self) -> Life {
         Life::from_raw(self.life.load(Ordering::Relaxed))
+    }
+
+    /// Records the stack the donor lends this fiber (`[limit, base)`), once, before
+    /// the fiber first runs.
+    #[inline]
+    pub fn set_stack_bounds(&self, limit: usize, base: usize) {
+        self.stack_limit.store(limit, Ordering::Relaxed);
+        self.stack_base.store(base, Ordering::Relaxed);
+    }
+
+    /// The fiber's stack as `(limit, base)`; `(0, 0)` before its donor lent it.
+    #[inline]
+    pub fn stack_bounds(&self) -> (usize, usize) {
+        (self.stack_limit.load(Ordering::Relaxed), self.stack_base.load(Ordering::Relaxed))
     }
 
     #[inline]

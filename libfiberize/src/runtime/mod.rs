@@ -1,7 +1,7 @@
 //! **Layer 1 — the core runtime.** Fibers and their donors ([`fiber`]), the workers,
 //! their queues, idle sleep and the monitor ([`scheduler`]), per-worker timers
 //! ([`timer`]), the epoll set idle workers sleep in ([`poller`]), time slicing
-//! ([`preempt`]), the registry of live fibers ([`registry`]) and the hooks through which
+//! ([`preempt`]), giving a long sleeper's dead stack pages back ([`stack_release`]), the registry of live fibers ([`registry`]) and the hooks through which
 //! the layers above take part in a switch, a fiber's end and the pool's start
 //! ([`hooks`]), and worker-thread-local storage for fiber-aware code ([`wtls`]).
 //!
@@ -19,5 +19,6 @@ pub mod preempt;
 pub mod registry;
 pub mod scheduler;
 pub mod sleep_state;
+pub mod stack_release;
 pub mod timer;
 pub mod wtls;

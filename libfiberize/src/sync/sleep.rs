@@ -14,10 +14,16 @@ pub fn sleep_until(f: &Fiber, deadline: u64) -> Result<(), u64> {
     f.wait.begin(WaitKind::Sleep, 0);
     f.interruption.clear();
     let mut r = Ok(());
+    let mut first = true;
     loop {
         let now = sys::now_ns();
         if now >= deadline {
             break;
+        }
+        if first {
+            // A long sleep gives the stack's dead pages back (issue 12).
+            crate::runtime::stack_release::release_dead_pages(f, deadline - now);
+            first = false;
         }
         if f.cancel_pending() {
             f.wait.end();

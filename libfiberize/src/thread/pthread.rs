@@ -230,6 +230,7 @@ fn donor_main_inner(fiber: FiberRef, start: StartRoutine, arg: *mut c_void) -> *
     // does not touch that region again until the fiber finished (it sleeps, then
     // exits).
     let stack = unsafe { DonorStack::new(base, limit) };
+    fiber.set_stack_bounds(limit, base);
     let co = fiber::FiberCoroutine::with_stack(stack, move |yielder, ()| {
         // First resume: we run on a worker with FS = our donor's TCB.
         if let Some(me) = fiber::current() {
