@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -170,6 +171,46 @@ static void repeat_offenders(void) {
     printf("repeat_offenders rounds=%ld\n", (long)r0 + (long)r1);
 }
 
+/* ---- a thread that waits for completions in a raw system call (InnoDB's inline
+ * io_uring_enter through liburing): one episode marks it for demotion, and its next
+ * intercepted wait hands it to its donor. rt_sigtimedwait stands for the completion
+ * wait here (no io_uring needed); the `syscall` instruction is inline, as in liburing,
+ * so no export sees it. */
+static long raw_sigtimedwait_ms(long ms) {
+    unsigned long set = 1UL << (SIGUSR2 - 1); /* never sent: the wait times out */
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+#if defined(__x86_64__)
+    long ret;
+    register long r10 __asm__("r10") = 8;
+    __asm__ volatile("syscall" : "=a"(ret) : "0"((long)SYS_rt_sigtimedwait), "D"(&set), "S"(0L), "d"(&ts), "r"(r10)
+                     : "rcx", "r11", "memory");
+    return ret;
+#else
+    return syscall(SYS_rt_sigtimedwait, &set, NULL, &ts, 8);
+#endif
+}
+static void *completion_waiter(void *a) {
+    (void)a;
+    long timeouts = 0;
+    pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
+    pthread_cond_t c = PTHREAD_COND_INITIALIZER;
+    for (int i = 0; i < 3; i++) {
+        if (raw_sigtimedwait_ms(250) == -EAGAIN) timeouts++; /* blocks its worker */
+        struct timespec d; clock_gettime(CLOCK_REALTIME, &d);
+        d.tv_nsec += 1000000; if (d.tv_nsec >= 1000000000) { d.tv_sec++; d.tv_nsec -= 1000000000; }
+        pthread_mutex_lock(&m);
+        pthread_cond_timedwait(&c, &m, &d);                /* an intercepted wait */
+        pthread_mutex_unlock(&m);
+    }
+    return (void *)timeouts;
+}
+static void completion_waits(void) {
+    pthread_t t; void *r;
+    pthread_create(&t, 0, completion_waiter, 0);
+    pthread_join(t, &r);
+    printf("completion_waits timeouts=%ld\n", (long)r);
+}
+
 /* Bulk transfer over a socketpair and a pipe with a slow reader: the writer's blocking
  * writes fill the buffer and must be woken by write readiness (EPOLLOUT). */
 #define BULK (8 << 20)
@@ -211,6 +252,7 @@ int main(void) {
     pthread_create(&b, 0, epoll_thread, 0); pthread_join(b, 0);
     blocked_syscall();
     repeat_offenders();
+    completion_waits();
     int (*active)(void) = (int (*)(void))dlsym(RTLD_DEFAULT, "fiberize_active");
     fprintf(stderr, "preloaded=%d\n", active ? active() : 0);
     return 0;

@@ -22,6 +22,10 @@ fn pipes_poll_select_epoll_and_a_stuck_syscall() {
     // and the repeat offenders were handed to their donors for good.
     assert!(stat(&pre, "workers_blocked") >= 1, "{}", pre.stderr);
     assert!(stat(&pre, "fibers_demoted") >= 1, "{}", pre.stderr);
+    // The completion waiter was caught once in rt_sigtimedwait (inline syscall) and
+    // marked for demotion on that first episode; the 2 s stuck sleeps count as long blocks.
+    assert!(stat(&pre, "demotions_completion_wait") >= 1, "{}", pre.stderr);
+    assert!(stat(&pre, "demotions_long_block") >= 1, "{}", pre.stderr);
 }
 
 #[test]
