@@ -1,3 +1,4 @@
+#define _GNU_SOURCE /* O_DIRECT */
 /* Pipe chains, eventfd, poll/select over several fds, the program's own epoll, and a
  * thread blocked in a system call the library does not intercept, which must not
  * stall the other threads. Deterministic stdout; exit status 0 when every check held. */
@@ -6,6 +7,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -170,6 +172,81 @@ static void repeat_offenders(void) {
     printf("repeat_offenders rounds=%ld\n", (long)r0 + (long)r1);
 }
 
+/* ---- a thread that waits for completions in a raw system call (InnoDB's inline
+ * io_uring_enter through liburing): one episode marks it for demotion, and its next
+ * intercepted wait hands it to its donor. rt_sigtimedwait stands for the completion
+ * wait here (no io_uring needed); the `syscall` instruction is inline, as in liburing,
+ * so no export sees it. */
+static long raw_sigtimedwait_ms(long ms) {
+    unsigned long set = 1UL << (SIGUSR2 - 1); /* never sent: the wait times out */
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+#if defined(__x86_64__)
+    long ret;
+    register long r10 __asm__("r10") = 8;
+    __asm__ volatile("syscall" : "=a"(ret) : "0"((long)SYS_rt_sigtimedwait), "D"(&set), "S"(0L), "d"(&ts), "r"(r10)
+                     : "rcx", "r11", "memory");
+    return ret;
+#else
+    return syscall(SYS_rt_sigtimedwait, &set, NULL, &ts, 8);
+#endif
+}
+static void *completion_waiter(void *a) {
+    (void)a;
+    long timeouts = 0;
+    pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
+    pthread_cond_t c = PTHREAD_COND_INITIALIZER;
+    for (int i = 0; i < 3; i++) {
+        if (raw_sigtimedwait_ms(250) == -EAGAIN) timeouts++; /* blocks its worker */
+        struct timespec d; clock_gettime(CLOCK_REALTIME, &d);
+        d.tv_nsec += 1000000; if (d.tv_nsec >= 1000000000) { d.tv_sec++; d.tv_nsec -= 1000000000; }
+        pthread_mutex_lock(&m);
+        pthread_cond_timedwait(&c, &m, &d);                /* an intercepted wait */
+        pthread_mutex_unlock(&m);
+    }
+    return (void *)timeouts;
+}
+static void completion_waits(void) {
+    pthread_t t; void *r;
+    pthread_create(&t, 0, completion_waiter, 0);
+    pthread_join(t, &r);
+    printf("completion_waits timeouts=%ld\n", (long)r);
+}
+
+/* ---- pread/pwrite with O_DIRECT (InnoDB's page I/O): a fiber runs them on its donor;
+ * the data must come back as written. Where the file system refuses O_DIRECT (tmpfs),
+ * the same calls run buffered and inline. ---- */
+static int direct_fd = -1;
+static void *direct_io_thread(void *a) {
+    long id = (long)a, bad = 0;
+    void *buf;
+    if (posix_memalign(&buf, 4096, 4096)) exit(1);
+    for (int round = 0; round < 16; round++) {
+        off_t off = (off_t)(id * 16 + round) * 4096;
+        memset(buf, (int)(id * 16 + round), 4096);
+        if (pwrite(direct_fd, buf, 4096, off) != 4096) { perror("pwrite"); exit(1); }
+        memset(buf, 0xff, 4096);
+        if (pread(direct_fd, buf, 4096, off) != 4096) { perror("pread"); exit(1); }
+        for (int i = 0; i < 4096; i++) if (((unsigned char *)buf)[i] != (unsigned char)(id * 16 + round)) bad++;
+    }
+    free(buf);
+    return (void *)bad;
+}
+static void direct_io(void) {
+    char path[] = "./fiberize-direct-XXXXXX";
+    int fd = mkstemp(path);
+    if (fd < 0) { perror("mkstemp"); exit(1); }
+    direct_fd = open(path, O_RDWR | O_DIRECT);
+    int direct = direct_fd >= 0;
+    if (!direct) direct_fd = fd;
+    pthread_t t[8]; long bad = 0;
+    for (long i = 0; i < 8; i++) pthread_create(&t[i], 0, direct_io_thread, (void *)i);
+    for (int i = 0; i < 8; i++) { void *r; pthread_join(t[i], &r); bad += (long)r; }
+    if (direct) close(direct_fd);
+    close(fd); unlink(path);
+    printf("direct_io blocks=%d bad=%ld\n", 8 * 16, bad);
+    fprintf(stderr, "direct_io O_DIRECT=%d\n", direct);
+}
+
 /* Bulk transfer over a socketpair and a pipe with a slow reader: the writer's blocking
  * writes fill the buffer and must be woken by write readiness (EPOLLOUT). */
 #define BULK (8 << 20)
@@ -211,6 +288,8 @@ int main(void) {
     pthread_create(&b, 0, epoll_thread, 0); pthread_join(b, 0);
     blocked_syscall();
     repeat_offenders();
+    completion_waits();
+    direct_io();
     int (*active)(void) = (int (*)(void))dlsym(RTLD_DEFAULT, "fiberize_active");
     fprintf(stderr, "preloaded=%d\n", active ? active() : 0);
     return 0;

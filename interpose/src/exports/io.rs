@@ -31,6 +31,24 @@ macro_rules! export {
 
 export!(fn read(fd: c_int, buf: *mut c_void, n: size_t) -> ssize_t => transfer::read(fd, buf, n));
 export!(fn write(fd: c_int, buf: *const c_void, n: size_t) -> ssize_t => transfer::write(fd, buf, n));
+export!(fn pread64(fd: c_int, buf: *mut c_void, n: size_t, off: libc::off64_t) -> ssize_t => transfer::pread64(fd, buf, n, off));
+export!(fn pwrite64(fd: c_int, buf: *const c_void, n: size_t, off: libc::off64_t) -> ssize_t => transfer::pwrite64(fd, buf, n, off));
+/// # Safety
+/// As `pread64` (`pread` is its alias on 64-bit glibc).
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn pread(fd: c_int, buf: *mut c_void, n: size_t, off: libc::off_t) -> ssize_t {
+    // SAFETY: `buf` has `n` writable bytes (pread's contract, this fn's # Safety), which is
+    // what pread64 needs; off_t and off64_t are the same 64-bit type here.
+    unsafe { pread64(fd, buf, n, off as libc::off64_t) }
+}
+/// # Safety
+/// As `pwrite64`.
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn pwrite(fd: c_int, buf: *const c_void, n: size_t, off: libc::off_t) -> ssize_t {
+    // SAFETY: `buf` has `n` readable bytes (pwrite's contract, this fn's # Safety), which is
+    // what pwrite64 needs; off_t and off64_t are the same 64-bit type here.
+    unsafe { pwrite64(fd, buf, n, off as libc::off64_t) }
+}
 export!(fn readv(fd: c_int, iov: *const libc::iovec, n: c_int) -> ssize_t => transfer::readv(fd, iov, n));
 export!(fn writev(fd: c_int, iov: *const libc::iovec, n: c_int) -> ssize_t => transfer::writev(fd, iov, n));
 export!(fn recv(fd: c_int, buf: *mut c_void, n: size_t, flags: c_int) -> ssize_t => transfer::recv(fd, buf, n, flags));

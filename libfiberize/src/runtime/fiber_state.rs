@@ -438,6 +438,13 @@ impl Demotion {
     pub fn note_foreign_block(&self) {
         self.foreign_blocks.fetch_add(1, Ordering::Relaxed);
     }
+    /// Makes the fiber due for demotion at once (the monitor caught it in a call that
+    /// waits for completions, or blocked for over a second). Returns whether it was not
+    /// due before, so that the caller counts each fiber once.
+    #[inline]
+    pub fn mark_due(&self) -> bool {
+        self.foreign_blocks.swap(DEMOTE_AFTER_BLOCKS, Ordering::Relaxed) < DEMOTE_AFTER_BLOCKS
+    }
     /// Whether the fiber blocked often enough ([`DEMOTE_AFTER_BLOCKS`]) to go to its
     /// donor for good.
     #[inline]

@@ -76,6 +76,8 @@ crate::real_fns! {
     fn getsockopt(fd: c_int, level: c_int, name: c_int, v: *mut c_void, l: *mut socklen_t) -> c_int;
     fn fsync(fd: c_int) -> c_int;
     fn fdatasync(fd: c_int) -> c_int;
+    fn pread64(fd: c_int, buf: *mut c_void, n: size_t, off: libc::off64_t) -> ssize_t;
+    fn pwrite64(fd: c_int, buf: *const c_void, n: size_t, off: libc::off64_t) -> ssize_t;
 }
 
 /// A read or write of an untracked descriptor (a regular file, mostly) that a fiber

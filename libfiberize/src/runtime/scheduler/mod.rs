@@ -84,6 +84,12 @@ pub const SPIN_ROUNDS: u32 = 16;
 /// Every this many dequeues a worker looks at the global queues first, so that a busy
 /// local deque cannot starve the injector (the constant Go uses).
 const GLOBAL_CHECK_INTERVAL: u32 = 61;
+/// Fibers a worker runs in a row from its lifo slot while its local deque is not
+/// empty; the next wakee then goes to the back of the deque. Origin: tokio's
+/// `MAX_LIFO_POLLS_PER_TICK` (3): a lock or a message handed round a group of fibers
+/// through the lifo slot must not starve the fibers queued behind it (a lock holder
+/// among them keeps the lock for as long).
+const LIFO_STREAK_CAP: u32 = 3;
 /// Monitor period.
 const MONITOR_TICK_NS: u64 = 1_000_000;
 

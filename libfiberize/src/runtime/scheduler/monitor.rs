@@ -39,6 +39,9 @@ pub(super) extern "C" fn monitor_main(_: *mut libc::c_void) -> *mut libc::c_void
     // (CPU time, clock) of the worker's kernel thread at the first look in this
     // no-progress stretch; see `BLOCKED_CPU_SHARE`.
     let mut cpu_baseline: Vec<Option<(u64, u64)>> = vec![None; rt.workers.len()];
+    // When the monitor first saw a worker BLOCKED with no switch since (0: not
+    // blocked, u64::MAX: its fiber is marked already); see `LONG_BLOCK_NS`.
+    let mut blocked_since = vec![0u64; rt.workers.len()];
     let mut preempt_watch = crate::runtime::preempt::Watch::new(rt.workers.len());
     loop {
         let deadline = sys::now_ns() + MONITOR_TICK_NS;
@@ -62,7 +65,21 @@ pub(super) extern "C" fn monitor_main(_: *mut libc::c_void) -> *mut libc::c_void
                 release_queued(rt, w);
                 w.timers.fire_due();
             }
-            if w.state.load(Ordering::Acquire) != W_ACTIVE
+            let state = w.state.load(Ordering::Acquire);
+            if state == W_BLOCKED && p == last_progress[i] {
+                let now = sys::now_ns();
+                if blocked_since[i] == 0 {
+                    blocked_since[i] = now;
+                } else if now.saturating_sub(blocked_since[i]) >= LONG_BLOCK_NS {
+                    blocked_since[i] = u64::MAX;
+                    if let Some(f) = crate::runtime::registry::find_by_id(w.running.load(Ordering::Relaxed)) {
+                        mark_for_demotion(&f, &STATS.demotions_long_block);
+                    }
+                }
+            } else {
+                blocked_since[i] = 0;
+            }
+            if state != W_ACTIVE
                 || w.running.load(Ordering::Relaxed) == 0
                 || w.direct.load(Ordering::Relaxed)
                 || p != last_progress[i]
@@ -160,13 +177,19 @@ pub(crate) fn mark_blocked(rt: &Runtime, w: &WorkerShared) {
         return;
     }
     bump(&STATS.workers_blocked);
+    let call = BlockedCall::of(w.tid.load(Ordering::Relaxed));
     if crate::base::sites::on() {
-        note_blocking_call(w);
+        if let Some(call) = &call {
+            note_blocking_call(w, call);
+        }
     }
     let id = w.running.load(Ordering::Relaxed);
     if id != 0 {
         if let Some(f) = crate::runtime::registry::find_by_id(id) {
             f.demotion.note_foreign_block();
+            if call.is_some_and(|c| c.is_completion_wait()) {
+                mark_for_demotion(&f, &STATS.demotions_completion_wait);
+            }
         }
     }
     if rt.active.fetch_sub(1, Ordering::AcqRel) > rt.target {
@@ -191,31 +214,72 @@ pub(crate) fn mark_blocked(rt: &Runtime, w: &WorkerShared) {
     spawn_runtime_thread(worker::worker_main, &rt.workers[idx] as *const WorkerShared as *mut libc::c_void);
 }
 
-/// For the report: the call `w` is blocked in, by the program's call site, from
-/// `/proc/self/task/TID/syscall` ("nr args... sp pc"): the system call, the user stack
-/// pointer and the instruction after the `syscall`; the program's call site is `pc`
-/// itself when the program made the system call inline, else the first return address
-/// into the program's code above `sp`. The time is added when the worker comes back
-/// (`worker::rejoin_or_retire`).
-fn note_blocking_call(w: &WorkerShared) {
-    let mut buf = [0u8; 256];
-    let Some(n) = read_task_file(w.tid.load(Ordering::Relaxed), b"syscall", &mut buf) else { return };
-    let fields: Vec<u64> = buf[..n]
-        .split(|c| c.is_ascii_whitespace())
-        .filter(|f| !f.is_empty())
-        .filter_map(|f| {
-            let s = core::str::from_utf8(f).ok()?;
-            match s.strip_prefix("0x") {
-                Some(hex) => u64::from_str_radix(hex, 16).ok(),
-                None => s.parse().ok(),
-            }
-        })
-        .collect();
-    // "nr a1 a2 a3 a4 a5 a6 sp pc" while in a system call ("running" or "-1 sp pc" not).
-    if fields.len() != 9 {
-        return;
+/// A fiber found blocking its worker in a wait that lasts as long as the program
+/// wants (a completion queue, a long one-off call) goes to its donor at its next
+/// intercepted blocking call, instead of after `DEMOTE_AFTER_BLOCKS` episodes, each
+/// of which costs a spare worker and a few stuck milliseconds (docs/DESIGN.md §2.11).
+fn mark_for_demotion(f: &Fiber, why: &crate::base::stats::Counter) {
+    if f.demotion.mark_due() {
+        bump(why);
     }
-    let (nr, sp, pc) = (fields[0], fields[7] as usize, fields[8] as usize);
+}
+
+/// The system call a blocked worker's thread sleeps in, from
+/// `/proc/self/task/TID/syscall` ("nr a1 a2 a3 a4 a5 a6 sp pc" while in a system call;
+/// "running" or "-1 sp pc" when not).
+struct BlockedCall {
+    nr: i64,
+    args: [u64; 6],
+    sp: usize,
+    pc: usize,
+}
+
+impl BlockedCall {
+    fn of(tid: u32) -> Option<BlockedCall> {
+        let mut buf = [0u8; 256];
+        let n = read_task_file(tid, b"syscall", &mut buf)?;
+        let mut fields = [0u64; 9];
+        let mut count = 0;
+        for f in buf[..n].split(|c| c.is_ascii_whitespace()).filter(|f| !f.is_empty()) {
+            let s = core::str::from_utf8(f).ok()?;
+            let v = match s.strip_prefix("0x") {
+                Some(hex) => u64::from_str_radix(hex, 16).ok()?,
+                None => s.parse().ok()?,
+            };
+            *fields.get_mut(count)? = v;
+            count += 1;
+        }
+        (count == 9).then(|| BlockedCall {
+            nr: fields[0] as i64,
+            args: [fields[1], fields[2], fields[3], fields[4], fields[5], fields[6]],
+            sp: fields[7] as usize,
+            pc: fields[8] as usize,
+        })
+    }
+
+    /// A wait for completions that the program makes again and again from one
+    /// thread: `io_uring_enter` with `IORING_ENTER_GETEVENTS` and `min_complete > 0`
+    /// (liburing's `io_uring_wait_cqe`, inline, so the `syscall` export never sees
+    /// it: InnoDB's `tpool::create_linux_aio`), `io_getevents` with
+    /// `min_nr > 0` (libaio), or `rt_sigtimedwait` (a signal thread's `sigwaitinfo`
+    /// loop through raw system calls).
+    fn is_completion_wait(&self) -> bool {
+        const IORING_ENTER_GETEVENTS: u64 = 1;
+        match self.nr {
+            libc::SYS_io_uring_enter => self.args[3] & IORING_ENTER_GETEVENTS != 0 && self.args[2] as u32 > 0,
+            libc::SYS_io_getevents => self.args[1] as i64 > 0,
+            libc::SYS_rt_sigtimedwait => true,
+            _ => false,
+        }
+    }
+}
+
+/// For the report: the call `w` is blocked in, by the program's call site: `pc` (the
+/// instruction after the `syscall`) itself when the program made the system call
+/// inline, else the first return address into the program's code above `sp`. The
+/// time is added when the worker comes back (`worker::rejoin_or_retire`).
+fn note_blocking_call(w: &WorkerShared, call: &BlockedCall) {
+    let (nr, sp, pc) = (call.nr as u64, call.sp, call.pc);
     use crate::base::sites::{in_main_executable, is_program_code, program_returns};
     let (site, outer) = match (is_program_code(pc), in_main_executable(pc)) {
         (true, true) => (pc, 0),
@@ -236,6 +300,12 @@ fn note_blocking_call(w: &WorkerShared) {
         w.times.blocked_entry.store(e as *const _ as *mut _, Ordering::Relaxed);
     }
 }
+
+/// How long a worker may stay BLOCKED in one call (no switch) before its fiber is
+/// marked for demotion. Origin: a DNS lookup or an `flock` on a busy file ends well within a
+/// second; a call that lasts longer is a thread's waiting loop (a completion queue the
+/// monitor does not recognise), which costs a spare worker for as long as it runs.
+const LONG_BLOCK_NS: u64 = 1_000_000_000;
 
 /// A worker counts as blocked only if its thread ran less than 1/BLOCKED_CPU_SHARE of
 /// the time between two looks (a tick or more apart). Origin: a fiber that computes

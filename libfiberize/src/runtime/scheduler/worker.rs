@@ -34,11 +34,12 @@ pub(super) extern "C" fn worker_main(arg: *mut libc::c_void) -> *mut libc::c_voi
     // point at the top of the loop (crate::signal::handlers).
     crate::base::shield::set_depth(1);
     let mut tick: u32 = 0;
+    let mut lifo_streak: u32 = 0;
     loop {
         crate::base::shield::worker_safe_point(&w.deferred, base);
         tick = tick.wrapping_add(1);
         w.timers.fire_due();
-        match find_work(rt, w, tick) {
+        match find_work(rt, w, tick, &mut lifo_streak) {
             Some(f) => {
                 run_fiber(w, f);
                 if w.state.load(Ordering::Acquire) != W_ACTIVE {
@@ -91,18 +92,30 @@ fn rejoin_or_retire(rt: &Runtime, w: &WorkerShared) {
     }
 }
 
-fn find_work(rt: &Runtime, w: &WorkerShared, tick: u32) -> Option<FiberRef> {
+/// Finds the next fiber to run. `lifo_streak` counts the fibers run in a row from the
+/// lifo slot while the local deque waited (see `LIFO_STREAK_CAP`).
+fn find_work(rt: &Runtime, w: &WorkerShared, tick: u32, lifo_streak: &mut u32) -> Option<FiberRef> {
     // SAFETY: we are w's OS thread, in its scheduler context.
     let local = unsafe { w.owner_local() };
     if tick.is_multiple_of(GLOBAL_CHECK_INTERVAL) {
         poller::poll_if_stale(poller::STALE_NS);
         if let Some(f) = steal_global(rt, local) {
+            *lifo_streak = 0;
             return Some(f);
         }
     }
-    if let Some(f) = w.lifo.take() {
-        return Some(f);
+    if *lifo_streak < LIFO_STREAK_CAP || local.is_empty() {
+        if let Some(f) = w.lifo.take() {
+            *lifo_streak += 1;
+            return Some(f);
+        }
+    } else if let Some(f) = w.lifo.take() {
+        // Fibers that keep waking each other (a lock handed round a group) would hold
+        // the worker forever: the wakee goes behind what waits in the deque.
+        bump(&STATS.lifo_capped);
+        local.push(f);
     }
+    *lifo_streak = 0;
     if let Some(f) = local.pop() {
         return Some(f);
     }
