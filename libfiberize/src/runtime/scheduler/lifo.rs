@@ -55,3 +55,65 @@ impl Drop for LifoSlot {
         drop(self.take());
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fiber() -> FiberRef {
+        Arc::new(Fiber::new(0))
+    }
+
+    #[test]
+    fn replace_hands_back_the_displaced_fiber_and_take_empties() {
+        let slot = LifoSlot::new();
+        assert!(!slot.is_occupied(Ordering::Relaxed));
+        assert!(slot.take().is_none());
+        let (a, b) = (fiber(), fiber());
+        assert!(slot.replace(Arc::clone(&a)).is_none());
+        assert!(slot.is_occupied(Ordering::Relaxed));
+        let displaced = slot.replace(Arc::clone(&b)).expect("a was in the slot");
+        assert!(Arc::ptr_eq(&displaced, &a));
+        let taken = slot.take().expect("b is in the slot");
+        assert!(Arc::ptr_eq(&taken, &b));
+        assert!(!slot.is_occupied(Ordering::Relaxed));
+    }
+
+    /// The slot holds exactly one strong reference while a fiber is in it, gives it
+    /// back on take, and drops it with the slot.
+    #[test]
+    fn the_slot_owns_one_reference_and_drops_it() {
+        let a = fiber();
+        let slot = LifoSlot::new();
+        slot.replace(Arc::clone(&a));
+        assert_eq!(Arc::strong_count(&a), 2);
+        drop(slot.take());
+        assert_eq!(Arc::strong_count(&a), 1);
+        let slot = LifoSlot::new();
+        slot.replace(Arc::clone(&a));
+        drop(slot);
+        assert_eq!(Arc::strong_count(&a), 1);
+    }
+
+    /// Two threads swapping fibers through one slot: every fiber comes out exactly once.
+    #[test]
+    fn concurrent_replace_and_take_lose_and_duplicate_nothing() {
+        let slot = Arc::new(LifoSlot::new());
+        let fibers: Vec<FiberRef> = (0..200).map(|_| fiber()).collect();
+        let putter = {
+            let slot = Arc::clone(&slot);
+            let mine: Vec<FiberRef> = fibers.iter().map(Arc::clone).collect();
+            std::thread::spawn(move || mine.into_iter().filter_map(|f| slot.replace(f)).collect::<Vec<_>>())
+        };
+        let mut taken = Vec::new();
+        while !putter.is_finished() {
+            taken.extend(slot.take());
+        }
+        taken.extend(putter.join().unwrap());
+        taken.extend(slot.take());
+        assert_eq!(taken.len(), fibers.len());
+        for f in &fibers {
+            assert_eq!(taken.iter().filter(|t| Arc::ptr_eq(t, f)).count(), 1);
+        }
+    }
+}
