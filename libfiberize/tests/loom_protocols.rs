@@ -64,6 +64,10 @@ mod park_state;
 mod parking_quick;
 #[path = "loom_protocols/rwlock_models.rs"]
 mod rwlock_models;
+/// `crate::sync::lock_word`, as `rwlock/word.rs` names it (it shares `Woken`).
+mod sync {
+    pub(crate) use super::lock_word;
+}
 #[allow(dead_code)]
 #[path = "../src/sync/rwlock/word.rs"]
 mod rwlock_word;

@@ -28,6 +28,19 @@ pub use glibc_layout::{
     MUTEX_KIND_RECURSIVE as TYPE_RECURSIVE,
 };
 
+/// How a parking-lot wait ended, as the lock words (mutex and rwlock) see it.
+impl From<ParkResult> for Woken {
+    #[inline]
+    fn from(r: ParkResult) -> Woken {
+        match r {
+            ParkResult::Unparked(token) => Woken::Unparked(token),
+            ParkResult::TimedOut => Woken::TimedOut,
+            // Not queued (the word changed) or interrupted: look at the word again.
+            ParkResult::Invalid | ParkResult::Interrupted => Woken::Retry,
+        }
+    }
+}
+
 /// The parking-lot queue of one mutex (keyed by its address), for [`lock_word`].
 struct MutexQueue {
     key: usize,
@@ -37,12 +50,7 @@ struct MutexQueue {
 impl WaitQueue for MutexQueue {
     #[inline]
     fn park(&self, still_contended: impl FnOnce() -> bool, on_timeout: impl FnOnce(bool)) -> Woken {
-        match parking::park(self.key, u32::MAX, WaitKind::Mutex, still_contended, || {}, on_timeout, self.deadline) {
-            ParkResult::Unparked(token) => Woken::Unparked(token),
-            ParkResult::TimedOut => Woken::TimedOut,
-            // Not queued (the word changed) or interrupted: look at the word again.
-            ParkResult::Invalid | ParkResult::Interrupted => Woken::Retry,
-        }
+        parking::park(self.key, u32::MAX, WaitKind::Mutex, still_contended, || {}, on_timeout, self.deadline).into()
     }
     #[inline]
     fn unpark_one(&self, release: impl FnOnce(bool) -> usize) {

@@ -94,7 +94,7 @@ use crate::base::sys;
 use crate::base::time;
 use crate::runtime::fiber::WaitKind;
 use crate::sync::mutex::self_id;
-use crate::sync::parking::{self, ParkResult};
+use crate::sync::parking;
 use word::{Dequeued, Queue, RwError, RwQueues, Woken};
 
 // Our view of the 56 bytes (module docs): glibc-layout's overlay, whose const
@@ -157,11 +157,7 @@ impl RwQueues for LotQueues<'_> {
                 d
             }
         };
-        match parking::park(self.key(queue), u32::MAX, WaitKind::RwLock, still_waits, || {}, on_timeout, deadline) {
-            ParkResult::Unparked(token) => Woken::Unparked(token),
-            ParkResult::TimedOut => Woken::TimedOut,
-            ParkResult::Invalid | ParkResult::Interrupted => Woken::Retry,
-        }
+        parking::park(self.key(queue), u32::MAX, WaitKind::RwLock, still_waits, || {}, on_timeout, deadline).into()
     }
 
     fn unpark_one(&self, queue: Queue, decide: impl FnOnce(Dequeued) -> usize) -> bool {

@@ -69,16 +69,9 @@ pub enum Queue {
     Writers,
 }
 
-/// How a wait in a queue ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Woken {
-    /// Woken by an unlock, with its token.
-    Unparked(usize),
-    /// The deadline passed first (`on_timeout` ran).
-    TimedOut,
-    /// Did not sleep (`still_waits` said no), or was interrupted: look again.
-    Retry,
-}
+/// How a wait in a queue ended: the mutex word's type (the two words wait in the same
+/// parking lot, so a wait ends the same three ways).
+pub use crate::sync::lock_word::Woken;
 
 /// What an unparker learns under the queue's lock, before the waiter is released.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
