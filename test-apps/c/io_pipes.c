@@ -242,9 +242,23 @@ static void direct_io(void) {
     for (long i = 0; i < 8; i++) pthread_create(&t[i], 0, direct_io_thread, (void *)i);
     for (int i = 0; i < 8; i++) { void *r; pthread_join(t[i], &r); bad += (long)r; }
     if (direct) close(direct_fd);
+    /* The library keeps each descriptor's O_DIRECT answer; F_SETFL through a duplicate
+     * changes the shared file description, so the answer for `buffered` must follow:
+     * 16 buffered rounds inline, then 16 O_DIRECT rounds on the donor. */
+    int buffered = open(path, O_RDWR);
+    CHECK(buffered >= 0);
+    direct_fd = buffered;
+    pthread_create(&t[0], 0, direct_io_thread, (void *)0);
+    { void *r; pthread_join(t[0], &r); bad += (long)r; }
+    int twin = dup(buffered);
+    int flags = fcntl(twin, F_GETFL);
+    int switched = direct && fcntl(twin, F_SETFL, flags | O_DIRECT) == 0 && (fcntl(buffered, F_GETFL) & O_DIRECT);
+    pthread_create(&t[0], 0, direct_io_thread, (void *)1);
+    { void *r; pthread_join(t[0], &r); bad += (long)r; }
+    close(twin); close(buffered);
     close(fd); unlink(path);
-    printf("direct_io blocks=%d bad=%ld\n", 8 * 16, bad);
-    fprintf(stderr, "direct_io O_DIRECT=%d\n", direct);
+    printf("direct_io blocks=%d bad=%ld\n", 10 * 16, bad);
+    fprintf(stderr, "direct_io O_DIRECT=%d switched=%d\n", direct, switched);
 }
 
 /* Bulk transfer over a socketpair and a pipe with a slow reader: the writer's blocking

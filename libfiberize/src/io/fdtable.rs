@@ -63,6 +63,9 @@ pub struct FdState {
     /// Fibers parked on this fd's readiness through the reactor (or about to): while
     /// non-zero the fd must stay in the epoll set (`reactor::leave_epoll_set`).
     pub epoll_waiters: AtomicU32,
+    /// Whether the descriptor was opened with `O_DIRECT`, as last seen by `F_GETFL`:
+    /// `epoch << 2 | kind` (see [`FdState::cached_direct_io`]). 0: not known.
+    file_io: AtomicU32,
 }
 
 impl FdState {
@@ -76,7 +79,42 @@ impl FdState {
             sndtimeo_ns: AtomicU64::new(0),
             drained_at: AtomicU64::new(0),
             epoll_waiters: AtomicU32::new(0),
+            file_io: AtomicU32::new(0),
         }
+    }
+
+    /// Whether the descriptor's open file description has `O_DIRECT`, if known (a
+    /// `pread`/`pwrite` asked `F_GETFL` since the descriptor was last closed, duplicated
+    /// onto or had its flags set through us). It is a hint that only picks where a file
+    /// read runs (the donor or the worker), never what it does: a descriptor closed
+    /// behind our back (glibc's internal `close` in `fclose`) and reused keeps a stale
+    /// answer until the next `F_SETFL` or close we see, which costs speed, not
+    /// correctness. Hence `Relaxed`: nothing is published through it.
+    #[inline]
+    pub fn cached_direct_io(&self) -> Option<bool> {
+        let v = self.file_io.load(Ordering::Relaxed);
+        if v >> 2 != FILE_IO_EPOCH.load(Ordering::Relaxed) & FILE_IO_EPOCH_MASK {
+            return None;
+        }
+        match v & 3 {
+            FILE_IO_BUFFERED => Some(false),
+            FILE_IO_DIRECT => Some(true),
+            _ => None,
+        }
+    }
+
+    /// The descriptor number now names another open file description (a duplicate).
+    #[inline]
+    pub fn forget_direct_io(&self) {
+        self.file_io.store(0, Ordering::Relaxed);
+    }
+
+    /// Records what `F_GETFL` said (see [`FdState::cached_direct_io`]).
+    #[inline]
+    pub fn cache_direct_io(&self, direct: bool) {
+        let kind = if direct { FILE_IO_DIRECT } else { FILE_IO_BUFFERED };
+        let epoch = FILE_IO_EPOCH.load(Ordering::Relaxed) & FILE_IO_EPOCH_MASK;
+        self.file_io.store(epoch << 2 | kind, Ordering::Relaxed);
     }
 
     #[inline]
@@ -155,5 +193,36 @@ pub fn reset(fd: i32) -> Option<u32> {
     s.rcvtimeo_ns.store(0, Ordering::Relaxed);
     s.sndtimeo_ns.store(0, Ordering::Relaxed);
     s.drained_at.store(0, Ordering::Relaxed);
+    s.file_io.store(0, Ordering::Relaxed);
     Some(old)
+}
+
+/// `FdState::file_io`'s low two bits: `F_GETFL` said no `O_DIRECT`.
+const FILE_IO_BUFFERED: u32 = 1;
+/// `F_GETFL` said `O_DIRECT`.
+const FILE_IO_DIRECT: u32 = 2;
+/// The epoch fits above the two kind bits.
+const FILE_IO_EPOCH_MASK: u32 = u32::MAX >> 2;
+/// Bumped when a file's status flags may have changed (`F_SETFL` of an untracked
+/// descriptor): `F_SETFL` changes the open file description, which its duplicates share
+/// under other numbers, so every cached answer is dropped at once rather than one slot.
+static FILE_IO_EPOCH: AtomicU32 = AtomicU32::new(0);
+
+/// `fcntl(fd, F_SETFL, flags)` succeeded: drop cached `O_DIRECT` answers it may have
+/// made wrong. Sockets, pipes and eventfds we track (`OWNED`) are never `pread`, so
+/// their frequent `O_NONBLOCK` changes cost nothing here; for other descriptors only a
+/// change that may add or remove `O_DIRECT` counts (the flags ask for it, or this
+/// descriptor's answer was not "buffered").
+pub fn file_status_flags_set(fd: i32, flags: i32) {
+    let Some(s) = lookup(fd) else {
+        // Never cached under this number; duplicates elsewhere may be.
+        FILE_IO_EPOCH.fetch_add(1, Ordering::Relaxed);
+        return;
+    };
+    if s.has(OWNED) {
+        return;
+    }
+    if flags & libc::O_DIRECT != 0 || s.cached_direct_io() != Some(false) {
+        FILE_IO_EPOCH.fetch_add(1, Ordering::Relaxed);
+    }
 }

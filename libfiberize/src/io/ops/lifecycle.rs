@@ -42,6 +42,9 @@ fn copy_state(from: c_int, to: c_int) {
     if to < 0 || to == from {
         return;
     }
+    if let Some(dst) = fdtable::lookup(to) {
+        dst.forget_direct_io();
+    }
     if let Some(src) = fdtable::owned(from) {
         let f = src.flags.load(Ordering::Acquire) & (OWNED | USER_NONBLOCK | EPOLL_FD | STREAM | SOCKET);
         if let Some(dst) = fdtable::slot(to) {
@@ -183,6 +186,7 @@ pub unsafe fn fcntl(fd: c_int, cmd: c_int, arg: libc::c_long) -> c_int {
             if let Some(st) = fdtable::owned(fd) {
                 st.set_user_nonblock(arg & libc::O_NONBLOCK as libc::c_long != 0);
             }
+            fdtable::file_status_flags_set(fd, arg as c_int);
         }
         libc::F_DUPFD | libc::F_DUPFD_CLOEXEC => copy_state(fd, r),
         _ => {}

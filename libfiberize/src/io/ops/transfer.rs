@@ -394,11 +394,24 @@ pub unsafe fn pwrite64(fd: c_int, buf: *const c_void, n: size_t, off: libc::off6
     super::noting_slow_file_io(call)
 }
 
-/// Whether `fd` was opened with `O_DIRECT` (its I/O always waits for the device). One
-/// `fcntl(F_GETFL)`: the flag can change (`fcntl(F_SETFL)`) and a descriptor number be
-/// reused, and a system call costs little next to a read that reaches the device.
+/// Whether `fd` was opened with `O_DIRECT` (its I/O always waits for the device). The
+/// first call on a descriptor asks `fcntl(F_GETFL)` and the answer is kept in its slot
+/// until the descriptor is closed, duplicated onto or has its flags set (`F_SETFL` can
+/// add or remove `O_DIRECT`): one `fcntl` per read cost ~30 % of a 4 KiB `pread` that
+/// hits the page cache (573 vs 790 ns).
 fn is_direct_io(fd: c_int) -> bool {
+    let slot = fdtable::slot(fd);
+    if let Some(direct) = slot.and_then(|s| s.cached_direct_io()) {
+        return direct;
+    }
     // SAFETY: F_GETFL reads the descriptor's status flags; no memory is passed.
     let flags = unsafe { sys::syscall6(libc::SYS_fcntl as usize, fd as usize, libc::F_GETFL as usize, 0, 0, 0, 0) };
-    flags >= 0 && flags as c_int & libc::O_DIRECT != 0
+    if flags < 0 {
+        return false;
+    }
+    let direct = flags as c_int & libc::O_DIRECT != 0;
+    if let Some(s) = slot {
+        s.cache_direct_io(direct);
+    }
+    direct
 }
