@@ -51,11 +51,12 @@
 //! * **A woken waiter that loses re-parks at the front** of the queue (Go's rule), not
 //!   behind everybody who queued since: the next contended unlock wakes it again.
 //! * **Now and then a contended unlock hands the lock over** instead of releasing it:
-//!   when the queue says so (`Unparking::be_fair`; the parking lot says so at the first
-//!   unpark after a randomised interval per bucket, 0.5 ms on average, as parking_lot
-//!   does), the unlocker leaves LOCKED set, puts PARKED as the wakee would have
-//!   (set iff others remain), and wakes the waiter with [`TOKEN_HANDOFF`]: it returns
-//!   owning the lock without touching the word.
+//!   when the queue says so (`Unparking::be_fair`), the unlocker leaves LOCKED set,
+//!   puts PARKED as the wakee would have (set iff others remain), and wakes the waiter
+//!   with [`TOKEN_HANDOFF`]: it returns owning the lock without touching the word. The
+//!   parking lot says so only for a waiter that queued at the front (it lost once
+//!   already), and at most once per randomised interval per bucket (0.5 ms on
+//!   average, parking_lot's rule).
 //!
 //! ```text
 //!   owner                       queue (bucket lock held)          wakee
@@ -64,11 +65,13 @@
 //!                               token = HANDOFF ───────────────►  W owns the lock
 //! ```
 //!
-//! The waiter at the front after a loss is the one that lost, so the hand-off goes to
-//! the waiter that needs it: a starving waiter gets the lock within about one fairness
-//! interval after its first wake-up. The interval keeps hand-offs rare: a hand-off
-//! leaves the lock owned by a fiber that is not running yet (a convoy for as long as
-//! its wake-up takes), which is what the barging above avoids.
+//! The hand-off goes to the waiter that needs it: a starving waiter gets the lock
+//! within about one fairness interval after its first loss. Both conditions keep
+//! hand-offs rare, on purpose: a hand-off leaves the lock owned by a fiber that is not
+//! running yet, a convoy for as long as its wake-up takes, which is what the barging
+//! above avoids. Measured (TPC-C @256 on 2 CPUs, MariaDB's table-cache mutex): with
+//! the interval alone, 5 176 hand-offs in 3 runs, and that mutex's waits went from
+//! 1 219 (7.3 s in all) to 7 730 (50.5 s in all), its longest wait unchanged (66 ms).
 //!
 //! A timed-out waiter and a hand-off cannot both happen: the queue decides under its
 //! lock (a waiter whose deadline passed after it was dequeued reports the wake-up, and

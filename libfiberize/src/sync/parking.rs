@@ -121,6 +121,9 @@ pub struct Waiter {
     token: Cell<usize>,
     /// Real-time priority of a thread waiter (0: none), see [`REALTIME_IN_USE`].
     rt_priority: i32,
+    /// Queued with `Place::Front`: a lock waiter that was woken and lost the lock, the
+    /// only kind [`unpark_one_fair`] may call fair.
+    at_front: bool,
 }
 
 /// Set once the program created a SCHED_FIFO/SCHED_RR thread. From then on thread
@@ -143,7 +146,7 @@ fn own_rt_priority() -> i32 {
 }
 
 impl Waiter {
-    fn new(key: usize, bitset: u32, fiber: *const Fiber) -> Waiter {
+    fn new(key: usize, bitset: u32, fiber: *const Fiber, at_front: bool) -> Waiter {
         Waiter {
             key: AtomicUsize::new(key),
             bitset,
@@ -153,6 +156,7 @@ impl Waiter {
             woken: AtomicU32::new(0),
             token: Cell::new(TOKEN_NORMAL),
             rt_priority: if fiber.is_null() && REALTIME_IN_USE.load(Ordering::Relaxed) { own_rt_priority() } else { 0 },
+            at_front,
         }
     }
 }
@@ -272,7 +276,7 @@ pub fn park_in(
     };
     let since = if report_kind.is_some() { crate::base::sites::now() } else { 0 };
     let me = fiber::current_or_demote();
-    let waiter = Waiter::new(key, bitset, me.map_or(ptr::null(), |f| f as *const Fiber));
+    let waiter = Waiter::new(key, bitset, me.map_or(ptr::null(), |f| f as *const Fiber), place == Place::Front);
     let b = bucket(key);
     // Queue first, then validate (with a SeqCst fence between): the mirror image of
     // a waker that changes the state, fences, then peeks at the queue without the lock.
@@ -368,8 +372,8 @@ pub struct UnparkInfo {
     pub unparked: bool,
     /// More waiters remain on the key.
     pub have_more: bool,
-    /// [`unpark_one_fair`] only: the bucket's fairness interval has passed (a waiter
-    /// was dequeued and the caller should hand it what it waits for).
+    /// [`unpark_one_fair`] only: the dequeued waiter had queued at the front and the
+    /// bucket's fairness interval has passed: hand it what it waits for.
     pub be_fair: bool,
 }
 
@@ -413,8 +417,9 @@ pub fn unpark_one(key: usize, callback: impl FnOnce(UnparkInfo) -> usize) -> boo
     unpark_one_with(key, false, callback)
 }
 
-/// [`unpark_one`], with `UnparkInfo::be_fair` set when the bucket's fairness interval
-/// has passed ([`crate::sync::parking_fair`]).
+/// [`unpark_one`], with `UnparkInfo::be_fair` set when the waiter it dequeues queued at
+/// the front (it was woken before and lost) and the bucket's fairness interval has
+/// passed ([`crate::sync::parking_fair`]).
 pub fn unpark_one_fair(key: usize, callback: impl FnOnce(UnparkInfo) -> usize) -> bool {
     unpark_one_with(key, true, callback)
 }
@@ -459,7 +464,8 @@ fn unpark_one_with(key: usize, fair: bool, callback: impl FnOnce(UnparkInfo) -> 
             }
             !q.is_null()
         };
-    let be_fair = fair && b.fair.be_fair(sys::now_ns(), key);
+    // SAFETY: `p` is live under the lock.
+    let be_fair = fair && unsafe { (*p).at_front } && b.fair.be_fair(sys::now_ns(), key);
     let token = callback(UnparkInfo { unparked: true, have_more, be_fair });
     let wake = take(b, p, token);
     b.lock.unlock();

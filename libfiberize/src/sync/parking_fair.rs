@@ -1,10 +1,11 @@
 //! The parking lot's fairness interval: when a contended unlock should hand its lock
 //! over (parking_lot's `FairTimeout`).
 //!
-//! [`crate::sync::parking::unpark_one_fair`] (the mutex's contended unlock) asks its
-//! bucket's [`FairTimer`] whether this unpark should be fair (`UnparkInfo::be_fair`).
-//! It is at the first such unpark after the timer's deadline, and the deadline then
-//! moves a random 0–1 ms ahead. The mutex then hands its lock to the wakee instead of
+//! [`crate::sync::parking::unpark_one_fair`] (the mutex's contended unlock), when the
+//! waiter it dequeues had queued at the front (it was woken before and lost the lock),
+//! asks its bucket's [`FairTimer`] whether this unpark should be fair
+//! (`UnparkInfo::be_fair`). It is at the first such unpark after the timer's deadline,
+//! and the deadline then moves a random 0–1 ms ahead. The mutex then hands its lock to the wakee instead of
 //! letting it compete ("Eventual fairness" in [`crate::sync::lock_word`]): at most one
 //! hand-off per bucket every ~0.5 ms on average, so the convoy a hand-off costs (the
 //! lock owned by a fiber that is not running yet) stays rare however hot the lock.
