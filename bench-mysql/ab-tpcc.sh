@@ -63,6 +63,6 @@ for c in $CONFIGS; do
     n=${c%%=*}
     [ -f "$WORK/report-$n.txt" ] || continue
     echo "== $n stats:" $(grep -h "fiberize: stats" "$WORK/out-$n.log" "$WORK/err-$n.log" 2>/dev/null | tr ' ' '\n' |
-        grep -E "^(switches|steals|lifo_capped|donor_handoffs|workers_|fibers_demoted|demotions_|preempt)" || true)
+        grep -E "^(switches|steals|lifo_capped|mutex_handoffs|donor_handoffs|workers_|fibers_demoted|demotions_|preempt)" || true)
     echo "== $n report"; head -30 "$WORK/report-$n.txt"
 done

@@ -9,8 +9,9 @@
 //! allows for them.
 //!
 //! The mutex word reaches the parking lot through `lock_word::WaitQueue`; the model
-//! supplies a miniature queue with the parking lot's order (queue, fence, validate
-//! under the bucket lock).
+//! queue (`loom_protocols/mutex_models.rs`) has the parking lot's order (queue at the
+//! front or back, fence, validate under the bucket lock; time out under it unless
+//! woken) and says `be_fair` never, always or every second time.
 //!
 //! The rwlock word reaches its two queues through `rwlock::word::RwQueues`; the model
 //! queues are in `loom_protocols/rwlock_models.rs`.
@@ -23,7 +24,7 @@
 //!
 //! Run: `cargo test -p libfiberize --test loom_protocols --release`.
 
-use loom::sync::atomic::{fence, AtomicBool, AtomicPtr, AtomicU32, AtomicUsize, Ordering};
+use loom::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicUsize, Ordering};
 use loom::sync::{Arc, Mutex};
 use loom::thread;
 
@@ -56,6 +57,10 @@ mod epoll_membership;
 #[allow(dead_code)]
 #[path = "../src/sync/lock_word.rs"]
 mod lock_word;
+#[path = "loom_protocols/model_queue.rs"]
+mod model_queue;
+#[path = "loom_protocols/mutex_models.rs"]
+mod mutex_models;
 #[allow(dead_code)]
 #[path = "../src/runtime/park_state.rs"]
 mod park_state;
@@ -302,10 +307,29 @@ fn epoll_removal_never_strands_a_parked_waiter() {
 /// parking lot ("One wake-up in flight"): a contended unlock wakes one waiter and
 /// clears PARKED; the wakee carries PARKED back when the unlocker said others remain.
 /// Three threads lock and unlock once each; loom reports a deadlock if a waiter is
-/// never woken, and the counter checks mutual exclusion.
+/// never woken, and the guarded cell checks mutual exclusion.
 #[test]
 fn mutex_one_wakeup_in_flight_loses_no_waiter() {
-    mutex_model(true);
+    assert!(!mutex_models::contenders(mutex_models::Fairness::Never, true));
+}
+
+/// "Eventual fairness": every contended unlock hands the lock over (LOCKED stays set,
+/// PARKED as the wakee would have put it), or every second one (hand-offs mixed with
+/// barging): exclusion (the hand-off's wakee reaches the data ordered after the
+/// unlocker), no lost wake-up, the mutex ends free.
+#[test]
+fn mutex_hand_off_excludes_and_loses_no_waiter() {
+    assert!(mutex_models::contenders(mutex_models::Fairness::Always, true), "no interleaving handed over");
+    assert!(mutex_models::contenders(mutex_models::Fairness::Alternate, true), "no interleaving handed over");
+}
+
+/// A timed waiter whose deadline passes while the owner unlocks (hand-off or plain
+/// wake-up) and a third thread contends: the lock never ends owned by nobody or by
+/// the waiter that left.
+#[test]
+fn mutex_timed_out_waiter_racing_hand_off_leaves_no_owner() {
+    mutex_models::timed_waiter_racing_unlock(mutex_models::Fairness::Always);
+    mutex_models::timed_waiter_racing_unlock(mutex_models::Fairness::Never);
 }
 
 /// The same with a queue that drops the wakee's token (so the wakee never carries
@@ -316,93 +340,7 @@ fn mutex_one_wakeup_in_flight_loses_no_waiter() {
 #[test]
 #[ignore]
 fn mutex_model_without_carrying_parked_deadlocks() {
-    mutex_model(false);
-}
-
-fn mutex_model(pass_tokens: bool) {
-    use lock_word::{WaitQueue, Woken};
-    use loom::sync::Condvar;
-    use std::collections::VecDeque;
-    struct Waiter {
-        woken: AtomicBool,
-        token: AtomicUsize,
-    }
-    /// `parking::park` / `parking::unpark_one` in miniature: queue, SeqCst fence, then
-    /// validate under the bucket lock; dequeue and run the callback under the lock.
-    struct ModelQueue {
-        bucket: Mutex<VecDeque<std::sync::Arc<Waiter>>>,
-        cv: Condvar,
-        pass_tokens: bool,
-    }
-    impl WaitQueue for ModelQueue {
-        fn park(&self, still_contended: impl FnOnce() -> bool, _on_timeout: impl FnOnce(bool)) -> Woken {
-            let me = std::sync::Arc::new(Waiter { woken: AtomicBool::new(false), token: AtomicUsize::new(0) });
-            let mut q = self.bucket.lock().unwrap();
-            q.push_back(me.clone());
-            fence(Ordering::SeqCst);
-            if !still_contended() {
-                q.retain(|w| !std::sync::Arc::ptr_eq(w, &me));
-                return Woken::Retry;
-            }
-            while !me.woken.load(Ordering::Acquire) {
-                q = self.cv.wait(q).unwrap();
-            }
-            Woken::Unparked(me.token.load(Ordering::Relaxed))
-        }
-        fn unpark_one(&self, release: impl FnOnce(bool) -> usize) {
-            let mut q = self.bucket.lock().unwrap();
-            let first = q.pop_front();
-            let token = release(!q.is_empty());
-            if let Some(w) = first {
-                w.token.store(if self.pass_tokens { token } else { lock_word::TOKEN_ALONE }, Ordering::Relaxed);
-                w.woken.store(true, Ordering::Release);
-                self.cv.notify_all();
-            }
-        }
-    }
-    struct M {
-        word: AtomicU32,
-        queue: ModelQueue,
-        counter: AtomicUsize,
-    }
-    fn lock(m: &M) {
-        if !lock_word::try_lock_uncontended(&m.word) {
-            lock_word::lock_contended(&m.word, &m.queue).unwrap();
-        }
-    }
-    fn unlock(m: &M) {
-        if !lock_word::unlock_uncontended(&m.word) {
-            lock_word::unlock_contended(&m.word, &m.queue);
-        }
-    }
-    let mut builder = loom::model::Builder::new();
-    builder.preemption_bound = Some(3);
-    builder.check(move || {
-        let m = Arc::new(M {
-            word: AtomicU32::new(0),
-            queue: ModelQueue { bucket: Mutex::new(VecDeque::new()), cv: Condvar::new(), pass_tokens },
-            counter: AtomicUsize::new(0),
-        });
-        let threads: Vec<_> = (0..2)
-            .map(|_| {
-                let m = m.clone();
-                thread::spawn(move || {
-                    lock(&m);
-                    let c = m.counter.load(Ordering::Relaxed);
-                    m.counter.store(c + 1, Ordering::Relaxed);
-                    unlock(&m);
-                })
-            })
-            .collect();
-        lock(&m);
-        let c = m.counter.load(Ordering::Relaxed);
-        m.counter.store(c + 1, Ordering::Relaxed);
-        unlock(&m);
-        for t in threads {
-            t.join().unwrap();
-        }
-        assert_eq!(m.counter.load(Ordering::Relaxed), 3, "mutual exclusion broken");
-    });
+    mutex_models::contenders(mutex_models::Fairness::Never, false);
 }
 
 /// The real `sync::rwlock::word` (what `pthread_rwlock_*` run) over a model pair of

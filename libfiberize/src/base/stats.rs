@@ -48,6 +48,7 @@ counters! {
     unparks,
     steals,
     lifo_capped,
+    mutex_handoffs,
     donor_handoffs,
     timers_fired,
     worker_sleeps,

@@ -114,11 +114,12 @@ fn produce(reason: Option<&str>, flush: &mut dyn FnMut(&str)) {
     let st = &crate::base::stats::STATS;
     let _ = writeln!(
         out,
-        "fiberize: preemptions {} preempt-refused {} preempt-fallbacks {} lifo-capped {} demoted {} (completion waits {}, long blocks {})",
+        "fiberize: preemptions {} preempt-refused {} preempt-fallbacks {} lifo-capped {} mutex-handoffs {} demoted {} (completion waits {}, long blocks {})",
         st.preemptions.get(),
         st.preempt_refused.get(),
         st.preempt_fallbacks.get(),
         st.lifo_capped.get(),
+        st.mutex_handoffs.get(),
         st.fibers_demoted.get(),
         st.demotions_completion_wait.get(),
         st.demotions_long_block.get()

@@ -10,6 +10,7 @@ pub mod lock_word;
 pub mod mutex;
 pub mod once;
 pub mod parking;
+pub mod parking_fair;
 pub mod parking_quick;
 pub mod rwlock;
 pub mod sem;

@@ -19,7 +19,8 @@ use crate::base::time;
 use crate::runtime::fiber::WaitKind;
 use crate::sync::parking::{self, ParkResult};
 
-use crate::sync::lock_word::{self, WaitQueue, Woken};
+use crate::base::stats::{bump, STATS};
+use crate::sync::lock_word::{self, Place, Unparking, WaitQueue, Woken};
 pub use crate::sync::lock_word::{LOCKED, PARKED};
 
 // The kind bits are glibc's encoding, defined once in `glibc_layout`.
@@ -49,12 +50,14 @@ struct MutexQueue {
 
 impl WaitQueue for MutexQueue {
     #[inline]
-    fn park(&self, still_contended: impl FnOnce() -> bool, on_timeout: impl FnOnce(bool)) -> Woken {
-        parking::park(self.key, u32::MAX, WaitKind::Mutex, still_contended, || {}, on_timeout, self.deadline).into()
+    fn park(&self, place: Place, still_contended: impl FnOnce() -> bool, on_timeout: impl FnOnce(bool)) -> Woken {
+        parking::park_in(place, self.key, u32::MAX, WaitKind::Mutex, still_contended, || {}, on_timeout, self.deadline).into()
     }
     #[inline]
-    fn unpark_one(&self, release: impl FnOnce(bool) -> usize) {
-        parking::unpark_one(self.key, |info| release(info.have_more));
+    fn unpark_one(&self, release: impl FnOnce(Unparking) -> usize) {
+        parking::unpark_one_fair(self.key, |info| {
+            release(Unparking { dequeued: info.unparked, others_remain: info.have_more, be_fair: info.be_fair })
+        });
     }
 }
 
@@ -215,7 +218,9 @@ pub fn unlock(m: &MutexOverlay) -> c_int {
 #[cold]
 fn unlock_slow(m: &MutexOverlay) {
     let queue = MutexQueue { key: m as *const MutexOverlay as usize, deadline: None };
-    lock_word::unlock_contended(&m.lock, &queue);
+    if lock_word::unlock_contended(&m.lock, &queue) {
+        bump(&STATS.mutex_handoffs);
+    }
 }
 
 /// `pthread_mutex_destroy`: EBUSY while locked, then poison the kind as glibc does

@@ -31,6 +31,9 @@
 //! fence and then validates the state. Either the waker sees the waiter, or the
 //! waiter's validation sees the new state and it does not sleep. Both halves live in
 //! [`crate::sync::parking_quick`], a protocol file that the loom models run as it is.
+//!
+//! [`unpark_one_fair`] (the mutex's contended unlock) also tells its caller whether to
+//! hand the lock over this time: [`crate::sync::parking_fair`].
 
 use core::cell::Cell;
 use core::ptr;
@@ -41,6 +44,8 @@ use crate::base::stats::{bump, STATS};
 use crate::base::sys;
 use crate::runtime::fiber::{self, Fiber, FiberRef, WaitKind};
 use crate::runtime::scheduler;
+pub use crate::sync::lock_word::Place;
+use crate::sync::parking_fair::FairTimer;
 use crate::sync::parking_quick::{self, BucketLock};
 
 /// log2 of the bucket count. Origin: 4096 buckets, measured with 2000 parked I/O
@@ -61,9 +66,12 @@ struct Bucket {
     /// without the lock (see "Lock-free emptiness check" above).
     head: AtomicPtr<Waiter>,
     tail: Cell<*const Waiter>,
+    /// When [`unpark_one_fair`] is fair next.
+    fair: FairTimer,
 }
 
-// SAFETY: `head`/`tail` and the waiters they link are only touched under `lock`.
+// SAFETY: `head`/`tail`, the fairness cells and the waiters they link are only touched
+// under `lock`.
 unsafe impl Sync for Bucket {}
 
 impl BucketLock for RawMutex {
@@ -77,7 +85,7 @@ impl BucketLock for RawMutex {
 
 #[allow(clippy::declare_interior_mutable_const)]
 const EMPTY_BUCKET: Bucket =
-    Bucket { lock: RawMutex::new(), head: AtomicPtr::new(ptr::null_mut()), tail: Cell::new(ptr::null()) };
+    Bucket { lock: RawMutex::new(), head: AtomicPtr::new(ptr::null_mut()), tail: Cell::new(ptr::null()), fair: FairTimer::new() };
 static TABLE: [Bucket; BUCKETS] = [EMPTY_BUCKET; BUCKETS];
 
 /// In a forked child: every queue empty and unlocked. No waiter of the parent exists in
@@ -113,6 +121,9 @@ pub struct Waiter {
     token: Cell<usize>,
     /// Real-time priority of a thread waiter (0: none), see [`REALTIME_IN_USE`].
     rt_priority: i32,
+    /// Queued with `Place::Front`: a lock waiter that was woken and lost the lock, the
+    /// only kind [`unpark_one_fair`] may call fair.
+    at_front: bool,
 }
 
 /// Set once the program created a SCHED_FIFO/SCHED_RR thread. From then on thread
@@ -135,7 +146,7 @@ fn own_rt_priority() -> i32 {
 }
 
 impl Waiter {
-    fn new(key: usize, bitset: u32, fiber: *const Fiber) -> Waiter {
+    fn new(key: usize, bitset: u32, fiber: *const Fiber, at_front: bool) -> Waiter {
         Waiter {
             key: AtomicUsize::new(key),
             bitset,
@@ -145,6 +156,7 @@ impl Waiter {
             woken: AtomicU32::new(0),
             token: Cell::new(TOKEN_NORMAL),
             rt_priority: if fiber.is_null() && REALTIME_IN_USE.load(Ordering::Relaxed) { own_rt_priority() } else { 0 },
+            at_front,
         }
     }
 }
@@ -160,6 +172,19 @@ impl Bucket {
             unsafe { (*self.tail.get()).next.set(w) };
         }
         self.tail.set(w);
+    }
+
+    fn push_front(&self, w: &Waiter) {
+        let old_first = self.head.load(Ordering::Relaxed) as *const Waiter;
+        w.prev.set(ptr::null());
+        w.next.set(old_first);
+        if old_first.is_null() {
+            self.tail.set(w);
+        } else {
+            // SAFETY: list members are live waiters (they do not leave without unlinking).
+            unsafe { (*old_first).prev.set(w) };
+        }
+        parking_quick::set_first(&self.head, w as *const Waiter as *mut Waiter);
     }
 
     fn unlink(&self, w: *const Waiter) {
@@ -210,12 +235,27 @@ pub enum ParkResult {
 /// Deadline of a wait, on CLOCK_MONOTONIC, in nanoseconds.
 pub type Deadline = Option<u64>;
 
-/// Parks the caller on `key`.
+/// Parks the caller on `key`, behind the waiters already queued.
 ///
 /// * `validate` runs under the bucket lock before queueing; if false, returns Invalid.
 /// * `before_sleep` runs after queueing and unlocking the bucket (e.g. release a mutex).
 /// * `timed_out(key_still_has_waiters)` runs under the bucket lock if the deadline won.
 pub fn park(
+    key: usize,
+    bitset: u32,
+    kind: WaitKind,
+    validate: impl FnOnce() -> bool,
+    before_sleep: impl FnOnce(),
+    timed_out: impl FnOnce(bool),
+    deadline: Deadline,
+) -> ParkResult {
+    park_in(Place::Back, key, bitset, kind, validate, before_sleep, timed_out, deadline)
+}
+
+/// [`park`], queueing at `place`.
+#[allow(clippy::too_many_arguments)]
+pub fn park_in(
+    place: Place,
     key: usize,
     bitset: u32,
     kind: WaitKind,
@@ -236,11 +276,15 @@ pub fn park(
     };
     let since = if report_kind.is_some() { crate::base::sites::now() } else { 0 };
     let me = fiber::current_or_demote();
-    let waiter = Waiter::new(key, bitset, me.map_or(ptr::null(), |f| f as *const Fiber));
+    let waiter = Waiter::new(key, bitset, me.map_or(ptr::null(), |f| f as *const Fiber), place == Place::Front);
     let b = bucket(key);
     // Queue first, then validate (with a SeqCst fence between): the mirror image of
     // a waker that changes the state, fences, then peeks at the queue without the lock.
-    if !parking_quick::queue_then_validate(&b.lock, || b.push_back(&waiter), validate, || b.unlink(&waiter)) {
+    let link = || match place {
+        Place::Back => b.push_back(&waiter),
+        Place::Front => b.push_front(&waiter),
+    };
+    if !parking_quick::queue_then_validate(&b.lock, link, validate, || b.unlink(&waiter)) {
         return ParkResult::Invalid;
     }
     before_sleep();
@@ -328,6 +372,9 @@ pub struct UnparkInfo {
     pub unparked: bool,
     /// More waiters remain on the key.
     pub have_more: bool,
+    /// [`unpark_one_fair`] only: the dequeued waiter had queued at the front and the
+    /// bucket's fairness interval has passed: hand it what it waits for.
+    pub be_fair: bool,
 }
 
 /// A dequeued waiter's wake-up, performed after the bucket lock is released.
@@ -367,6 +414,17 @@ fn take(b: &Bucket, w: *const Waiter, token: usize) -> Wake {
 /// Wakes the first waiter on `key`. `callback` runs under the bucket lock and returns
 /// the token for the waiter (TOKEN_HANDOFF to pass a lock directly).
 pub fn unpark_one(key: usize, callback: impl FnOnce(UnparkInfo) -> usize) -> bool {
+    unpark_one_with(key, false, callback)
+}
+
+/// [`unpark_one`], with `UnparkInfo::be_fair` set when the waiter it dequeues queued at
+/// the front (it was woken before and lost) and the bucket's fairness interval has
+/// passed ([`crate::sync::parking_fair`]).
+pub fn unpark_one_fair(key: usize, callback: impl FnOnce(UnparkInfo) -> usize) -> bool {
+    unpark_one_with(key, true, callback)
+}
+
+fn unpark_one_with(key: usize, fair: bool, callback: impl FnOnce(UnparkInfo) -> usize) -> bool {
     let b = bucket(key);
     b.lock.lock();
     let mut p = b.head.load(Ordering::Relaxed) as *const Waiter;
@@ -377,7 +435,7 @@ pub fn unpark_one(key: usize, callback: impl FnOnce(UnparkInfo) -> usize) -> boo
         }
     }
     if p.is_null() {
-        callback(UnparkInfo { unparked: false, have_more: false });
+        callback(UnparkInfo { unparked: false, have_more: false, be_fair: false });
         b.lock.unlock();
         return false;
     }
@@ -406,7 +464,9 @@ pub fn unpark_one(key: usize, callback: impl FnOnce(UnparkInfo) -> usize) -> boo
             }
             !q.is_null()
         };
-    let token = callback(UnparkInfo { unparked: true, have_more });
+    // SAFETY: `p` is live under the lock.
+    let be_fair = fair && unsafe { (*p).at_front } && b.fair.be_fair(sys::now_ns(), key);
+    let token = callback(UnparkInfo { unparked: true, have_more, be_fair });
     let wake = take(b, p, token);
     b.lock.unlock();
     wake.run();

@@ -1,38 +1,11 @@
 //! Models of the real `sync/rwlock/word.rs` over a model pair of wait queues.
 
+use super::model_queue::ModelQueue;
 use super::rwlock_word::{self as word, Dequeued, Queue, RwError, RwQueues, Woken};
 use loom::cell::UnsafeCell;
-use loom::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicUsize, Ordering};
-use loom::sync::{Arc, Condvar, Mutex};
+use loom::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use loom::sync::{Arc, Mutex};
 use loom::thread;
-use std::collections::VecDeque;
-
-struct Waiter {
-    woken: AtomicBool,
-    token: AtomicUsize,
-}
-
-/// One queue: `parking::park` / `unpark_one` / `unpark_some` in miniature (queue, SeqCst
-/// fence, validate under the bucket lock; dequeue, decide and wake under it).
-struct ModelQueue {
-    bucket: Mutex<VecDeque<std::sync::Arc<Waiter>>>,
-    /// Signalled on every queueing and every wake-up.
-    changed: Condvar,
-}
-
-impl ModelQueue {
-    fn new() -> Self {
-        ModelQueue { bucket: Mutex::new(VecDeque::new()), changed: Condvar::new() }
-    }
-
-    /// Blocks until `n` waiters are queued (the preference models' set-up).
-    fn wait_until_queued(&self, n: usize) {
-        let mut q = self.bucket.lock().unwrap();
-        while q.len() < n {
-            q = self.changed.wait(q).unwrap();
-        }
-    }
-}
 
 /// The readers' and the writers' queue of one lock, each with its own lock (in the
 /// parking lot they are two keys, usually in two buckets).
@@ -56,39 +29,16 @@ impl ModelQueues {
 }
 
 impl ModelQueues {
-    /// `parking::park`: a timed waiter whose deadline passed leaves the queue under its
-    /// lock unless it was woken first, and runs `on_timeout(others_remain)` there.
+    /// `parking::park`; a timed waiter looks at the shared deadline flag.
     fn park_until(&self, queue: Queue, timed: bool, still_waits: impl FnOnce() -> bool, on_timeout: impl FnOnce(bool)) -> Woken {
-        let mq = self.get(queue);
-        let me = std::sync::Arc::new(Waiter { woken: AtomicBool::new(false), token: AtomicUsize::new(0) });
-        let mut q = mq.bucket.lock().unwrap();
-        q.push_back(me.clone());
-        fence(Ordering::SeqCst);
-        if !still_waits() {
-            q.retain(|w| !std::sync::Arc::ptr_eq(w, &me));
-            return Woken::Retry;
-        }
-        mq.changed.notify_all();
-        loop {
-            if me.woken.load(Ordering::Acquire) {
-                return Woken::Unparked(me.token.load(Ordering::Relaxed));
-            }
-            if timed && self.expired.load(Ordering::Relaxed) {
-                q.retain(|w| !std::sync::Arc::ptr_eq(w, &me));
-                on_timeout(!q.is_empty());
-                return Woken::TimedOut;
-            }
-            q = mq.changed.wait(q).unwrap();
-        }
+        self.get(queue).park(false, if timed { Some(&self.expired) } else { None }, still_waits, on_timeout)
     }
 
     /// The model timer: the timed waiters' deadline passes.
     fn expire(&self) {
         self.expired.store(true, Ordering::Relaxed);
-        for mq in [&self.readers, &self.writers] {
-            let _q = mq.bucket.lock().unwrap();
-            mq.changed.notify_all();
-        }
+        self.readers.deadline_passed();
+        self.writers.deadline_passed();
     }
 }
 
@@ -110,31 +60,11 @@ impl RwQueues for ModelQueues {
     }
 
     fn unpark_one(&self, queue: Queue, decide: impl FnOnce(Dequeued) -> usize) -> bool {
-        let mq = self.get(queue);
-        let mut q = mq.bucket.lock().unwrap();
-        let first = q.pop_front();
-        let token = decide(Dequeued { unparked: first.is_some(), have_more: !q.is_empty() });
-        match first {
-            Some(w) => {
-                w.token.store(token, Ordering::Relaxed);
-                w.woken.store(true, Ordering::Release);
-                mq.changed.notify_all();
-                true
-            }
-            None => false,
-        }
+        self.get(queue).unpark_one(|unparked, have_more| decide(Dequeued { unparked, have_more }))
     }
 
     fn unpark_all(&self, queue: Queue, after: impl FnOnce(usize)) {
-        let mq = self.get(queue);
-        let mut q = mq.bucket.lock().unwrap();
-        let n = q.len();
-        for w in q.drain(..) {
-            w.token.store(word::TOKEN_RETRY, Ordering::Relaxed);
-            w.woken.store(true, Ordering::Release);
-        }
-        after(n);
-        mq.changed.notify_all();
+        self.get(queue).unpark_all(word::TOKEN_RETRY, after)
     }
 }
 
