@@ -1,0 +1,83 @@
+//! A fiber's turn: how long it may keep its worker while serving request after request.
+//!
+//! # Why (issue 11)
+//!
+//! A fiber runs until it switches. A server connection's fiber that writes a reply and
+//! then reads finds the next request already there when its client answered in the
+//! meantime (on a small machine the kernel runs the woken client while our worker is
+//! still busy), and goes on without parking. MariaDB with `point_select` at 2048
+//! connections next to `read_write` at 256 on 2 vCPUs (`bench-mysql/mix.sh`,
+//! `FIBERIZE_STATS=1`, `runtime::queue_delay`): 242 000 parks for ~1.5 M queries, so
+//! a run served ~6 requests; ~2 250 fibers waited in the injector (dump), and a fiber
+//! woken by readiness waited 375–440 ms on average before it ran. A `read_write`
+//! transaction needs ~20 round trips plus its lock and commit waits, each another trip
+//! through that queue: read_write p95 7.1 s against 1.26 s natively. The kernel
+//! time-slices a native server's threads, so none serves a run of requests while the
+//! others wait.
+//!
+//! # The rule
+//!
+//! A worker notes when the running fiber's turn began: at the fiber's first stream read
+//! that returns data in this run ([`note_stream_read`]; not at the switch, so that a
+//! switch costs no clock read). At each later such read, if the turn has
+//! lasted `FIBERIZE_TURN_US` ([`DEFAULT_TURN_US`]) and other fibers wait in the worker's
+//! deque or the global queue, the fiber ends its turn (`Switch::EndTurn`): it goes to
+//! the back of the global injector with the request it just read, as a preempted fiber
+//! does, behind everybody who waited. A read is where a server is between two requests
+//! (no row lock of an autocommit query held, no latch), so the turn ends at a point
+//! where waiting costs nobody else anything. A fiber with nobody waiting keeps going:
+//! alone, the rule costs one clock read per read.
+//!
+//! Go ends a goroutine's turn at a function call once its 10 ms slice is over
+//! (cooperative preemption); tokio gives a task a budget of 128 resource operations
+//! per poll before it must yield. Here the budget is time, measured from the first
+//! read, and the check sits at the one operation every server does per request.
+
+use super::*;
+use crate::base::stats::{bump, STATS};
+
+/// Default turn in µs. Origin: ~2 point selects of MariaDB on the 2-vCPU machine
+/// (~60 µs of server CPU each); see the module docs and DESIGN §2.3 for what was measured.
+pub const DEFAULT_TURN_US: u64 = 0;
+
+/// The turn budget in ns (0: off), read once.
+fn turn_ns() -> u64 {
+    static TURN_NS: AtomicU64 = AtomicU64::new(u64::MAX);
+    let v = TURN_NS.load(Ordering::Relaxed);
+    if v != u64::MAX {
+        return v;
+    }
+    let ns = crate::base::config::config().turn_us.unwrap_or(DEFAULT_TURN_US) * 1000;
+    TURN_NS.store(ns, Ordering::Relaxed);
+    ns
+}
+
+/// A fiber's socket read returned data: starts its turn, or ends it if it is spent
+/// and other fibers wait (see the module docs). For the I/O layer, in fiber context.
+pub fn note_stream_read() {
+    let budget = turn_ns();
+    if budget == 0 {
+        return;
+    }
+    let Some(f) = fiber::current() else { return };
+    // `f` is the caller: its worker is the one whose OS thread we are on.
+    let Some(w) = super::worker_of(f) else { return };
+    let now = sys::now_ns();
+    let started = w.turn_started.load(Ordering::Relaxed);
+    if started == 0 {
+        w.turn_started.store(now, Ordering::Relaxed);
+        return;
+    }
+    if now.saturating_sub(started) < budget {
+        return;
+    }
+    let rt = runtime_unchecked();
+    if w.stealer.is_empty() && rt.injector.is_empty() && rt.handoff_head.load(Ordering::Relaxed).is_null() {
+        // Nobody waits: keep the worker, start a new turn.
+        w.turn_started.store(now, Ordering::Relaxed);
+        return;
+    }
+    bump(&STATS.turns_ended);
+    // SAFETY: we are this fiber, on its stack.
+    unsafe { f.suspend(Switch::EndTurn) };
+}
