@@ -15,7 +15,7 @@
 # Environment (defaults in brackets): CONFIGS ["native new=target/release/libfiberize.so"]
 # (native: mariadbd as shipped; NAME=LIB: preloaded with LIB; NAME=LIB+VAR=value+...: with
 # VAR=value in that server's environment too, e.g. off=LIB+FIBERIZE_TURN_US=0), ROUNDS [3], MIX_SECONDS [90],
-# PS_THREADS [2048], RW_THREADS [256], TABLES/TABLE_SIZE [4 x 10000, as soak.sh],
+# PS_THREADS [2048], RW_THREADS [256; 0: point_select alone], TABLES/TABLE_SIZE [4 x 10000, as soak.sh],
 # SERVER_OPTS [--innodb-buffer-pool-size=256M], SERVER_ENV (more VAR=value for preloaded servers).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -56,12 +56,17 @@ window() { # log from to
 mix_once() { # name round
     local sb=(sysbench --db-driver=mysql --mysql-host=127.0.0.1 --mysql-port="${PORT[$1]}" --mysql-user=root --mysql-db=sbtest
         --tables="$TABLES" --table-size="$TABLE_SIZE" --rand-type=uniform --report-interval=1)
-    "${sb[@]}" --threads="$RW_THREADS" --time=$((MIX_SECONDS + 10)) oltp_read_write run >"$WORK/rw-$1-$2.log" 2>&1 &
-    local rw=$!
-    sleep 5
+    local rw= rt=- rp=- rz=-
+    if [ "$RW_THREADS" -gt 0 ]; then
+        "${sb[@]}" --threads="$RW_THREADS" --time=$((MIX_SECONDS + 10)) oltp_read_write run >"$WORK/rw-$1-$2.log" 2>&1 &
+        rw=$!
+        sleep 5
+    fi
     "${sb[@]}" --threads="$PS_THREADS" --time="$MIX_SECONDS" oltp_point_select run >"$WORK/ps-$1-$2.log" 2>&1 || true
-    wait $rw || true
-    read -r rt rp rz <<<"$(window "$WORK/rw-$1-$2.log" 8 $((MIX_SECONDS + 4)))"
+    if [ -n "$rw" ]; then
+        wait $rw || true
+        read -r rt rp rz <<<"$(window "$WORK/rw-$1-$2.log" 8 $((MIX_SECONDS + 4)))"
+    fi
     read -r pt _ _ <<<"$(window "$WORK/ps-$1-$2.log" 3 "$MIX_SECONDS")"
     echo "round $2 $1 rw_tps=$rt rw_p95_ms=$rp rw_zero_s=$rz ps_tps=$pt" | tee -a "$WORK/results.txt"
 }

@@ -11,9 +11,17 @@
 //! a run served ~6 requests; ~2 250 fibers waited in the injector (dump), and a fiber
 //! woken by readiness waited 375–440 ms on average before it ran. A `read_write`
 //! transaction needs ~20 round trips plus its lock and commit waits, each another trip
-//! through that queue: read_write p95 7.1 s against 1.26 s natively. The kernel
+//! through that queue: read_write p95 5.8 s against 2.0 s natively (medians of 3 runs). The kernel
 //! time-slices a native server's threads, so none serves a run of requests while the
 //! others wait.
+//!
+//! What it does not fix: natively read_write still gets ~2.3x the transactions
+//! (native 328 tps against 143, same runs). The kernel shares CPU *time* per thread
+//! (EEVDF): a connection that used little CPU per wake-up (a read_write statement
+//! between lock waits and commits) is owed time and runs before one that served a run
+//! of requests. The run queues here are FIFO per wake-up. A CPU-time-fair order
+//! (virtual runtime per fiber, or a short-burst queue served first with bounded
+//! starvation) is the next step; turns only bound the longest runs.
 //!
 //! # The rule
 //!
@@ -36,9 +44,15 @@
 use super::*;
 use crate::base::stats::{bump, STATS};
 
-/// Default turn in µs. Origin: ~2 point selects of MariaDB on the 2-vCPU machine
-/// (~60 µs of server CPU each); see the module docs and DESIGN §2.3 for what was measured.
-pub const DEFAULT_TURN_US: u64 = 0;
+/// Default turn in µs. Origin: measured with `bench-mysql/mix.sh` on the 2-vCPU machine
+/// (shared with other work; point_select @2048 + read_write @256, medians of 3 runs of
+/// 45 s): turn off: read_write 134 tps, p95 5.8 s, point_select 30.8k tps, 42 794 queue
+/// waits over 1 s; 1000 µs: 143 tps, p95 4.4 s, 32.3k tps, 3 911 waits over 1 s; 500 µs:
+/// p95 4.0 s but point_select 23.1k. Shorter turns cost throughput: point_select alone
+/// @1024 (2 runs of 20 s) was 45k (off), 41–51k (1000), 28–30k (300), 21k (100) tps,
+/// because every cut turn costs the fiber another trip through the queue for its next
+/// request. A millisecond is also the order of the kernel's own time slice.
+pub const DEFAULT_TURN_US: u64 = 1000;
 
 /// The turn budget in ns (0: off), read once.
 fn turn_ns() -> u64 {
