@@ -147,9 +147,10 @@ pub struct WorkerShared {
     pub running: Padded<AtomicU64>,
     /// Bumped at every fiber switch; the monitor's sign of life.
     pub progress: Padded<AtomicU64>,
-    /// When the running fiber's turn began (0: not yet in this run; see [`turn`]).
-    /// Written only on the worker's own OS thread.
-    turn_started: Padded<AtomicU64>,
+    /// The running fiber's turn (see [`turn`]): the `progress` value of the run it
+    /// began in and when. Written only by fibers on the worker's own OS thread, so that
+    /// a switch writes nothing here.
+    turn: Padded<turn::Turn>,
     /// ACTIVE, BLOCKED or SPARE (see the module docs).
     pub state: AtomicU32,
     /// A SPARE worker sleeps on this word until the monitor activates it.

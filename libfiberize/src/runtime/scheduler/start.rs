@@ -44,7 +44,7 @@ fn start_pool() {
             tid: AtomicU32::new(0),
             running: Padded(AtomicU64::new(0)),
             progress: Padded(AtomicU64::new(0)),
-            turn_started: Padded(AtomicU64::new(0)),
+            turn: Padded(Default::default()),
             state: AtomicU32::new(W_ACTIVE),
             spare_word: AtomicU32::new(0),
             polling: AtomicBool::new(false),

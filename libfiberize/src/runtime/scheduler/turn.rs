@@ -26,8 +26,9 @@
 //! # The rule
 //!
 //! A worker notes when the running fiber's turn began: at the fiber's first stream read
-//! that returns data in this run ([`note_stream_read`]; not at the switch, so that a
-//! switch costs no clock read). At each later such read, if the turn has
+//! that returns data in this run ([`note_stream_read`]; a run is told from the next by
+//! the worker's `progress` count, so that a switch neither reads the clock nor writes
+//! anything for turns). At each later such read, if the turn has
 //! lasted `FIBERIZE_TURN_US` ([`DEFAULT_TURN_US`]) and other fibers wait in the worker's
 //! deque or the global queue, the fiber ends its turn (`Switch::EndTurn`): it goes to
 //! the back of the global injector with the request it just read, as a preempted fiber
@@ -54,6 +55,13 @@ use crate::base::stats::{bump, STATS};
 /// request. A millisecond is also the order of the kernel's own time slice.
 pub const DEFAULT_TURN_US: u64 = 1000;
 
+/// A worker's current turn: the `progress` value of the run it began in, and when.
+#[derive(Default)]
+pub(super) struct Turn {
+    run: AtomicU64,
+    started_ns: AtomicU64,
+}
+
 /// The turn budget in ns (0: off), read once.
 fn turn_ns() -> u64 {
     static TURN_NS: AtomicU64 = AtomicU64::new(u64::MAX);
@@ -77,18 +85,20 @@ pub fn note_stream_read() {
     // `f` is the caller: its worker is the one whose OS thread we are on.
     let Some(w) = super::worker_of(f) else { return };
     let now = sys::now_ns();
-    let started = w.turn_started.load(Ordering::Relaxed);
-    if started == 0 {
-        w.turn_started.store(now, Ordering::Relaxed);
+    let run = w.progress.load(Ordering::Relaxed);
+    if w.turn.run.load(Ordering::Relaxed) != run {
+        // The first such read of this run: its turn begins.
+        w.turn.run.store(run, Ordering::Relaxed);
+        w.turn.started_ns.store(now, Ordering::Relaxed);
         return;
     }
-    if now.saturating_sub(started) < budget {
+    if now.saturating_sub(w.turn.started_ns.load(Ordering::Relaxed)) < budget {
         return;
     }
     let rt = runtime_unchecked();
     if w.stealer.is_empty() && rt.injector.is_empty() && rt.handoff_head.load(Ordering::Relaxed).is_null() {
         // Nobody waits: keep the worker, start a new turn.
-        w.turn_started.store(now, Ordering::Relaxed);
+        w.turn.started_ns.store(now, Ordering::Relaxed);
         return;
     }
     bump(&STATS.turns_ended);

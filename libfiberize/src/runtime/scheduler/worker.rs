@@ -176,7 +176,6 @@ pub(super) fn run_fiber(w: &WorkerShared, f: FiberRef) {
     f.set_life(Life::Running);
     w.running.store(f.id(), Ordering::Relaxed);
     w.progress.fetch_add(1, Ordering::Relaxed);
-    w.turn_started.store(0, Ordering::Relaxed);
     let fiber_tp = f.identity.tp();
     // SAFETY: we dequeued `f`, so we are its only runner (park protocol / queues hand
     // out each fiber once). Between the two FS writes no code touches TLS: resume()
