@@ -31,13 +31,8 @@ cleanup() { for n in "${!PORT[@]}"; do stop_mariadb "$n"; done; }
 trap cleanup EXIT
 prepare_datadir
 for c in $CONFIGS; do
-    n=${c%%=*}
-    cp -a "$WORK/data-prepare" "$WORK/data-$n"
-    case $c in
-    native | pool) start_mariadb "$n" "$n" ;;
-    *=*) LIB=$(realpath "${c#*=}"); SERVER_ENV=(FIBERIZE_REPORT="$WORK/report-$n.txt"); start_mariadb "$n" preload ;;
-    *) echo "ab-tpcc.sh: unknown config $c (native, pool or NAME=LIB)" >&2; exit 2 ;;
-    esac
+    CONFIG_ENV=(FIBERIZE_REPORT="$WORK/report-${c%%=*}.txt")
+    start_config "$c"
 done
 echo "== work directory $WORK (logs; the datadirs are removed at the end)"
 : >"$WORK/results.txt"

@@ -51,6 +51,23 @@ stop_mariadb() { # NAME
     [ -f "$WORK/pid-$1" ] && kill -9 "$(cat "$WORK/pid-$1")" 2>/dev/null || true
 }
 
+# Copies the prepared datadir for one server of a CONFIGS list (ab-tpcc.sh, mix.sh) and
+# starts it: native, pool, or NAME=LIB[+VAR=value...] (preloaded with LIB; CONFIG_ENV, an
+# array the caller may set, and the VAR=value words go into its environment).
+start_config() { # config
+    local c=$1 n=${1%%=*} parts
+    cp -a "$WORK/data-prepare" "$WORK/data-$n"
+    case $c in
+    native | pool) start_mariadb "$n" "$n" ;;
+    *=*)
+        IFS=+ read -ra parts <<<"${c#*=}"
+        LIB=$(realpath "${parts[0]}")
+        SERVER_ENV=(${CONFIG_ENV[@]+"${CONFIG_ENV[@]}"} "${parts[@]:1}")
+        start_mariadb "$n" preload ;;
+    *) echo "unknown config $c (native, pool, NAME=LIB or NAME=LIB+VAR=value)" >&2; exit 2 ;;
+    esac
+}
+
 # Optional pinning: sets SERVER_PIN and CLIENT_PIN (taskset prefixes) from SERVER_CPUS and
 # CLIENT_CPUS, both or neither; warns when the two sets overlap.
 pin_from_env() { # script-name

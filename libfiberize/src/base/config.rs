@@ -9,6 +9,7 @@
 //! | `FIBERIZE_DUMP_SIGNAL=N` | on signal N, print every fiber (state, wait, origin) to stderr |
 //! | `FIBERIZE_DUMP_AT_EXIT=1` | print the fiber dump at exit as well                 |
 //! | `FIBERIZE_WATCHDOG=SECONDS` | stall watchdog (read by `crate::observe::watchdog`; `FIBERIZE_WATCHDOG_FILE` for its output) |
+//! | `FIBERIZE_TURN_US=N` | a fiber's turn: after N µs on its worker, its next socket read sends it to the back of the global queue while other fibers wait (default 1000; 0: off; see `runtime::scheduler::turn`) |
 //! | `FIBERIZE_PREEMPT_MS=N` | time slice after which a fiber that does not switch is preempted while other fibers wait (default 5; 0: off; see `crate::runtime::preempt`) |
 //! | `FIBERIZE_SYNC_INLINE=1` | run `fsync`/`fdatasync`/`sync_file_range` on the worker instead of the fiber's donor |
 //!
@@ -154,6 +155,10 @@ pub struct Config {
     /// (`FIBERIZE_STACK_RELEASE_MS`; 0: never); `None`: the module's default
     /// (`runtime::stack_release::DEFAULT_RELEASE_AFTER_MS`).
     pub stack_release_ms: Option<u64>,
+    /// A fiber's turn on its worker, in µs, after which its next socket read ends the
+    /// turn while others wait (`FIBERIZE_TURN_US`; 0: never); `None`: the scheduler's
+    /// default (`runtime::scheduler::turn::DEFAULT_TURN_US`).
+    pub turn_us: Option<u64>,
 }
 
 static CONFIG_ONCE: RawOnce = RawOnce::new();
@@ -169,6 +174,7 @@ static mut CONFIG: Config = Config {
     direct_wait: false,
     preempt_ms: None,
     stack_release_ms: None,
+    turn_us: None,
 };
 
 /// The configuration, read on first use. Every variable is checked once here: a value
@@ -222,6 +228,7 @@ pub fn config() -> &'static Config {
             direct_wait: env_switch(b"FIBERIZE_DIRECT_WAIT\0", true),
             preempt_ms: env_optional_number(b"FIBERIZE_PREEMPT_MS\0", 0, 60_000),
             stack_release_ms: env_optional_number(b"FIBERIZE_STACK_RELEASE_MS\0", 0, 3_600_000),
+            turn_us: env_optional_number(b"FIBERIZE_TURN_US\0", 0, 1_000_000),
         };
         // SAFETY: written once, inside the RawOnce, before any reader passes is_done().
         unsafe { *core::ptr::addr_of_mut!(CONFIG) = c };

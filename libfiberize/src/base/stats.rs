@@ -65,6 +65,7 @@ counters! {
     demotions_long_block,
     signals_deferred,
     preemptions,
+    turns_ended,
     preempt_refused,
     preempt_fallbacks,
     stack_releases,

@@ -126,17 +126,21 @@ fn produce(reason: Option<&str>, flush: &mut dyn FnMut(&str)) {
     );
     if let Some(rt) = scheduler::try_runtime() {
         for w in rt.workers() {
+            let (deque, lifo) = w.queued();
             let _ = writeln!(
                 out,
-                "fiberize: worker {} tid {} {} running fiber {} switches {} deferred-signals {:#x}",
+                "fiberize: worker {} tid {} {} running fiber {} switches {} deferred-signals {:#x} deque {} lifo {}",
                 w.index,
                 w.tid.load(Ordering::Relaxed),
                 w.state_name(),
                 w.running.load(Ordering::Relaxed),
                 w.progress.load(Ordering::Relaxed),
-                w.deferred_signals()
+                w.deferred_signals(),
+                deque,
+                u8::from(lifo)
             );
         }
+        let _ = writeln!(out, "fiberize: injector {}{}", rt.injector_len(), crate::runtime::queue_delay::render());
     }
     let mut symbols: BTreeMap<usize, String> = BTreeMap::new();
     for f in &rows {

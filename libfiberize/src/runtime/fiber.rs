@@ -70,6 +70,9 @@ pub enum Switch {
     /// Preempted inside the kick handler: queue me at the back of the global queue
     /// (see `crate::runtime::preempt`).
     Preempt,
+    /// My turn is spent while others wait: queue me at the back of the global queue
+    /// (see `crate::runtime::scheduler::turn`).
+    EndTurn,
 }
 
 pub type FiberCoroutine = Coroutine<(), Switch, usize, DonorStack>;
@@ -165,6 +168,9 @@ pub struct Fiber {
     /// first queued (the queue's Release/Acquire publishes it), read by the fiber itself.
     stack_limit: AtomicUsize,
     stack_base: AtomicUsize,
+    /// When and from where the fiber was last queued (`crate::runtime::queue_delay`;
+    /// 0 while that is off). Relaxed: the queue it goes through orders it.
+    queued: AtomicU64,
 }
 
 impl Drop for Fiber {
@@ -206,6 +212,7 @@ impl Fiber {
             wtls: AtomicPtr::new(core::ptr::null_mut()),
             stack_limit: AtomicUsize::new(0),
             stack_base: AtomicUsize::new(0),
+            queued: AtomicU64::new(0),
         }
     }
 
@@ -261,6 +268,25 @@ impl Fiber {
 
     /// The next fiber on the donor hand-off list. Relaxed: the list's head CAS
     /// (Release) and its drain's swap (Acquire) publish the links.
+    /// Notes that the fiber is being queued now, from `source` (for the queue-wait
+    /// statistics; one Relaxed load when they are off). TLS-free.
+    #[inline]
+    pub(crate) fn mark_queued(&self, source: crate::runtime::queue_delay::Source) {
+        if crate::runtime::queue_delay::on() {
+            self.queued.store(crate::runtime::queue_delay::stamp(source), Ordering::Relaxed);
+        }
+    }
+
+    /// The stamp of the fiber's last `mark_queued` (0: none or off), cleared.
+    #[inline]
+    pub(crate) fn take_queued(&self) -> u64 {
+        if crate::runtime::queue_delay::on() {
+            self.queued.swap(0, Ordering::Relaxed)
+        } else {
+            0
+        }
+    }
+
     #[inline]
     pub(crate) fn handoff_next(&self) -> *mut Fiber {
         self.handoff_next.load(Ordering::Relaxed)

@@ -16,6 +16,7 @@ pub mod kick;
 pub mod park_state;
 pub mod poller;
 pub mod preempt;
+pub mod queue_delay;
 pub mod registry;
 pub mod scheduler;
 pub mod sleep_state;

@@ -124,10 +124,11 @@ extern "C" fn at_exit() {
     }
     if cfg.stats {
         let line = format!(
-            "fiberize: stats workers={} live_fibers={}{}\n",
+            "fiberize: stats workers={} live_fibers={}{}{}\n",
             cfg.workers,
             crate::runtime::registry::live_fibers(),
-            STATS.render()
+            STATS.render(),
+            crate::runtime::queue_delay::render()
         );
         crate::observe::report::emit(cfg.stats_to, &line);
     }

@@ -248,6 +248,10 @@ fn blocking_sized(fd: c_int, st: &FdState, dir: Dir, requested: usize, mut attem
             let r = attempt();
             if track {
                 note_if_drained(st, seq, requested, r);
+                if r > 0 {
+                    // Between two requests of a server: the fiber's turn may end here.
+                    scheduler::note_stream_read();
+                }
             }
             if r >= 0 || !would_block() {
                 return r;
@@ -297,6 +301,9 @@ fn nonblocking_read(fd: c_int, requested: usize, attempt: impl FnOnce() -> isize
     let seq = st.read_seq.load(Ordering::Acquire);
     let r = attempt();
     note_if_drained(st, seq, requested, r);
+    if r > 0 {
+        scheduler::note_stream_read();
+    }
     r
 }
 

@@ -42,6 +42,7 @@
 //! | [`direct_wait`] | a fiber alone on its worker waits for its descriptor in the kernel |
 //! | [`monitor`] | the monitor thread: stuck workers, blocked workers and spares, preemption requests |
 //! | [`lifo`] | the lifo slot: one fiber, owned as a raw `Arc` pointer, swapped in and out |
+//! | [`turn`] | a fiber's turn: a fiber that keeps finding requests on its socket goes to the back after `FIBERIZE_TURN_US` |
 //!
 use core::cell::UnsafeCell;
 use core::ptr;
@@ -62,12 +63,14 @@ mod direct_wait;
 mod lifo;
 mod monitor;
 mod start;
+mod turn;
 mod wake;
 mod worker;
 
 pub use direct_wait::{direct_wait, DirectWait};
 pub(crate) use monitor::{mark_blocked, thread_sleeps_in_kernel};
 pub use start::start;
+pub use turn::note_stream_read;
 pub use wake::{arc_from_ref, park_current, push_from_donor, unpark, yield_now};
 
 /// Idle rounds before a worker sleeps (`FIBERIZE_SPIN` overrides): the first quarter
@@ -144,6 +147,10 @@ pub struct WorkerShared {
     pub running: Padded<AtomicU64>,
     /// Bumped at every fiber switch; the monitor's sign of life.
     pub progress: Padded<AtomicU64>,
+    /// The running fiber's turn (see [`turn`]): the `progress` value of the run it
+    /// began in and when. Written only by fibers on the worker's own OS thread, so that
+    /// a switch writes nothing here.
+    turn: Padded<turn::Turn>,
     /// ACTIVE, BLOCKED or SPARE (see the module docs).
     pub state: AtomicU32,
     /// A SPARE worker sleeps on this word until the monitor activates it.
@@ -296,6 +303,11 @@ impl Runtime {
         }
     }
 
+    /// Fibers in the injector now (for the dump).
+    pub fn injector_len(&self) -> usize {
+        self.injector.len()
+    }
+
     /// Timers armed on all workers (for the dump).
     pub fn pending_timers(&self) -> usize {
         self.workers().iter().map(|w| w.timers.pending()).sum()
@@ -322,6 +334,12 @@ impl WorkerShared {
             W_BLOCKED => "blocked",
             _ => "spare",
         }
+    }
+
+    /// Fibers in this worker's local deque, and whether its lifo slot holds one (for
+    /// the dump; a snapshot that may be stale at once).
+    pub fn queued(&self) -> (usize, bool) {
+        (self.stealer.len(), self.lifo.is_occupied(Ordering::Relaxed))
     }
 
     /// Whether this worker is ACTIVE and runs a fiber on the CPU (not in a direct wait).

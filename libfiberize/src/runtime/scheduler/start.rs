@@ -44,6 +44,7 @@ fn start_pool() {
             tid: AtomicU32::new(0),
             running: Padded(AtomicU64::new(0)),
             progress: Padded(AtomicU64::new(0)),
+            turn: Padded(Default::default()),
             state: AtomicU32::new(W_ACTIVE),
             spare_word: AtomicU32::new(0),
             polling: AtomicBool::new(false),
@@ -67,6 +68,9 @@ fn start_pool() {
         monitor_word: AtomicU32::new(0),
         initial_sigmask,
     }));
+    if cfg.stats || cfg.report.is_some() {
+        crate::runtime::queue_delay::enable();
+    }
     crate::runtime::poller::init();
     crate::runtime::preempt::init();
     RUNTIME.store(rt, Ordering::Release);

@@ -20,6 +20,7 @@
 
 use super::*;
 use crate::runtime::park_state::UnparkAction;
+use crate::runtime::queue_delay::Source;
 
 impl Runtime {
     /// Wakes one sleeping worker if any sleeps and none is already looking for work.
@@ -103,6 +104,7 @@ impl Runtime {
 /// allocation, no errno, no thread_local): the fiber may start running on a worker —
 /// with the donor's TLS block — the instant it is published.
 pub fn push_from_donor(f: FiberRef) {
+    f.mark_queued(Source::Donor);
     let rt = runtime_unchecked();
     rt.push_handoff(Arc::into_raw(f));
     rt.notify();
@@ -140,6 +142,7 @@ fn schedule(f: FiberRef) {
     if let Some(cur) = fiber::current() {
         // `cur` is the caller, so its worker is the one whose OS thread we are on.
         if let Some(w) = super::worker_of(cur) {
+            f.mark_queued(Source::FiberWake);
             if let Some(old) = w.lifo.replace(f) {
                 // SAFETY: `w` runs the caller, so we are on w's OS thread, and shielded:
                 // `local` is ours to use, as `owner_local` requires.
@@ -164,12 +167,14 @@ fn schedule(f: FiberRef) {
         // SAFETY: WORKER is set only on w's own OS thread, in scheduler context.
         let local = unsafe { w.owner_local() };
         let surplus = !local.is_empty();
+        f.mark_queued(Source::WorkerWake);
         local.push(f);
         if surplus {
             rt.notify();
         }
         return;
     }
+    f.mark_queued(Source::ForeignWake);
     rt.injector.push(f);
     rt.notify();
 }

@@ -6,6 +6,7 @@
 //! (spin, then sleep in the poller or on its futex) when there is none.
 
 use super::*;
+use crate::runtime::queue_delay::Source;
 
 // ---------------------------------------------------------------------------------
 // Worker loop
@@ -169,6 +170,7 @@ fn steal_from_others(rt: &Runtime, w: &WorkerShared, local: &Deque<FiberRef>) ->
 
 /// Runs `f` until its next switch and acts on the reason.
 pub(super) fn run_fiber(w: &WorkerShared, f: FiberRef) {
+    crate::runtime::queue_delay::record(f.take_queued());
     let own_tp = w.tp.load(Ordering::Relaxed);
     f.running_on.enter(w as *const WorkerShared as usize, own_tp);
     f.set_life(Life::Running);
@@ -220,6 +222,7 @@ pub(super) fn run_fiber(w: &WorkerShared, f: FiberRef) {
     match result {
         corosensei::CoroutineResult::Yield(Switch::Yield) => {
             f.set_life(Life::Runnable);
+            f.mark_queued(Source::Yield);
             local.push(f);
         }
         corosensei::CoroutineResult::Yield(Switch::Park) => {
@@ -227,6 +230,7 @@ pub(super) fn run_fiber(w: &WorkerShared, f: FiberRef) {
             if !f.park_state.park_after_switch() {
                 // Notified while it was still switching out: run it again.
                 f.set_life(Life::Runnable);
+                f.mark_queued(Source::Yield);
                 local.push(f);
             }
         }
@@ -244,6 +248,15 @@ pub(super) fn run_fiber(w: &WorkerShared, f: FiberRef) {
             // still has; to the back of the global queue, behind the fibers that waited.
             sys::sigmask_set(base);
             f.set_life(Life::Runnable);
+            f.mark_queued(Source::Preempt);
+            let rt = runtime_unchecked();
+            rt.injector.push(f);
+            rt.notify();
+        }
+        corosensei::CoroutineResult::Yield(Switch::EndTurn) => {
+            // Its turn is spent (turn.rs): behind everybody who waited, as a preempted fiber.
+            f.set_life(Life::Runnable);
+            f.mark_queued(Source::EndTurn);
             let rt = runtime_unchecked();
             rt.injector.push(f);
             rt.notify();
