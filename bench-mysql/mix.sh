@@ -16,7 +16,8 @@
 # (native: mariadbd as shipped; NAME=LIB: preloaded with LIB; NAME=LIB+VAR=value+...: with
 # VAR=value in that server's environment too, e.g. off=LIB+FIBERIZE_TURN_US=0), ROUNDS [3], MIX_SECONDS [90],
 # PS_THREADS [2048], RW_THREADS [256; 0: point_select alone], TABLES/TABLE_SIZE [4 x 10000, as soak.sh],
-# SERVER_OPTS [--innodb-buffer-pool-size=256M], SERVER_ENV (more VAR=value for preloaded servers).
+# SERVER_OPTS [--innodb-buffer-pool-size=256M], SERVER_ENV (more VAR=value for preloaded servers),
+# SERVER_CPUS/CLIENT_CPUS (both or neither, e.g. 0-7 and 8-15: servers and sysbench pinned apart).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -28,7 +29,7 @@ SERVER_OPTS=${SERVER_OPTS:-"--innodb-buffer-pool-size=256M"}
 LIB=$ROOT/target/release/libfiberize.so
 . bench-mysql/common.sh
 require_lib_and_mariadb
-SERVER_PIN=()
+pin_from_env mix.sh
 read -ra EXTRA_ENV <<<"${SERVER_ENV:-}"
 WORK=$(mktemp -d /tmp/fiberize-mix.XXXXXX)
 declare -A PORT
@@ -54,7 +55,7 @@ window() { # log from to
 # connections would otherwise hold up read_write's connecting past sysbench's 30 s limit);
 # read_write is measured over the seconds both run, after point_select's 3 s of connecting.
 mix_once() { # name round
-    local sb=(sysbench --db-driver=mysql --mysql-host=127.0.0.1 --mysql-port="${PORT[$1]}" --mysql-user=root --mysql-db=sbtest
+    local sb=(${CLIENT_PIN[@]+"${CLIENT_PIN[@]}"} sysbench --db-driver=mysql --mysql-host=127.0.0.1 --mysql-port="${PORT[$1]}" --mysql-user=root --mysql-db=sbtest
         --tables="$TABLES" --table-size="$TABLE_SIZE" --rand-type=uniform --report-interval=1)
     local rw= rt=- rp=- rz=-
     if [ "$RW_THREADS" -gt 0 ]; then
