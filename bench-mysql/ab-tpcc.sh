@@ -25,10 +25,7 @@ LIB=$ROOT/target/release/libfiberize.so
 . bench-mysql/common.sh
 SERVER_PIN=()
 WORK=$(mktemp -d /tmp/fiberize-ab.XXXXXX)
-declare -A PORT
-for c in $CONFIGS prepare; do PORT[${c%%=*}]=$(free_port); done
-cleanup() { for n in "${!PORT[@]}"; do stop_mariadb "$n"; done; }
-trap cleanup EXIT
+ports_for_configs
 prepare_datadir
 for c in $CONFIGS; do
     CONFIG_ENV=(FIBERIZE_REPORT="$WORK/report-${c%%=*}.txt")
@@ -36,17 +33,14 @@ for c in $CONFIGS; do
 done
 echo "== work directory $WORK (logs; the datadirs are removed at the end)"
 : >"$WORK/results.txt"
-read -ra cl <<<"$CONFIGS"
-k=${#cl[@]}
-for r in $(seq "$ROUNDS"); do
-    for i in $(seq 0 $((k - 1))); do
-        n=${cl[$(((i + r) % k))]%%=*}
-        res=$("$TPCC" run -P "${PORT[$n]}" -w "$WAREHOUSES" -t "$TERMS" -d "$TPCC_SECONDS" --ramp 2 --no-wait --report 1000 \
-            2>"$WORK/tpcc-$n-$r.stderr" | awk '/^RESULT/ { for (i = 2; i <= NF; i++) { split($i, kv, "="); r[kv[1]] = kv[2] } ok=1 }
-                END { if (!ok) print "FATAL"; else print "tpmC=" r["tpmC"], "p90_new_order_ms=" r["p90_new_order_ms"], "errors=" r["errors"] }')
-        echo "round $r $n $res" | tee -a "$WORK/results.txt"
-    done
-done
+tpcc_once() { # name round
+    local n=$1 r=$2 res
+    res=$("$TPCC" run -P "${PORT[$n]}" -w "$WAREHOUSES" -t "$TERMS" -d "$TPCC_SECONDS" --ramp 2 --no-wait --report 1000 \
+        2>"$WORK/tpcc-$n-$r.stderr" | awk '/^RESULT/ { for (i = 2; i <= NF; i++) { split($i, kv, "="); r[kv[1]] = kv[2] } ok=1 }
+            END { if (!ok) print "FATAL"; else print "tpmC=" r["tpmC"], "p90_new_order_ms=" r["p90_new_order_ms"], "errors=" r["errors"] }')
+    echo "round $r $n $res" | tee -a "$WORK/results.txt"
+}
+each_config_rotating tpcc_once
 for c in $CONFIGS; do
     n=${c%%=*}
     printf "%s median tpmC " "$n"

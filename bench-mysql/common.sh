@@ -51,6 +51,29 @@ stop_mariadb() { # NAME
     [ -f "$WORK/pid-$1" ] && kill -9 "$(cat "$WORK/pid-$1")" 2>/dev/null || true
 }
 
+# For a CONFIGS list (ab-tpcc.sh, mix.sh): a port per server (and one for the server that
+# prepares the datadir) in the global PORT, and a `cleanup` that stops them all, run at exit.
+ports_for_configs() {
+    declare -gA PORT
+    local c
+    for c in $CONFIGS prepare; do PORT[${c%%=*}]=$(free_port); done
+    cleanup() { for n in "${!PORT[@]}"; do stop_mariadb "$n"; done; }
+    trap cleanup EXIT
+}
+
+# Runs `FN NAME ROUND` for each server of CONFIGS, ROUNDS times, the order rotating by
+# round so that no server always runs first.
+each_config_rotating() { # fn
+    local cl k r i
+    read -ra cl <<<"$CONFIGS"
+    k=${#cl[@]}
+    for r in $(seq "$ROUNDS"); do
+        for i in $(seq 0 $((k - 1))); do
+            "$1" "${cl[$(((i + r) % k))]%%=*}" "$r"
+        done
+    done
+}
+
 # Copies the prepared datadir for one server of a CONFIGS list (ab-tpcc.sh, mix.sh) and
 # starts it: native, pool, or NAME=LIB[+VAR=value...] (preloaded with LIB; CONFIG_ENV, an
 # array the caller may set, and the VAR=value words go into its environment).

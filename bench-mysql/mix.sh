@@ -32,10 +32,7 @@ require_lib_and_mariadb
 pin_from_env mix.sh
 read -ra EXTRA_ENV <<<"${SERVER_ENV:-}"
 WORK=$(mktemp -d /tmp/fiberize-mix.XXXXXX)
-declare -A PORT
-for c in $CONFIGS prepare; do PORT[${c%%=*}]=$(free_port); done
-cleanup() { for n in "${!PORT[@]}"; do stop_mariadb "$n"; done; }
-trap cleanup EXIT
+ports_for_configs
 prepare_datadir
 CONFIG_ENV=(FIBERIZE_DUMP_SIGNAL=12 ${EXTRA_ENV[@]+"${EXTRA_ENV[@]}"})
 for c in $CONFIGS; do start_config "$c"; done
@@ -72,17 +69,11 @@ mix_once() { # name round
     echo "round $2 $1 rw_tps=$rt rw_p95_ms=$rp rw_zero_s=$rz ps_tps=$pt" | tee -a "$WORK/results.txt"
 }
 : >"$WORK/results.txt"
-read -ra cl <<<"$CONFIGS"
-k=${#cl[@]}
-for r in $(seq "$ROUNDS"); do
-    for i in $(seq 0 $((k - 1))); do
-        mix_once "${cl[$(((i + r) % k))]%%=*}" "$r"
-    done
-done
+each_config_rotating mix_once
 median_of() { # name field
     { grep " $1 " "$WORK/results.txt" || true; } | tr ' ' '\n' | sed -n "s/^$2=//p" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'
 }
-first=${cl[0]%%=*}
+read -r first _ <<<"$CONFIGS"; first=${first%%=*}
 printf "== medians of %s rounds; ratio = config / %s\n%-10s %10s %12s %10s %10s\n" "$ROUNDS" "$first" config rw_tps rw_p95_ms rw_zero_s ps_tps
 declare -A M
 for c in $CONFIGS; do
