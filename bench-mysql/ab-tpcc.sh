@@ -10,7 +10,9 @@
 # Environment (defaults in brackets): CONFIGS ["native pool new=target/release/libfiberize.so"]
 # (native: mariadbd as shipped; pool: --thread-handling=pool-of-threads; NAME=LIB: preloaded
 # with LIB), ROUNDS [3], TPCC_SECONDS [30], TERMS [256], WAREHOUSES [10], DATA_CACHE
-# [/tmp/fiberize-ab-cache: the loaded datadir, kept between invocations], SERVER_OPTS as compare.sh.
+# [/tmp/fiberize-ab-cache: the loaded datadir, kept between invocations], SERVER_OPTS as compare.sh,
+# PROFILE=SECONDS (in round 1, `perf record -e cpu-clock` of each server for that long after
+# the ramp; the end prints its CPU by shared object and its top symbols).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -35,9 +37,33 @@ echo "== work directory $WORK (logs; the datadirs are removed at the end)"
 : >"$WORK/results.txt"
 tpcc_once() { # name round
     local n=$1 r=$2 res
+    if [ -n "${PROFILE:-}" ] && [ "$r" = 1 ]; then
+        (sleep 3 && perf record -q -F 999 -g -e cpu-clock -p "$(cat "$WORK/pid-$n")" -o "$WORK/perf-$n.data" \
+            -- sleep "$PROFILE" >/dev/null 2>&1) &
+        (sleep 3 && perf stat -x, -e context-switches -e 'syscalls:sys_enter_*' -p "$(cat "$WORK/pid-$n")" \
+            -o "$WORK/syscalls-$n.txt" -- sleep "$PROFILE" >/dev/null 2>&1) &
+    fi
+    # The server's CPU time (user + system, all threads) over the whole client run, ramp
+    # included: server_cpus is its average CPUs in use, server_us_per_txn that time over
+    # the measured transactions (the ramp's 2 s of work make it a few % high, alike for all).
+    # Its kernel context switches per measured transaction (voluntary+preempted, all
+    # threads, of threads alive at both ends; threads that start or end between are missed).
+    local pid t0 t1 w0 w1 c0 c1
+    pid=$(cat "$WORK/pid-$n")
+    switches() { cat /proc/"$pid"/task/*/status 2>/dev/null | awk '/^(non)?voluntary_ctxt_switches/ { if ($1 ~ /^non/) n += $2; else v += $2 } END { print v, n }'; }
+    c0=$(switches)
+    t0=$(awk '{print $14 + $15}' "/proc/$pid/stat"); w0=$(date +%s%N)
     res=$("$TPCC" run -P "${PORT[$n]}" -w "$WAREHOUSES" -t "$TERMS" -d "$TPCC_SECONDS" --ramp 2 --no-wait --report 1000 \
         2>"$WORK/tpcc-$n-$r.stderr" | awk '/^RESULT/ { for (i = 2; i <= NF; i++) { split($i, kv, "="); r[kv[1]] = kv[2] } ok=1 }
-            END { if (!ok) print "FATAL"; else print "tpmC=" r["tpmC"], "p90_new_order_ms=" r["p90_new_order_ms"], "errors=" r["errors"] }')
+            END { if (!ok) print "FATAL"; else print "tpmC=" r["tpmC"], "p90_new_order_ms=" r["p90_new_order_ms"], "errors=" r["errors"], "tps=" r["tps"] }')
+    t1=$(awk '{print $14 + $15}' "/proc/$pid/stat"); w1=$(date +%s%N)
+    c1=$(switches)
+    res=$(awk -v res="$res" -v ticks=$((t1 - t0)) -v hz="$(getconf CLK_TCK)" -v wall_ns=$((w1 - w0)) -v secs="$TPCC_SECONDS" \
+        -v c0="$c0" -v c1="$c1" 'BEGIN {
+        split(res, f, " "); tps = 0; for (i in f) if (f[i] ~ /^tps=/) tps = substr(f[i], 5)
+        cpu = ticks / hz; sub(/ tps=[^ ]*/, "", res); split(c0, a, " "); split(c1, b, " "); txns = tps * secs
+        printf "%s server_cpus=%.2f server_us_per_txn=%.0f switches_per_txn=%.1f+%.1f", res, cpu / (wall_ns / 1e9),
+            (txns > 0 ? cpu * 1e6 / txns : 0), (txns > 0 ? (b[1] - a[1]) / txns : 0), (txns > 0 ? (b[2] - a[2]) / txns : 0) }')
     echo "round $r $n $res" | tee -a "$WORK/results.txt"
 }
 each_config_rotating tpcc_once
@@ -54,4 +80,13 @@ for c in $CONFIGS; do
     echo "== $n stats:" $(grep -h "fiberize: stats" "$WORK/out-$n.log" "$WORK/err-$n.log" 2>/dev/null | tr ' ' '\n' |
         grep -E "^(switches|steals|lifo_capped|mutex_handoffs|donor_handoffs|workers_|fibers_demoted|demotions_|preempt)" || true)
     echo "== $n report"; head -30 "$WORK/report-$n.txt"
+done
+for c in $CONFIGS; do
+    n=${c%%=*}
+    [ -f "$WORK/perf-$n.data" ] || continue
+    echo "== $n profile (${PROFILE} s of round 1, cpu-clock samples)"
+    perf report -i "$WORK/perf-$n.data" --stdio --sort dso 2>/dev/null | grep -E '^ +[0-9]' | head -8
+    perf report -i "$WORK/perf-$n.data" --stdio --no-children --sort dso,sym -g none 2>/dev/null | grep -E '^ +[0-9]' | head -25
+    echo "== $n context switches and system calls in those ${PROFILE} s (most frequent)"
+    { grep -v '^#' "$WORK/syscalls-$n.txt" || true; } | awk -F, '$1 ~ /^[0-9]+$/ && $1 > 0 { sub(/syscalls:sys_enter_/, "", $3); print $1, $3 }' | sort -rn | head -14
 done

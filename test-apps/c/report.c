@@ -50,12 +50,15 @@ int main(int argc, char **argv) {
     int threads = argc > 3 ? atoi(argv[3]) : 8;
     locks_per_thread = argc > 4 ? atoi(argv[4]) : 20000;
     pthread_t b, *h = malloc(sizeof(pthread_t) * threads);
+    /* Two phases, one after the other. Run side by side, the blocker could take one of
+     * the two workers before the hammers start, and the hammers (a few ms of work) then
+     * all ran on the other, one after another, without a single contended wait. */
     pthread_create(&b, NULL, blocker, NULL);
+    pthread_join(b, NULL);
     for (int i = 0; i < threads; i++)
         pthread_create(&h[i], NULL, hammer, NULL);
     for (int i = 0; i < threads; i++)
         pthread_join(h[i], NULL);
-    pthread_join(b, NULL);
     printf("counter %lu\n", shared_counter);
     int (*active)(void) = (int (*)(void))dlsym(RTLD_DEFAULT, "fiberize_active");
     fprintf(stderr, "preloaded=%d\n", active ? active() : 0);

@@ -137,7 +137,10 @@ fn sample_for_report(rt: &Runtime) {
         }
         let bucket = if w.running.load(Ordering::Relaxed) != 0 {
             &w.times.running_samples
-        } else if w.times.idle.load(Ordering::Relaxed) {
+        } else if w.times.idle.load(Ordering::Relaxed) || w.state.load(Ordering::Relaxed) == W_SPARE {
+            // A spare parked on `spare_word` waits like an idle worker; counted as
+            // "in the runtime" it made a long-lived server's report say half the
+            // pool's time went to the runtime.
             &w.times.idle_samples
         } else {
             &w.times.runtime_samples
