@@ -9,7 +9,7 @@
 //! | `FIBERIZE_DUMP_SIGNAL=N` | on signal N, print every fiber (state, wait, origin) to stderr |
 //! | `FIBERIZE_DUMP_AT_EXIT=1` | print the fiber dump at exit as well                 |
 //! | `FIBERIZE_WATCHDOG=SECONDS` | stall watchdog (read by `crate::observe::watchdog`; `FIBERIZE_WATCHDOG_FILE` for its output) |
-//! | `FIBERIZE_TURN_US=N` | a fiber's turn: after N µs on its worker, its next socket read sends it to the back of the global queue while other fibers wait (default 1000, a quarter of it while fewer than 64 wait; 0: off; see `runtime::scheduler::turn`) |
+//! | `FIBERIZE_TURN_US=N` | a fiber's turn: after N µs on its worker, its next socket read sends it to the back of the global queue while other fibers wait (default 1000; 0: off; see `runtime::scheduler::turn`) |
 //! | `FIBERIZE_PREEMPT_MS=N` | time slice after which a fiber that does not switch is preempted while other fibers wait (default 5; 0: off; see `crate::runtime::preempt`) |
 //! | `FIBERIZE_SYNC_INLINE=1` | run `fsync`/`fdatasync`/`sync_file_range` on the worker instead of the fiber's donor |
 //!

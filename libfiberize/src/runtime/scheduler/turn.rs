@@ -34,10 +34,7 @@
 //! the back of the global injector with the request it just read, as a preempted fiber
 //! does, behind everybody who waited. A read is where a server is between two requests:
 //! it holds no latch there (a transaction in progress keeps its row locks, as it does
-//! while its client thinks). A fiber with nobody waiting keeps going. While fewer than
-//! `MANY_WAITING` fibers wait, the turn is a quarter as long: at 16 connections a 1 ms
-//! turn made everybody else wait up to 10 ms, while at thousands of connections short
-//! turns cost throughput (the constants below say what was measured). The rule costs
+//! while its client thinks). A fiber with nobody waiting keeps going. The rule costs
 //! one clock read per stream read that returns data (~80 ns on the 2-vCPU VM).
 //!
 //! Go ends a goroutine's turn at a function call once its 10 ms slice is over
@@ -57,17 +54,6 @@ use crate::base::stats::{bump, STATS};
 /// because every cut turn costs the fiber another trip through the queue for its next
 /// request. A millisecond is also the order of the kernel's own time slice.
 pub const DEFAULT_TURN_US: u64 = 1000;
-
-/// Few fibers waiting get a turn of `budget / SHORT_TURN_DIVISOR` (250 µs at the
-/// default). Origin: MariaDB point_select @16 on 2 vCPUs, one run of 15 s each
-/// (`FIBERIZE_STATS`): with 1 ms turns a fiber waited 2.2 ms on average after a turn
-/// ended (9.3 ms at most) and point_select's p95 was 2.3 ms against 0.55 natively; with
-/// 250 µs turns 0.48 ms (5.7 ms), at 49.5k against 50.2k tps.
-const SHORT_TURN_DIVISOR: u64 = 4;
-/// From this many fibers waiting in the worker's deque and the injector on, the full
-/// turn: at 1024–2048 connections turns of 100–300 µs cost point_select 40–50 %
-/// (above). Origin: between the two cases measured (16 and ~2 000 waiting).
-const MANY_WAITING: usize = 64;
 
 /// A worker's current turn: the `progress` value of the run it began in, and when.
 #[derive(Default)]
@@ -106,19 +92,13 @@ pub fn note_stream_read() {
         w.turn.started_ns.store(now, Ordering::Relaxed);
         return;
     }
-    let lasted = now.saturating_sub(w.turn.started_ns.load(Ordering::Relaxed));
-    if lasted < budget / SHORT_TURN_DIVISOR {
+    if now.saturating_sub(w.turn.started_ns.load(Ordering::Relaxed)) < budget {
         return;
     }
     let rt = runtime_unchecked();
     if w.stealer.is_empty() && rt.injector.is_empty() && rt.handoff_head.load(Ordering::Relaxed).is_null() {
         // Nobody waits: keep the worker, start a new turn.
         w.turn.started_ns.store(now, Ordering::Relaxed);
-        return;
-    }
-    if lasted < budget && w.stealer.len() + rt.injector.len() >= MANY_WAITING {
-        // Many wait: a cut turn would cost this fiber a trip through a long queue for
-        // its next request; it keeps the whole turn.
         return;
     }
     bump(&STATS.turns_ended);
