@@ -35,6 +35,11 @@ for c in $CONFIGS; do
 done
 echo "== work directory $WORK (logs; the datadirs are removed at the end)"
 : >"$WORK/results.txt"
+# "voluntary involuntary" context switches of process PID's threads alive now.
+context_switches() { # pid
+    cat /proc/"$1"/task/*/status 2>/dev/null |
+        awk '/^(non)?voluntary_ctxt_switches/ { if ($1 ~ /^non/) n += $2; else v += $2 } END { print v, n }'
+}
 tpcc_once() { # name round
     local n=$1 r=$2 res
     if [ -n "${PROFILE:-}" ] && [ "$r" = 1 ]; then
@@ -55,14 +60,13 @@ tpcc_once() { # name round
     # threads, of threads alive at both ends; threads that start or end between are missed).
     local pid t0 t1 w0 w1 c0 c1
     pid=$(cat "$WORK/pid-$n")
-    switches() { cat /proc/"$pid"/task/*/status 2>/dev/null | awk '/^(non)?voluntary_ctxt_switches/ { if ($1 ~ /^non/) n += $2; else v += $2 } END { print v, n }'; }
-    c0=$(switches)
+    c0=$(context_switches "$pid")
     t0=$(awk '{print $14 + $15}' "/proc/$pid/stat"); w0=$(date +%s%N)
     res=$("$TPCC" run -P "${PORT[$n]}" -w "$WAREHOUSES" -t "$TERMS" -d "$TPCC_SECONDS" --ramp 2 --no-wait --report 1000 \
         2>"$WORK/tpcc-$n-$r.stderr" | awk '/^RESULT/ { for (i = 2; i <= NF; i++) { split($i, kv, "="); r[kv[1]] = kv[2] } ok=1 }
             END { if (!ok) print "FATAL"; else print "tpmC=" r["tpmC"], "p90_new_order_ms=" r["p90_new_order_ms"], "errors=" r["errors"], "tps=" r["tps"] }')
     t1=$(awk '{print $14 + $15}' "/proc/$pid/stat"); w1=$(date +%s%N)
-    c1=$(switches)
+    c1=$(context_switches "$pid")
     res=$(awk -v res="$res" -v ticks=$((t1 - t0)) -v hz="$(getconf CLK_TCK)" -v wall_ns=$((w1 - w0)) -v secs="$TPCC_SECONDS" \
         -v c0="$c0" -v c1="$c1" 'BEGIN {
         split(res, f, " "); tps = 0; for (i in f) if (f[i] ~ /^tps=/) tps = substr(f[i], 5)
