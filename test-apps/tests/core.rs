@@ -41,6 +41,20 @@ fn cpp_threads_mutex_condvar_atomic_wait_thread_local() {
     assert!(distinct_tids(&pre) <= nproc() + 4, "{}", pre.stderr);
 }
 
+/// Issue 24: waits that are not blocking calls get no spare worker. 200 std::threads
+/// on std::mutex, std::shared_mutex, std::condition_variable and yield: under the
+/// preload they run as fibers on the workers alone (a spare each time the monitor
+/// took a wait on one of the runtime's own locks for a blocked call, before).
+#[test]
+fn cpp_lock_family_gets_no_spare_workers() {
+    let (_native, pre) = same_both_ways("cpp_spares", &["300"]);
+    assert!(stat(&pre, "fibers_created") >= 200, "{}", pre.stderr);
+    assert!(stat(&pre, "parks") > 0, "the threads never waited for each other: {}", pre.stderr);
+    assert!(distinct_tids(&pre) <= nproc() + 4, "{}", pre.stderr);
+    let spawned = stat(&pre, "workers_spawned");
+    assert!(spawned <= 2, "{spawned} spare workers started for intercepted waits: {}", pre.stderr);
+}
+
 #[test]
 fn mutex_and_condvar_semantics() {
     same_both_ways("sync_mutex_cond", &[]);

@@ -17,7 +17,7 @@
 
 use core::cell::UnsafeCell;
 use core::ops::{Deref, DerefMut};
-use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 use crate::base::sys;
 
@@ -64,9 +64,11 @@ impl RawMutex {
             return;
         }
         let slot = claim_wait_slot();
+        let word = InternalWait::begin(&self.state);
         while self.state.swap(2, Ordering::Acquire) != 0 {
             sys::futex_wait(&self.state, 2, None);
         }
+        drop(word);
         release_wait_slot(slot);
     }
 
@@ -126,6 +128,46 @@ fn release_wait_slot(slot: Option<usize>) {
 /// The start time of the oldest contended wait in progress (None: none tracked).
 pub fn oldest_contended_wait() -> Option<u64> {
     WAIT_STARTS.iter().map(|s| s.load(Ordering::Relaxed)).filter(|&t| t != 0).min()
+}
+
+// ---------------------------------------------------------------------------------
+// Sleeps on the runtime's own lock words, for the monitor (crate::runtime::scheduler)
+// ---------------------------------------------------------------------------------
+
+/// Addresses of the lock words that threads sleep on right now (0 = free slot). The
+/// monitor asks [`is_internal_wait`] before it declares a worker blocked: a worker
+/// asleep on one of these waits for a holder that never parks while holding it (it
+/// runs, or the kernel preempted it), so a spare worker would only add a runnable
+/// thread to the CPUs the holder needs (issue 24: spares for waits that are not
+/// blocking calls). Origin of the size: as `WAIT_STARTS`; a sleeper that finds every
+/// slot taken is not recorded and may cost a spare, as before this table existed.
+static INTERNAL_WAITS: [AtomicUsize; 64] = [const { AtomicUsize::new(0) }; 64];
+
+/// One recorded sleep on a lock word, until dropped.
+struct InternalWait(Option<usize>);
+
+impl InternalWait {
+    #[cold]
+    fn begin(word: &AtomicU32) -> InternalWait {
+        let addr = word as *const AtomicU32 as usize;
+        let slot = INTERNAL_WAITS.iter().position(|s| s.compare_exchange(0, addr, Ordering::Relaxed, Ordering::Relaxed).is_ok());
+        InternalWait(slot)
+    }
+}
+
+impl Drop for InternalWait {
+    fn drop(&mut self) {
+        if let Some(i) = self.0 {
+            INTERNAL_WAITS[i].store(0, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Whether some thread sleeps on the runtime-internal lock word at `addr` (a futex
+/// address read from `/proc/self/task/TID/syscall`). Relaxed: a stale answer costs one
+/// monitor tick, after which the monitor looks again.
+pub fn is_internal_wait(addr: usize) -> bool {
+    addr != 0 && INTERNAL_WAITS.iter().any(|s| s.load(Ordering::Relaxed) == addr)
 }
 
 /// A value protected by a [`RawMutex`].
@@ -213,6 +255,7 @@ impl RawOnce {
             sys::futex_wake(&self.state, u32::MAX);
             return;
         }
+        let _word = InternalWait::begin(&self.state);
         while self.state.load(Ordering::Acquire) != 2 {
             sys::futex_wait(&self.state, 1, None);
         }

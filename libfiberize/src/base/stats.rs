@@ -19,12 +19,12 @@ use core::sync::atomic::{AtomicU64, Ordering::Relaxed};
 pub const SHARDS: usize = 64;
 
 macro_rules! counters {
-    ($($name:ident),* $(,)?) => {
+    ($($(#[$doc:meta])* $name:ident),* $(,)?) => {
         #[allow(non_camel_case_types, clippy::upper_case_acronyms)]
         #[derive(Clone, Copy)]
         #[repr(usize)]
         enum Id { $($name,)* COUNT }
-        pub struct Stats { $(pub $name: Counter,)* }
+        pub struct Stats { $($(#[$doc])* pub $name: Counter,)* }
         pub static STATS: Stats = Stats { $($name: Counter(Id::$name as usize),)* };
         const COUNTERS: usize = Id::COUNT as usize;
         impl Stats {
@@ -69,6 +69,21 @@ counters! {
     preempt_refused,
     preempt_fallbacks,
     stack_releases,
+    // Locality (issue 24): what keeps a connection on its core, or does not.
+    /// Runs of a fiber on another worker than its previous run (`scheduler::run_fiber`).
+    migrations,
+    /// Fibers made runnable by code on another worker than the one they last ran on
+    /// (readiness dispatch, lock hand-offs, joins; `scheduler::wake::schedule`).
+    cross_worker_wakes,
+    /// Writes to an eventfd to wake a sleeping worker or end a direct wait.
+    eventfd_writes,
+    /// `epoll_wait` calls on the readiness set, and the events they returned (the
+    /// wake-up eventfd's included).
+    epoll_waits,
+    epoll_events,
+    /// Runtime-internal lock waits the monitor found a worker in and did not count as
+    /// blocked (`scheduler::monitor`: no spare for them).
+    internal_lock_waits,
 }
 
 /// One shard: a slot for every counter, padded so that two shards never share a line.
@@ -107,4 +122,10 @@ fn shard() -> &'static Shard {
 #[inline]
 pub fn bump(c: &Counter) {
     shard().0[c.0].fetch_add(1, Relaxed);
+}
+
+/// Adds `n` to a counter.
+#[inline]
+pub fn add(c: &Counter, n: u64) {
+    shard().0[c.0].fetch_add(n, Relaxed);
 }

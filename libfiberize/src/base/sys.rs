@@ -258,6 +258,7 @@ pub fn eventfd_new() -> i32 {
 
 /// Adds 1 to an eventfd counter (makes it readable).
 pub fn eventfd_signal(fd: i32) {
+    crate::base::stats::bump(&crate::base::stats::STATS.eventfd_writes);
     let one: u64 = 1;
     // SAFETY: writes 8 bytes from a live u64; a failure (counter full) still leaves the
     // eventfd readable, which is all a signal means.

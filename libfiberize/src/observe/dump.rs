@@ -124,6 +124,7 @@ fn produce(reason: Option<&str>, flush: &mut dyn FnMut(&str)) {
         st.demotions_completion_wait.get(),
         st.demotions_long_block.get()
     );
+    let _ = writeln!(out, "fiberize: {}", crate::observe::report::locality_line());
     if let Some(rt) = scheduler::try_runtime() {
         for w in rt.workers() {
             let (deque, lifo) = w.queued();

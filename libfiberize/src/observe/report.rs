@@ -246,4 +246,26 @@ fn render_workers(out: &mut String) {
         percent(runtime, all)
     );
     out.push_str(&per_worker);
+    let _ = writeln!(out, "{}", locality_line());
+}
+
+/// Where fibers ran and who woke them (issue 24): runs on another worker than the
+/// previous one, wake-ups queued on another worker than the wakee's last, steals,
+/// eventfd writes (worker wake-ups, ends of direct waits), `epoll_wait` calls on the
+/// readiness set and the events per call. The report and the fiber dump print it.
+pub fn locality_line() -> String {
+    let runs = STATS.switches.get();
+    let waits = STATS.epoll_waits.get();
+    format!(
+        "locality: {} runs, {} migrations ({}), {} cross-worker wake-ups, {} steals, {} eventfd writes, {} epoll_wait calls ({:.2} events per call), {} internal lock waits not taken for blocked",
+        runs,
+        STATS.migrations.get(),
+        percent(STATS.migrations.get(), runs),
+        STATS.cross_worker_wakes.get(),
+        STATS.steals.get(),
+        STATS.eventfd_writes.get(),
+        waits,
+        if waits == 0 { 0.0 } else { STATS.epoll_events.get() as f64 / waits as f64 },
+        STATS.internal_lock_waits.get(),
+    )
 }

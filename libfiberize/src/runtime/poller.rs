@@ -33,6 +33,7 @@
 
 use core::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, Ordering};
 
+use crate::base::stats::{add, bump, STATS};
 use crate::base::sys::{self, syscall6};
 
 static EPFD: AtomicI32 = AtomicI32::new(-1);
@@ -164,9 +165,11 @@ pub fn poll(deadline: Option<u64>) -> usize {
         syscall6(libc::SYS_epoll_wait as usize, ep as usize, events.as_mut_ptr() as usize, MAX_EVENTS, timeout_ms as usize, 0, 0)
     };
     LAST_POLL_NS.store(sys::now_ns(), Ordering::Relaxed);
+    bump(&STATS.epoll_waits);
     if n <= 0 {
         return 0;
     }
+    add(&STATS.epoll_events, n as u64);
     let mut count = 0;
     for e in &events[..n as usize] {
         let cookie = e.u64;

@@ -42,6 +42,7 @@
 //! | [`direct_wait`] | a fiber alone on its worker waits for its descriptor in the kernel |
 //! | [`monitor`] | the monitor thread: stuck workers, blocked workers and spares, preemption requests |
 //! | [`lifo`] | the lifo slot: one fiber, owned as a raw `Arc` pointer, swapped in and out |
+//! | [`worker_role`] | a worker's role (ACTIVE, BLOCKED, SPARE) and its transitions |
 //! | [`turn`] | a fiber's turn: a fiber that keeps finding requests on its socket goes to the back after `FIBERIZE_TURN_US` |
 //!
 use core::cell::UnsafeCell;
@@ -66,6 +67,9 @@ mod start;
 mod turn;
 mod wake;
 mod worker;
+mod worker_role;
+
+use worker_role::{Role, WorkerRole};
 
 pub use direct_wait::{direct_wait, DirectWait};
 pub(crate) use monitor::{mark_blocked, thread_sleeps_in_kernel};
@@ -96,13 +100,6 @@ const LIFO_STREAK_CAP: u32 = 3;
 /// Monitor period.
 const MONITOR_TICK_NS: u64 = 1_000_000;
 
-// `WorkerShared::state` (the table in the module docs):
-/// Runs fibers and counts toward `Runtime::target`.
-const W_ACTIVE: u32 = 1;
-/// Stuck in a call the runtime does not know; replaced by a spare, not counted.
-const W_BLOCKED: u32 = 2;
-/// Parked on `spare_word` until the monitor needs it.
-const W_SPARE: u32 = 3;
 /// Monitor ticks without progress before a sleeping worker counts as blocked.
 /// Origin: two ticks (2–3 ms) is far longer than any switch-free stretch of a fiber
 /// that only calls intercepted functions, and short enough that a blocked worker
@@ -151,8 +148,8 @@ pub struct WorkerShared {
     /// began in and when. Written only by fibers on the worker's own OS thread, so that
     /// a switch writes nothing here.
     turn: Padded<turn::Turn>,
-    /// ACTIVE, BLOCKED or SPARE (see the module docs).
-    pub state: AtomicU32,
+    /// ACTIVE, BLOCKED or SPARE, moved only by the named transitions of [`worker_role`].
+    pub(crate) role: WorkerRole,
     /// A SPARE worker sleeps on this word until the monitor activates it.
     spare_word: AtomicU32,
     /// This worker sleeps in the reactor's epoll_wait (wake it through the reactor's
@@ -286,9 +283,9 @@ impl Runtime {
         if me.is_some_and(|w| w.timers.next_deadline() <= sys::now_ns()) {
             return true;
         }
-        self.workers().iter().any(|w| {
-            !w.stealer.is_empty() || (w.state.load(Ordering::Relaxed) != W_ACTIVE && w.lifo.is_occupied(Ordering::SeqCst))
-        })
+        self.workers()
+            .iter()
+            .any(|w| !w.stealer.is_empty() || (w.role.peek() != Role::Active && w.lifo.is_occupied(Ordering::SeqCst)))
     }
 
     /// Forgets every worker's timers in a forked child.
@@ -328,11 +325,11 @@ fn runtime_unchecked() -> &'static Runtime {
 impl WorkerShared {
     /// `active`, `blocked` or `spare` (for the dump).
     pub fn state_name(&self) -> &'static str {
-        match self.state.load(Ordering::Relaxed) {
-            W_ACTIVE if self.direct.load(Ordering::Relaxed) => "direct-wait",
-            W_ACTIVE => "active",
-            W_BLOCKED => "blocked",
-            _ => "spare",
+        match self.role.peek() {
+            Role::Active if self.direct.load(Ordering::Relaxed) => "direct-wait",
+            Role::Active => "active",
+            Role::Blocked => "blocked",
+            Role::Spare => "spare",
         }
     }
 
@@ -344,9 +341,7 @@ impl WorkerShared {
 
     /// Whether this worker is ACTIVE and runs a fiber on the CPU (not in a direct wait).
     pub(crate) fn runs_fiber_on_cpu(&self) -> bool {
-        self.state.load(Ordering::Acquire) == W_ACTIVE
-            && self.running.load(Ordering::Relaxed) != 0
-            && !self.direct.load(Ordering::Relaxed)
+        self.role.get() == Role::Active && self.running.load(Ordering::Relaxed) != 0 && !self.direct.load(Ordering::Relaxed)
     }
 
     /// Program signals deferred on this worker's kernel thread, not yet unblocked.

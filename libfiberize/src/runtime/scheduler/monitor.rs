@@ -15,11 +15,7 @@
 //! either becomes active again (if the pool is short) or retires: it moves what its
 //! queues hold to the injector and sleeps as a spare.
 //!
-//! | `WorkerShared::state` | meaning                                               |
-//! |-----------------------|-------------------------------------------------------|
-//! | ACTIVE                | counts toward the target; runs, spins or sleeps       |
-//! | BLOCKED               | stuck in a foreign call; replaced, not counted        |
-//! | SPARE                 | retired; sleeps on `spare_word` until activated       |
+//! The roles (ACTIVE, BLOCKED, SPARE) and their transitions: [`super::worker_role`].
 
 use super::*;
 
@@ -65,8 +61,8 @@ pub(super) extern "C" fn monitor_main(_: *mut libc::c_void) -> *mut libc::c_void
                 release_queued(rt, w);
                 w.timers.fire_due();
             }
-            let state = w.state.load(Ordering::Acquire);
-            if state == W_BLOCKED && p == last_progress[i] {
+            let role = w.role.get();
+            if role == Role::Blocked && p == last_progress[i] {
                 let now = sys::now_ns();
                 if blocked_since[i] == 0 {
                     blocked_since[i] = now;
@@ -79,7 +75,7 @@ pub(super) extern "C" fn monitor_main(_: *mut libc::c_void) -> *mut libc::c_void
             } else {
                 blocked_since[i] = 0;
             }
-            if state != W_ACTIVE
+            if role != Role::Active
                 || w.running.load(Ordering::Relaxed) == 0
                 || w.direct.load(Ordering::Relaxed)
                 || p != last_progress[i]
@@ -107,7 +103,7 @@ pub(super) extern "C" fn monitor_main(_: *mut libc::c_void) -> *mut libc::c_void
                     (Some((cpu0, t0)), Some(cpu)) if cpu.saturating_sub(cpu0) * BLOCKED_CPU_SHARE < now - t0 => {
                         check_after[i] = STUCK_TICKS;
                         cpu_baseline[i] = None;
-                        mark_blocked(rt, w);
+                        mark_blocked_unless_internal_wait(rt, w, tid);
                     }
                     (_, Some(cpu)) => {
                         // First look (or it ran meanwhile): look again next tick.
@@ -117,7 +113,7 @@ pub(super) extern "C" fn monitor_main(_: *mut libc::c_void) -> *mut libc::c_void
                     (_, None) => {
                         // No schedstat in this kernel: the state alone decides.
                         check_after[i] = STUCK_TICKS;
-                        mark_blocked(rt, w);
+                        mark_blocked_unless_internal_wait(rt, w, tid);
                     }
                 }
             }
@@ -137,7 +133,7 @@ fn sample_for_report(rt: &Runtime) {
         }
         let bucket = if w.running.load(Ordering::Relaxed) != 0 {
             &w.times.running_samples
-        } else if w.times.idle.load(Ordering::Relaxed) || w.state.load(Ordering::Relaxed) == W_SPARE {
+        } else if w.times.idle.load(Ordering::Relaxed) || w.role.peek() == Role::Spare {
             // A spare parked on `spare_word` waits like an idle worker; counted as
             // "in the runtime" it made a long-lived server's report say half the
             // pool's time went to the runtime.
@@ -174,9 +170,25 @@ fn release_queued(rt: &Runtime, w: &WorkerShared) {
     }
 }
 
+/// Declares `w` (kernel thread `tid`) blocked, unless its thread sleeps on one of the
+/// runtime's own lock words: their holders never park while holding them, so the wait
+/// ends as soon as the holder gets a CPU, and a spare would only compete for it
+/// (`crate::base::rawlock::is_internal_wait`). Waits inside glibc (a `FILE` lock, a
+/// malloc arena) still count: their holder may be a fiber parked on this very worker,
+/// which only a spare can run.
+fn mark_blocked_unless_internal_wait(rt: &Runtime, w: &WorkerShared, tid: u32) {
+    if let Some(call) = BlockedCall::of(tid) {
+        if call.nr == libc::SYS_futex && crate::base::rawlock::is_internal_wait(call.args[0] as usize) {
+            bump(&STATS.internal_lock_waits);
+            return;
+        }
+    }
+    mark_blocked(rt, w);
+}
+
 /// Declares `w` blocked and brings a spare in if the pool is short.
 pub(crate) fn mark_blocked(rt: &Runtime, w: &WorkerShared) {
-    if w.state.compare_exchange(W_ACTIVE, W_BLOCKED, Ordering::AcqRel, Ordering::Acquire).is_err() {
+    if !w.role.mark_blocked() {
         return;
     }
     bump(&STATS.workers_blocked);
@@ -200,7 +212,7 @@ pub(crate) fn mark_blocked(rt: &Runtime, w: &WorkerShared) {
     }
     // Prefer waking a retired spare.
     for s in rt.workers() {
-        if s.state.compare_exchange(W_SPARE, W_ACTIVE, Ordering::AcqRel, Ordering::Acquire).is_ok() {
+        if s.role.activate_spare() {
             rt.active.fetch_add(1, Ordering::AcqRel);
             s.spare_word.store(1, Ordering::Release);
             sys::futex_wake(&s.spare_word, 1);

@@ -45,7 +45,7 @@ fn start_pool() {
             running: Padded(AtomicU64::new(0)),
             progress: Padded(AtomicU64::new(0)),
             turn: Padded(Default::default()),
-            state: AtomicU32::new(W_ACTIVE),
+            role: WorkerRole::active(),
             spare_word: AtomicU32::new(0),
             polling: AtomicBool::new(false),
             direct: AtomicBool::new(false),

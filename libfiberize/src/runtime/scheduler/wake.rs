@@ -142,6 +142,7 @@ fn schedule(f: FiberRef) {
     if let Some(cur) = fiber::current() {
         // `cur` is the caller, so its worker is the one whose OS thread we are on.
         if let Some(w) = super::worker_of(cur) {
+            note_wake_locality(&f, w);
             f.mark_queued(Source::FiberWake);
             if let Some(old) = w.lifo.replace(f) {
                 // SAFETY: `w` runs the caller, so we are on w's OS thread, and shielded:
@@ -167,6 +168,7 @@ fn schedule(f: FiberRef) {
         // SAFETY: WORKER is set only on w's own OS thread, in scheduler context.
         let local = unsafe { w.owner_local() };
         let surplus = !local.is_empty();
+        note_wake_locality(&f, w);
         f.mark_queued(Source::WorkerWake);
         local.push(f);
         if surplus {
@@ -177,6 +179,16 @@ fn schedule(f: FiberRef) {
     f.mark_queued(Source::ForeignWake);
     rt.injector.push(f);
     rt.notify();
+}
+
+/// Counts a wake-up queued on worker `w` for a fiber that last ran on another worker
+/// (`running_on` still names that one while the fiber is parked).
+#[inline]
+fn note_wake_locality(f: &Fiber, w: &WorkerShared) {
+    let last = f.running_on.worker();
+    if last != 0 && last != w as *const WorkerShared as usize {
+        bump(&STATS.cross_worker_wakes);
+    }
 }
 
 thread_local! {

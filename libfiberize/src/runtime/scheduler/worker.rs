@@ -43,7 +43,7 @@ pub(super) extern "C" fn worker_main(arg: *mut libc::c_void) -> *mut libc::c_voi
         match find_work(rt, w, tick, &mut lifo_streak) {
             Some(f) => {
                 run_fiber(w, f);
-                if w.state.load(Ordering::Acquire) != W_ACTIVE {
+                if w.role.get() != Role::Active {
                     rejoin_or_retire(rt, w);
                 }
             }
@@ -67,7 +67,7 @@ fn rejoin_or_retire(rt: &Runtime, w: &WorkerShared) {
         let since = w.times.blocked_since.load(Ordering::Relaxed);
         unsafe { &*caught }.add_time(crate::base::sites::now().saturating_sub(since));
     }
-    if w.state.compare_exchange(W_BLOCKED, W_ACTIVE, Ordering::AcqRel, Ordering::Acquire).is_err() {
+    if !w.role.come_back() {
         return;
     }
     if rt.active.fetch_add(1, Ordering::AcqRel) < rt.target {
@@ -84,10 +84,10 @@ fn rejoin_or_retire(rt: &Runtime, w: &WorkerShared) {
         rt.injector.push(f);
     }
     w.spare_word.store(0, Ordering::Release);
-    w.state.store(W_SPARE, Ordering::Release);
+    w.role.retire();
     rt.notify();
     bump(&STATS.workers_retired);
-    while w.state.load(Ordering::Acquire) == W_SPARE {
+    while w.role.get() == Role::Spare {
         sys::futex_wait(&w.spare_word, 0, None);
         crate::base::shield::worker_safe_point(&w.deferred, w.base_sigmask.load(Ordering::Relaxed));
     }
@@ -158,7 +158,7 @@ fn steal_from_others(rt: &Runtime, w: &WorkerShared, local: &Deque<FiberRef>) ->
         // the waker switches out (stealing it would split a ping-pong pair across
         // cores). A blocked worker's slot is fair game; a slot whose owner made no
         // progress for a tick is moved to the injector by the monitor.
-        if victim.state.load(Ordering::Relaxed) != W_ACTIVE && victim.lifo.is_occupied(Ordering::Relaxed) {
+        if victim.role.peek() != Role::Active && victim.lifo.is_occupied(Ordering::Relaxed) {
             if let Some(f) = victim.lifo.take() {
                 bump(&STATS.steals);
                 return Some(f);
@@ -172,7 +172,15 @@ fn steal_from_others(rt: &Runtime, w: &WorkerShared, local: &Deque<FiberRef>) ->
 pub(super) fn run_fiber(w: &WorkerShared, f: FiberRef) {
     crate::runtime::queue_delay::record(f.take_queued());
     let own_tp = w.tp.load(Ordering::Relaxed);
-    f.running_on.enter(w as *const WorkerShared as usize, own_tp);
+    let me = w as *const WorkerShared as usize;
+    // `running_on` keeps the worker of the previous run while the fiber is parked or
+    // queued (it is cleared only when the fiber leaves the pool): a different one is a
+    // migration, its caches left behind (issue 24's locality counters).
+    let previous = f.running_on.worker();
+    if previous != me && previous != 0 {
+        bump(&STATS.migrations);
+    }
+    f.running_on.enter(me, own_tp);
     f.set_life(Life::Running);
     w.running.store(f.id(), Ordering::Relaxed);
     w.progress.fetch_add(1, Ordering::Relaxed);
