@@ -159,6 +159,9 @@ pub struct Config {
     /// turn while others wait (`FIBERIZE_TURN_US`; 0: never); `None`: the scheduler's
     /// default (`runtime::scheduler::turn::DEFAULT_TURN_US`).
     pub turn_us: Option<u64>,
+    /// Each worker sleeps in a readiness set of its own, holding the descriptors of the
+    /// fibers that run on it (`FIBERIZE_POLL_PER_WORKER=1`; see `runtime::poller`).
+    pub poll_per_worker: bool,
 }
 
 static CONFIG_ONCE: RawOnce = RawOnce::new();
@@ -175,6 +178,7 @@ static mut CONFIG: Config = Config {
     preempt_ms: None,
     stack_release_ms: None,
     turn_us: None,
+    poll_per_worker: false,
 };
 
 /// The configuration, read on first use. Every variable is checked once here: a value
@@ -229,6 +233,7 @@ pub fn config() -> &'static Config {
             preempt_ms: env_optional_number(b"FIBERIZE_PREEMPT_MS\0", 0, 60_000),
             stack_release_ms: env_optional_number(b"FIBERIZE_STACK_RELEASE_MS\0", 0, 3_600_000),
             turn_us: env_optional_number(b"FIBERIZE_TURN_US\0", 0, 1_000_000),
+            poll_per_worker: env_switch(b"FIBERIZE_POLL_PER_WORKER\0", false),
         };
         // SAFETY: written once, inside the RawOnce, before any reader passes is_done().
         unsafe { *core::ptr::addr_of_mut!(CONFIG) = c };

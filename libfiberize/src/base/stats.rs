@@ -81,6 +81,9 @@ counters! {
     /// wake-up eventfd's included).
     epoll_waits,
     epoll_events,
+    /// Descriptors moved to the readiness set of the worker their only waiter runs on
+    /// (`FIBERIZE_POLL_PER_WORKER=1`, `crate::io::reactor`).
+    fd_moves,
     /// Runtime-internal lock waits the monitor found a worker in and did not count as
     /// blocked (`scheduler::monitor`: no spare for them).
     internal_lock_waits,

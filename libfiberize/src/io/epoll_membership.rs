@@ -80,9 +80,19 @@ pub fn count_waiter(epoll_waiters: &AtomicU32, coming: bool) {
 /// once a writer has to wait (`for_write`). Err(errno) if epoll refuses it. A caller
 /// that parks afterwards has counted itself with [`count_waiter`] first.
 pub fn ensure_registered(flags: &AtomicU32, for_write: bool, set: &impl EpollSet) -> Result<(), i32> {
+    ensure_registered_or_move(flags, for_write, false, set)
+}
+
+/// [`ensure_registered`], and with `relocate` also when the fd is registered already:
+/// `set.put(true, …)` then moves it to the caller's set (`crate::io::reactor`, a set
+/// per worker). The move happens under `REG_BUSY` like every other `epoll_ctl` here,
+/// and the fd stays `REGISTERED` through it, so the hand-shake with
+/// [`leave_epoll_set`] is the one above.
+pub fn ensure_registered_or_move(flags: &AtomicU32, for_write: bool, relocate: bool, set: &impl EpollSet) -> Result<(), i32> {
     let want = REGISTERED | if for_write { WATCH_WRITE } else { 0 };
-    let Some(f) = lock_registration(flags, |f| f & want == want) else { return Ok(()) };
-    let r = set.put(f & REGISTERED != 0, for_write);
+    let Some(f) = lock_registration(flags, |f| f & want == want && !relocate) else { return Ok(()) };
+    // A move keeps write readiness watched if it was.
+    let r = set.put(f & REGISTERED != 0, for_write || f & WATCH_WRITE != 0);
     let gained = if r.is_ok() { want } else { 0 };
     // Release: drops REG_BUSY (the registration lock) after our epoll_ctl.
     flags.fetch_update(Ordering::Release, Ordering::Relaxed, |x| Some((x | gained) & !REG_BUSY)).ok();

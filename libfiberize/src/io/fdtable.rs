@@ -63,6 +63,11 @@ pub struct FdState {
     /// Fibers parked on this fd's readiness through the reactor (or about to): while
     /// non-zero the fd must stay in the epoll set (`reactor::leave_epoll_set`).
     pub epoll_waiters: AtomicU32,
+    /// The readiness set (`runtime::poller`) the fd is registered in while `REGISTERED`:
+    /// always 0 with one shared set; with a set per worker, the set of the worker whose
+    /// fiber last registered or moved it (`crate::io::reactor`). Written under the
+    /// registration lock (`REG_BUSY`).
+    pub home_set: AtomicU32,
     /// Whether the descriptor was opened with `O_DIRECT`, as last seen by `F_GETFL`:
     /// `epoch << 2 | kind` (see [`FdState::cached_direct_io`]). 0: not known.
     file_io: AtomicU32,
@@ -79,6 +84,7 @@ impl FdState {
             sndtimeo_ns: AtomicU64::new(0),
             drained_at: AtomicU64::new(0),
             epoll_waiters: AtomicU32::new(0),
+            home_set: AtomicU32::new(0),
             file_io: AtomicU32::new(0),
         }
     }

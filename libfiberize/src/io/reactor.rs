@@ -1,4 +1,13 @@
-//! The reactor: one epoll set for every fd a fiber waits on.
+//! The reactor: the fds fibers wait on, in the runtime's readiness sets.
+//!
+//! With one shared set (the default) every fd is in set 0. With a set per worker
+//! (`FIBERIZE_POLL_PER_WORKER=1`, `crate::runtime::poller`) an fd goes into the set of
+//! the worker whose fiber first waits on it, and moves to the set of the worker a
+//! waiting fiber runs on now when that fiber is its only waiter (a connection's
+//! thread migrated, or was stolen: its readiness follows it, so the next edge is
+//! harvested where it runs). An fd with several waiters on different workers (a
+//! listening socket with many acceptors) stays where it is: moving it back and forth
+//! would cost two `epoll_ctl` per wait, and its edges wake all its waiters anyway.
 //!
 //! Registration is lazy (the first time a fiber would block on the fd), edge-triggered
 //! for `IN|PRI|OUT|RDHUP`, with the cookie `fd | gen << 32` so that an event for a closed
@@ -10,9 +19,11 @@
 //! the events a poller harvests into wake-ups ([`dispatch`], through the core's hooks).
 use core::sync::atomic::{AtomicU32, Ordering};
 
+use crate::base::stats::{bump, STATS};
 use crate::base::sys::syscall6;
 use crate::io::epoll_membership::{self, EpollSet};
 use crate::io::fdtable::{self, FdState};
+use crate::runtime::poller;
 use crate::sync::parking;
 
 /// Fibers parked on descriptor readiness through the epoll set (sum of the fds'
@@ -33,52 +44,81 @@ static IO_WAITERS: AtomicU32 = AtomicU32::new(0);
 /// Adding EPOLLOUT later with EPOLL_CTL_MOD makes the kernel re-check readiness at
 /// once, so an edge between the writer's EAGAIN and the MOD is not lost.
 pub fn ensure_registered(fd: i32, st: &FdState, for_write: bool) -> Result<(), i32> {
-    epoll_membership::ensure_registered(&st.flags, for_write, &InTheSet { fd, st })
+    let here = caller_set();
+    // A move only where sets are per worker, the fd is in another one, and the caller
+    // (counted in `epoll_waiters` already) is its only waiter. Relaxed looks: the
+    // decision is re-made under the registration lock by `InTheSet::put`.
+    let relocate = poller::per_worker()
+        && st.flags.load(Ordering::Relaxed) & epoll_membership::REGISTERED != 0
+        && st.home_set.load(Ordering::Relaxed) != here as u32
+        && st.epoll_waiters.load(Ordering::Relaxed) <= 1;
+    epoll_membership::ensure_registered_or_move(&st.flags, for_write, relocate, &InTheSet { fd, st, here, relocate })
+}
+
+/// The readiness set of the worker running the calling fiber (0 for a plain thread).
+fn caller_set() -> usize {
+    crate::runtime::scheduler::current_worker_index().map_or(0, poller::set_of_worker)
 }
 
 /// Takes `fd` out of the epoll set for a direct wait (`scheduler::direct_wait`), unless
 /// a fiber waits on it through the reactor. Returns whether it is out. The hand-shake
 /// with the waiters' [`count_waiter`] is `epoll_membership`'s (model-checked).
 pub fn leave_epoll_set(fd: i32, st: &FdState) -> bool {
-    epoll_membership::leave_epoll_set(&st.flags, &st.epoll_waiters, &InTheSet { fd, st })
+    let here = caller_set();
+    epoll_membership::leave_epoll_set(&st.flags, &st.epoll_waiters, &InTheSet { fd, st, here, relocate: false })
 }
 
-/// One fd in the runtime's epoll set, for [`epoll_membership`].
+/// One fd and the readiness sets it is in or goes to, for [`epoll_membership`].
 struct InTheSet<'a> {
     fd: i32,
     st: &'a FdState,
+    /// The caller's set: where a new registration, or a move, puts the fd.
+    here: usize,
+    /// Move the fd from its home set to `here` if it is registered already.
+    relocate: bool,
 }
 
 impl EpollSet for InTheSet<'_> {
     fn put(&self, already_in: bool, for_write: bool) -> Result<(), i32> {
-        let ep = crate::runtime::poller::epfd();
-        if ep < 0 {
-            Err(libc::ENOSYS)
-        } else if already_in {
-            ctl(ep, libc::EPOLL_CTL_MOD, self.fd, self.st, true)
-        } else {
-            match ctl(ep, libc::EPOLL_CTL_ADD, self.fd, self.st, for_write) {
-                // Same fd number and open file description still registered from
-                // before a close/dup dance: refresh the cookie.
-                Err(libc::EEXIST) => ctl(ep, libc::EPOLL_CTL_MOD, self.fd, self.st, for_write),
-                r => r,
-            }
+        // We hold the registration lock: `home_set` is stable.
+        let home = self.st.home_set.load(Ordering::Relaxed) as usize;
+        if already_in && !(self.relocate && home != self.here) {
+            let ep = poller::epfd(home);
+            return if ep < 0 { Err(libc::ENOSYS) } else { ctl(ep, libc::EPOLL_CTL_MOD, self.fd, self.st, true) };
         }
+        let ep = poller::epfd(self.here);
+        if ep < 0 {
+            return Err(libc::ENOSYS);
+        }
+        if already_in {
+            // The move: out of the old set, into ours. ADD reports a readiness that
+            // is already there, so an edge between the two calls is not lost.
+            del(poller::epfd(home), self.fd);
+            bump(&STATS.fd_moves);
+        }
+        let r = match ctl(ep, libc::EPOLL_CTL_ADD, self.fd, self.st, for_write) {
+            // Same fd number and open file description still registered from
+            // before a close/dup dance: refresh the cookie.
+            Err(libc::EEXIST) => ctl(ep, libc::EPOLL_CTL_MOD, self.fd, self.st, for_write),
+            r => r,
+        };
+        if r.is_ok() {
+            self.st.home_set.store(self.here as u32, Ordering::Relaxed);
+        }
+        r
     }
 
     fn remove(&self) {
-        // SAFETY: plain epoll_ctl; a failure (fd already gone) leaves nothing registered.
-        unsafe {
-            syscall6(
-                libc::SYS_epoll_ctl as usize,
-                crate::runtime::poller::epfd() as usize,
-                libc::EPOLL_CTL_DEL as usize,
-                self.fd as usize,
-                0,
-                0,
-                0,
-            )
-        };
+        del(poller::epfd(self.st.home_set.load(Ordering::Relaxed) as usize), self.fd);
+    }
+}
+
+/// EPOLL_CTL_DEL of `fd` from the set `ep`; a failure (fd or set already gone) leaves
+/// nothing registered.
+fn del(ep: i32, fd: i32) {
+    if ep >= 0 {
+        // SAFETY: plain epoll_ctl with no event pointer (DEL ignores it).
+        unsafe { syscall6(libc::SYS_epoll_ctl as usize, ep as usize, libc::EPOLL_CTL_DEL as usize, fd as usize, 0, 0, 0) };
     }
 }
 
@@ -116,11 +156,7 @@ fn event_for(fd: i32, st: &FdState, write: bool) -> libc::epoll_event {
 /// waiters so that they retry and see the error.
 pub fn forget(fd: i32, was_registered: bool, st: &FdState) {
     if was_registered {
-        let ep = crate::runtime::poller::epfd();
-        if ep >= 0 {
-            // SAFETY: plain epoll_ctl; a failure (fd already gone) is harmless.
-            unsafe { syscall6(libc::SYS_epoll_ctl as usize, ep as usize, libc::EPOLL_CTL_DEL as usize, fd as usize, 0, 0, 0) };
-        }
+        del(poller::epfd(st.home_set.load(Ordering::Relaxed) as usize), fd);
     }
     bump_and_wake(st, true, true);
 }

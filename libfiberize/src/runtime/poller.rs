@@ -1,160 +1,233 @@
-//! The epoll set that idle workers sleep in: the core's way to wait for "new work or
-//! I/O readiness or the next timer" in one system call.
+//! The readiness sets that idle workers sleep in: the core's way to wait for "new work
+//! or I/O readiness or the next timer" in one system call.
 //!
-//! The set holds an eventfd ([`wake_poller`] makes a sleeper look for work) and every
-//! descriptor a fiber waits on, which the I/O layer registers (`crate::io::reactor`).
-//! What an event means is the I/O layer's business: [`poll`] hands each one to
-//! `hooks().dispatch_readiness` ([`crate::runtime::hooks`]).
+//! A readiness set is an epoll instance holding an eventfd ([`wake_set`] makes a
+//! sleeper look for work) and the descriptors fibers wait on, which the I/O layer
+//! registers (`crate::io::reactor`). What an event means is the I/O layer's business:
+//! [`poll`] hands each one to `hooks().dispatch_readiness` ([`crate::runtime::hooks`]).
 //!
-//! # Who waits in epoll_wait
+//! # One set for all, or one per worker (`FIBERIZE_POLL_PER_WORKER`)
 //!
-//! Every idle worker sleeps in `epoll_wait` ([`sleep_in_epoll`]) instead of on a futex,
-//! with the next timer deadline as timeout. The kernel queues epoll waiters
+//! ```text
+//!   shared (default)                      per worker (FIBERIZE_POLL_PER_WORKER=1)
+//!
+//!   worker 0 ─┐                           worker 0 ── set 0: its fibers' fds + eventfd 0
+//!   worker 1 ─┼─ epoll_wait ── set 0      worker 1 ── set 1: its fibers' fds + eventfd 1
+//!   worker 2 ─┘   (every fd, one eventfd) worker 2 ── set 2: ...
+//! ```
+//!
+//! **Shared**: every idle worker sleeps in the one set. The kernel queues epoll waiters
 //! exclusively, so one readiness edge wakes one idle worker, which dispatches the
-//! events it harvested and runs the woken fibers itself — the wake-up costs what a
-//! blocked thread's wake-up costs natively, with no extra thread hop. Any number of
-//! workers may sleep there at once: when one has just woken and runs a fiber, the next
-//! edge wakes another idle worker instead of waiting for a busy one. (With a single
-//! poller, two connections could end up served by one worker while the other slept on
-//! its futex: MariaDB at 2 connections ran at half speed for seconds at a time.)
-//! To wake a sleeping worker for new work, `wake_poller` writes to an eventfd that is
-//! in the same epoll set (level-triggered: it wakes some epoll sleeper, which drains
-//! it and looks for work).
+//! events it harvested and runs the woken fibers itself. Any number of workers may sleep
+//! there at once: when one has just woken and runs a fiber, the next edge wakes another
+//! idle worker instead of waiting for a busy one. (With a single poller, two
+//! connections could end up served by one worker while the other slept on its futex:
+//! MariaDB at 2 connections ran at half speed for seconds at a time.) The price, on
+//! many cores: every `epoll_wait` and every socket's wake callback take the same
+//! kernel lock, and a fiber woken by readiness runs on whichever worker harvested the
+//! edge, so a connection wanders between cores (issue 24).
+//!
+//! **Per worker** (the way MariaDB's pool-of-threads keeps a connection in one thread
+//! group, issue 24): worker *i* has set *i* (`i % MAX_SETS`; spares share the set of
+//! the worker with their index modulo the number of sets). A descriptor goes into
+//! the set of the worker whose fiber first waits on it, and moves to another worker's
+//! set when the only fiber waiting on it now runs there (`crate::io::reactor`): so a
+//! connection's readiness is harvested by the worker its fiber last ran on, which
+//! queues the fiber locally and runs it on the same core. A worker sleeps only in its
+//! own set and is woken only through its own eventfd, when it has work. A busy worker
+//! polls its own set between fibers once it is `STALE_NS` old; an idle worker that
+//! spins polls the other sets that are that stale (their owner runs one long fiber);
+//! the monitor polls every set that is a tick old. So readiness for a busy worker is
+//! taken by another only when that worker does not get to it: stealing balances a
+//! real backlog, not every edge.
 //!
 //! A worker whose only fiber waits for one descriptor may instead block in `ppoll` on
-//! that descriptor (`scheduler::direct_wait`); the descriptor then leaves this set
-//! ([`leave_epoll_set`]), and one such direct waiter at a time also polls the epoll
-//! fd itself ([`start_watching`]) so that readiness here still wakes somebody.
+//! that descriptor (`scheduler::direct_wait`); the descriptor then leaves its set
+//! ([`crate::io::reactor::leave_epoll_set`]), and one direct waiter at a time per set
+//! also polls the set's epoll fd itself ([`start_watching`]) so that readiness there
+//! still wakes somebody.
 //!
-//! When no worker sleeps in epoll (all busy), workers poll without waiting between
-//! fibers ([`poll_if_stale`]) and the monitor does every tick, so readiness is still
-//! noticed within `STALE_NS` (busy) or one monitor tick. The non-blocking polls are
-//! serialized by the `POLLER` flag (two of them at once would only split the events).
+//! Non-blocking polls of one set are serialized by its `polling_now` flag (two at once
+//! would only split the events).
 
-use core::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 use crate::base::stats::{add, bump, STATS};
 use crate::base::sys::{self, syscall6};
 
-static EPFD: AtomicI32 = AtomicI32::new(-1);
-static WAKE_FD: AtomicI32 = AtomicI32::new(-1);
-static POLLER: AtomicBool = AtomicBool::new(false);
-/// A direct waiter (scheduler::direct_wait) watches the epoll set's readiness in its
-/// ppoll, so that fibers parked through the reactor are not left to the monitor's
-/// once-a-millisecond poll while every idle worker waits directly. One at a time: an
-/// edge would wake every watcher.
-static WATCHER: AtomicBool = AtomicBool::new(false);
-/// Workers blocked in epoll_wait right now.
-static SLEEPERS: AtomicU32 = AtomicU32::new(0);
-static LAST_POLL_NS: AtomicU64 = AtomicU64::new(0);
+/// Most readiness sets. Origin: the largest machine measured has 16 CPUs; 64 covers
+/// four times that, and workers beyond it share sets (modulo), which only costs the
+/// locality the sets exist for.
+const MAX_SETS: usize = 64;
 
-/// How old the last poll may get before a busy worker polls between fibers. Origin:
-/// well under a network round trip on loopback (~20–50 µs under load is typical),
-/// and rare enough that a non-blocking epoll_wait (~0.3 µs) stays below 1 % of a
-/// worker's time.
-pub const STALE_NS: u64 = 50_000;
-/// Events taken per `epoll_wait`. Origin: a round number; more ready fds than this are
-/// simply returned by the next call (the set is edge-triggered, nothing is lost).
-const MAX_EVENTS: usize = 256;
-/// The `epoll_event.u64` of the wake-up eventfd (fd cookies never reach it).
-const WAKE_COOKIE: u64 = u64::MAX;
+/// One epoll instance with its wake-up eventfd.
+struct ReadinessSet {
+    epfd: AtomicI32,
+    wake_fd: AtomicI32,
+    /// A non-blocking poll of this set is in progress.
+    polling_now: AtomicBool,
+    /// A direct waiter (scheduler::direct_wait) watches this set's readiness in its
+    /// ppoll, so that fibers parked through the set are not left to the monitor's
+    /// once-a-millisecond poll while every worker of the set waits directly. One at a
+    /// time: an edge would wake every watcher.
+    watcher: AtomicBool,
+    /// Workers blocked in epoll_wait on this set right now.
+    sleepers: AtomicU32,
+    last_poll_ns: AtomicU64,
+}
 
-/// Creates the epoll set and its wake-up eventfd. Called once when the pool starts.
-pub fn init() {
-    // SAFETY: plain system calls with constant arguments.
-    unsafe {
-        let ep = syscall6(libc::SYS_epoll_create1 as usize, libc::EPOLL_CLOEXEC as usize, 0, 0, 0, 0, 0);
-        if ep < 0 {
-            crate::fatal(&["epoll_create1 failed"]);
+impl ReadinessSet {
+    const fn new() -> ReadinessSet {
+        ReadinessSet {
+            epfd: AtomicI32::new(-1),
+            wake_fd: AtomicI32::new(-1),
+            polling_now: AtomicBool::new(false),
+            watcher: AtomicBool::new(false),
+            sleepers: AtomicU32::new(0),
+            last_poll_ns: AtomicU64::new(0),
         }
-        let ev = sys::eventfd_new();
-        if ev < 0 {
-            crate::fatal(&["eventfd failed"]);
-        }
-        let mut e = libc::epoll_event { events: libc::EPOLLIN as u32, u64: WAKE_COOKIE };
-        syscall6(
-            libc::SYS_epoll_ctl as usize,
-            ep as usize,
-            libc::EPOLL_CTL_ADD as usize,
-            ev as usize,
-            &mut e as *mut libc::epoll_event as usize,
-            0,
-            0,
-        );
-        WAKE_FD.store(ev, Ordering::Release);
-        EPFD.store(ep as i32, Ordering::Release);
     }
 }
 
-/// In a forked child: let go of the parent's epoll set. The child's descriptor of it
+static SETS: [ReadinessSet; MAX_SETS] = [const { ReadinessSet::new() }; MAX_SETS];
+/// Sets in use: 1 (shared) or the number of workers (per worker), 0 before [`init`]
+/// and in a forked child.
+static NUM_SETS: AtomicUsize = AtomicUsize::new(0);
+
+/// How old the last poll of a set may get before a busy worker polls it between fibers.
+/// Origin: well under a network round trip on loopback (~20–50 µs under load is
+/// typical), and rare enough that a non-blocking epoll_wait (~0.3 µs) stays below 1 %
+/// of a worker's time.
+pub const STALE_NS: u64 = 50_000;
+/// Events taken per `epoll_wait`. Origin: a round number; more ready fds than this are
+/// simply returned by the next call (the sets are edge-triggered, nothing is lost).
+const MAX_EVENTS: usize = 256;
+/// The `epoll_event.u64` of a set's wake-up eventfd (fd cookies never reach it).
+const WAKE_COOKIE: u64 = u64::MAX;
+
+/// Creates the readiness sets: one shared by all `workers`, or one per worker
+/// (`per_worker`). Called once when the pool starts.
+pub fn init(workers: usize, per_worker: bool) {
+    let n = if per_worker { workers.clamp(1, MAX_SETS) } else { 1 };
+    for set in &SETS[..n] {
+        // SAFETY: plain system calls with constant arguments and a live event.
+        unsafe {
+            let ep = syscall6(libc::SYS_epoll_create1 as usize, libc::EPOLL_CLOEXEC as usize, 0, 0, 0, 0, 0);
+            if ep < 0 {
+                crate::fatal(&["epoll_create1 failed"]);
+            }
+            let ev = sys::eventfd_new();
+            if ev < 0 {
+                crate::fatal(&["eventfd failed"]);
+            }
+            let mut e = libc::epoll_event { events: libc::EPOLLIN as u32, u64: WAKE_COOKIE };
+            syscall6(
+                libc::SYS_epoll_ctl as usize,
+                ep as usize,
+                libc::EPOLL_CTL_ADD as usize,
+                ev as usize,
+                &mut e as *mut libc::epoll_event as usize,
+                0,
+                0,
+            );
+            set.wake_fd.store(ev, Ordering::Release);
+            set.epfd.store(ep as i32, Ordering::Release);
+        }
+    }
+    NUM_SETS.store(n, Ordering::Release);
+}
+
+/// In a forked child: let go of the parent's sets. The child's descriptor of a set
 /// names the very same epoll instance, so an `EPOLL_CTL_DEL` there (when the child
 /// closes an inherited socket or pipe) would take the fd out of the *parent's* set and
 /// strand the parent's waiters. The child has no fibers, so it needs no reactor.
 pub fn detach_in_forked_child() {
-    let ep = EPFD.swap(-1, Ordering::AcqRel);
-    if ep >= 0 {
-        // SAFETY: closes our own descriptor (the child's copy); the parent's stays.
-        unsafe { syscall6(libc::SYS_close as usize, ep as usize, 0, 0, 0, 0, 0) };
+    let n = NUM_SETS.swap(0, Ordering::AcqRel);
+    for set in &SETS[..n] {
+        let ep = set.epfd.swap(-1, Ordering::AcqRel);
+        if ep >= 0 {
+            // SAFETY: closes our own descriptor (the child's copy); the parent's stays.
+            unsafe { syscall6(libc::SYS_close as usize, ep as usize, 0, 0, 0, 0, 0) };
+        }
     }
 }
 
-/// The epoll set (-1 before the pool started, or in a forked child).
+/// The set worker `index` sleeps in and registers its fibers' descriptors in.
 #[inline]
-pub fn epfd() -> i32 {
-    EPFD.load(Ordering::Acquire)
+pub fn set_of_worker(index: usize) -> usize {
+    let n = NUM_SETS.load(Ordering::Relaxed);
+    if n <= 1 {
+        0
+    } else {
+        index % n
+    }
+}
+
+/// The epoll fd of set `set` (-1 before the pool started, or in a forked child).
+#[inline]
+pub fn epfd(set: usize) -> i32 {
+    SETS.get(set).map_or(-1, |s| s.epfd.load(Ordering::Acquire))
 }
 
 /// Whether the reactor exists (idle workers can sleep in epoll_wait).
 #[inline]
 pub fn available() -> bool {
-    epfd() >= 0
+    NUM_SETS.load(Ordering::Acquire) > 0 && epfd(0) >= 0
 }
 
-/// Sleeps in epoll_wait until an event, a `wake_poller` or `deadline`, and dispatches
-/// what it harvested. For idle workers; any number may sleep here at once.
-pub fn sleep_in_epoll(deadline: Option<u64>) -> usize {
-    SLEEPERS.fetch_add(1, Ordering::SeqCst);
-    let n = poll(deadline);
-    SLEEPERS.fetch_sub(1, Ordering::SeqCst);
+/// Whether each worker has a set of its own.
+#[inline]
+pub fn per_worker() -> bool {
+    NUM_SETS.load(Ordering::Relaxed) > 1
+}
+
+/// Sleeps in epoll_wait on `set` until an event, a [`wake_set`] or `deadline`, and
+/// dispatches what it harvested. For idle workers; any number may sleep here at once.
+pub fn sleep_in_epoll(set: usize, deadline: Option<u64>) -> usize {
+    let s = &SETS[set];
+    s.sleepers.fetch_add(1, Ordering::SeqCst);
+    let n = poll(set, deadline);
+    s.sleepers.fetch_sub(1, Ordering::SeqCst);
     n
 }
 
-/// Makes the caller the direct waiter that watches the epoll set, if there is none:
-/// returns the epoll fd to add to its ppoll set. Release with [`stop_watching`].
-pub fn start_watching() -> Option<i32> {
-    let ep = epfd();
-    (ep >= 0 && !WATCHER.load(Ordering::Relaxed) && !WATCHER.swap(true, Ordering::AcqRel)).then_some(ep)
+/// Makes the caller the direct waiter that watches `set`, if there is none: returns
+/// the epoll fd to add to its ppoll set. Release with [`stop_watching`].
+pub fn start_watching(set: usize) -> Option<i32> {
+    let ep = epfd(set);
+    let w = &SETS[set].watcher;
+    (ep >= 0 && !w.load(Ordering::Relaxed) && !w.swap(true, Ordering::AcqRel)).then_some(ep)
 }
 
-pub fn stop_watching() {
-    WATCHER.store(false, Ordering::Release);
+pub fn stop_watching(set: usize) {
+    SETS[set].watcher.store(false, Ordering::Release);
 }
 
-/// Tries to become the (non-blocking) poller.
-#[inline]
-pub fn try_acquire_poller() -> bool {
-    epfd() >= 0
-        && !POLLER.load(Ordering::Relaxed)
-        && POLLER.compare_exchange(false, true, Ordering::AcqRel, Ordering::Relaxed).is_ok()
+/// Polls `set` without waiting unless another thread polls it right now. Returns how
+/// many fd events it dispatched.
+pub fn try_poll_now(set: usize) -> usize {
+    let s = &SETS[set];
+    if epfd(set) < 0 || s.polling_now.load(Ordering::Relaxed) || s.polling_now.swap(true, Ordering::AcqRel) {
+        return 0;
+    }
+    let n = poll(set, Some(0));
+    s.polling_now.store(false, Ordering::Release);
+    n
 }
 
-#[inline]
-pub fn release_poller() {
-    POLLER.store(false, Ordering::Release);
-}
-
-/// Interrupts a poller blocked in epoll_wait.
-pub fn wake_poller() {
-    let fd = WAKE_FD.load(Ordering::Acquire);
+/// Interrupts a worker blocked in epoll_wait on `set`.
+pub fn wake_set(set: usize) {
+    let fd = SETS.get(set).map_or(-1, |s| s.wake_fd.load(Ordering::Acquire));
     if fd >= 0 {
         sys::eventfd_signal(fd);
     }
 }
 
-/// Waits for events until `deadline`
-/// (None: forever, Some(0): don't wait) and dispatches them. Returns how many fd events.
-pub fn poll(deadline: Option<u64>) -> usize {
-    let ep = epfd();
+/// Waits for events on `set` until `deadline` (None: forever, Some(0): don't wait) and
+/// dispatches them. Returns how many fd events.
+pub fn poll(set: usize, deadline: Option<u64>) -> usize {
+    let s = &SETS[set];
+    let ep = s.epfd.load(Ordering::Acquire);
     let mut events: [libc::epoll_event; MAX_EVENTS] = [libc::epoll_event { events: 0, u64: 0 }; MAX_EVENTS];
     let timeout_ms = match deadline {
         Some(0) => 0,
@@ -164,7 +237,7 @@ pub fn poll(deadline: Option<u64>) -> usize {
     let n = unsafe {
         syscall6(libc::SYS_epoll_wait as usize, ep as usize, events.as_mut_ptr() as usize, MAX_EVENTS, timeout_ms as usize, 0, 0)
     };
-    LAST_POLL_NS.store(sys::now_ns(), Ordering::Relaxed);
+    s.last_poll_ns.store(sys::now_ns(), Ordering::Relaxed);
     bump(&STATS.epoll_waits);
     if n <= 0 {
         return 0;
@@ -174,7 +247,7 @@ pub fn poll(deadline: Option<u64>) -> usize {
     for e in &events[..n as usize] {
         let cookie = e.u64;
         if cookie == WAKE_COOKIE {
-            sys::eventfd_drain(WAKE_FD.load(Ordering::Relaxed));
+            sys::eventfd_drain(s.wake_fd.load(Ordering::Relaxed));
             continue;
         }
         if (crate::runtime::hooks::get().dispatch_readiness)(cookie, e.events) {
@@ -184,19 +257,24 @@ pub fn poll(deadline: Option<u64>) -> usize {
     count
 }
 
-/// Polls without waiting if nobody did for `max_age_ns`, nobody is polling now and no
-/// idle worker sleeps in epoll_wait (the kernel wakes that one for any event).
+/// Polls `set` without waiting if nobody did for `max_age_ns`, nobody is polling it now
+/// and no worker sleeps in its epoll_wait (the kernel wakes that one for any event).
+/// Returns how many fd events it dispatched.
 #[inline]
-pub fn poll_if_stale(max_age_ns: u64) {
-    if epfd() < 0 || POLLER.load(Ordering::Relaxed) || SLEEPERS.load(Ordering::Relaxed) != 0 {
-        return;
+pub fn poll_if_stale(set: usize, max_age_ns: u64) -> usize {
+    let Some(s) = SETS.get(set) else { return 0 };
+    if s.epfd.load(Ordering::Relaxed) < 0 || s.polling_now.load(Ordering::Relaxed) || s.sleepers.load(Ordering::Relaxed) != 0 {
+        return 0;
     }
-    let last = LAST_POLL_NS.load(Ordering::Relaxed);
-    if sys::now_ns().saturating_sub(last) < max_age_ns {
-        return;
+    if sys::now_ns().saturating_sub(s.last_poll_ns.load(Ordering::Relaxed)) < max_age_ns {
+        return 0;
     }
-    if try_acquire_poller() {
-        poll(Some(0));
-        release_poller();
-    }
+    try_poll_now(set)
+}
+
+/// [`poll_if_stale`] for every set but `except` (the caller's own, polled separately;
+/// `usize::MAX`: none). Returns how many fd events it dispatched.
+pub fn poll_others_if_stale(except: usize, max_age_ns: u64) -> usize {
+    let n = NUM_SETS.load(Ordering::Acquire);
+    (0..n).filter(|&s| s != except).map(|s| poll_if_stale(s, max_age_ns)).sum()
 }

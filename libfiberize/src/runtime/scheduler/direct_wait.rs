@@ -81,7 +81,8 @@ pub fn direct_wait(fd: i32, events: i16, deadline: Option<u64>, leave_epoll: imp
     w.sleep_word.announce(&rt.idle);
     f.direct_wake.publish(wake_fd);
     let mut outcome = DirectWait::Other;
-    let watched = poller::start_watching();
+    let own_set = poller::set_of_worker(w.index);
+    let watched = poller::start_watching(own_set);
     let mut fds = [
         libc::pollfd { fd, events, revents: 0 },
         libc::pollfd { fd: wake_fd, events: libc::POLLIN, revents: 0 },
@@ -101,7 +102,7 @@ pub fn direct_wait(fd: i32, events: i16, deadline: Option<u64>, leave_epoll: imp
         }
     }
     if watched.is_some() {
-        poller::stop_watching();
+        poller::stop_watching(own_set);
     }
     f.direct_wake.withdraw();
     let notified = w.sleep_word.wake(&rt.idle);

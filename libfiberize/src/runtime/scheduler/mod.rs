@@ -361,6 +361,12 @@ pub fn worker_of(f: &Fiber) -> Option<&'static WorkerShared> {
     (!w.is_null()).then(|| unsafe { &*w })
 }
 
+/// The index of the worker running the calling fiber (None: the caller is no fiber).
+#[inline]
+pub fn current_worker_index() -> Option<usize> {
+    fiber::current().and_then(worker_of).map(|w| w.index)
+}
+
 /// The signal mask of the worker that runs fiber `f` (None if it runs on none).
 pub fn worker_base_sigmask(f: &Fiber) -> Option<u64> {
     worker_of(f).map(|w| w.base_sigmask.load(Ordering::Relaxed))

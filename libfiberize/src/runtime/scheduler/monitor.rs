@@ -44,7 +44,7 @@ pub(super) extern "C" fn monitor_main(_: *mut libc::c_void) -> *mut libc::c_void
         // The fiber dump is printed by its own thread (crate::observe::dump), never here: the
         // monitor must keep ticking while thousands of lines are written.
         sys::futex_wait(&rt.monitor_word, 0, Some(deadline));
-        poller::poll_if_stale(MONITOR_TICK_NS);
+        poller::poll_others_if_stale(usize::MAX, MONITOR_TICK_NS);
         (crate::runtime::hooks::get().exit_if_main_left_and_all_done)();
         if crate::base::sites::on() {
             sample_for_report(rt);

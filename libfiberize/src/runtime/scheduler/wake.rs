@@ -35,7 +35,7 @@ impl Runtime {
 
     #[cold]
     pub(super) fn wake_one_sleeper(&self) {
-        let mut someone_polls = false;
+        let mut polling_set = None;
         // Ordinary sleepers first: a direct waiter woken for other work gives up a wait
         // that costs nothing to keep (its fiber then parks the ordinary way).
         for direct_pass in [false, true] {
@@ -47,20 +47,22 @@ impl Runtime {
                     if w.direct.load(Ordering::SeqCst) {
                         sys::eventfd_signal(w.wake_fd.load(Ordering::Relaxed));
                     } else if w.polling.load(Ordering::SeqCst) {
-                        poller::wake_poller();
+                        poller::wake_set(poller::set_of_worker(w.index));
                     } else {
                         sys::futex_wake(w.sleep_word.futex_word(), 1);
                     }
                     return;
                 }
-                someone_polls |= w.polling.load(Ordering::SeqCst);
+                if w.polling.load(Ordering::SeqCst) {
+                    polling_set = Some(poller::set_of_worker(w.index));
+                }
             }
         }
         // The eventfd wakes *some* epoll sleeper, not necessarily the one it was
         // written for: a worker can stay asleep marked NOTIFIED while another drained
         // its wake-up. Nobody is SLEEPING but someone sleeps in epoll: wake it.
-        if someone_polls {
-            poller::wake_poller();
+        if let Some(set) = polling_set {
+            poller::wake_set(set);
         }
     }
 

@@ -99,7 +99,7 @@ fn find_work(rt: &Runtime, w: &WorkerShared, tick: u32, lifo_streak: &mut u32) -
     // SAFETY: we are w's OS thread, in its scheduler context.
     let local = unsafe { w.owner_local() };
     if tick.is_multiple_of(GLOBAL_CHECK_INTERVAL) {
-        poller::poll_if_stale(poller::STALE_NS);
+        poller::poll_if_stale(poller::set_of_worker(w.index), poller::STALE_NS);
         if let Some(f) = steal_global(rt, local) {
             *lifo_streak = 0;
             return Some(f);
@@ -315,13 +315,12 @@ pub(super) fn spin_for_work(rt: &Runtime, w: &WorkerShared, mut probe: impl FnMu
 }
 
 fn idle(rt: &Runtime, w: &WorkerShared) {
+    let own_set = poller::set_of_worker(w.index);
+    // With a set per worker, a spinning worker also takes readiness that waits in a
+    // busy worker's set longer than a busy worker's own between-fiber poll would let it
+    // (that owner runs one long fiber): the backlog it balances is real.
     let polled_something = || {
-        if !poller::try_acquire_poller() {
-            return false;
-        }
-        let n = poller::poll(Some(0));
-        poller::release_poller();
-        n > 0
+        poller::try_poll_now(own_set) > 0 || (poller::per_worker() && poller::poll_others_if_stale(own_set, poller::STALE_NS) > 0)
     };
     if spin_for_work(rt, w, polled_something) {
         return;
@@ -340,7 +339,7 @@ fn idle(rt: &Runtime, w: &WorkerShared) {
             // and do not wait.
             w.polling.store(true, Ordering::SeqCst);
             if w.sleep_word.still_sleeping() {
-                poller::sleep_in_epoll(deadline);
+                poller::sleep_in_epoll(own_set, deadline);
             }
             w.polling.store(false, Ordering::SeqCst);
         } else {
