@@ -15,6 +15,25 @@ fn echo_server_hundreds_of_connections() {
     assert!(stat(&pre, "parks") > 0);
 }
 
+/// Issue 24: the same echo traffic with a readiness set per worker
+/// (`FIBERIZE_POLL_PER_WORKER=1`): same output as natively, and readiness really went
+/// through the epoll sets (events harvested), with the locality counters printed.
+#[test]
+fn echo_server_with_a_readiness_set_per_worker() {
+    let bin = build_c("io_echo");
+    let native = run(&bin, &["300", "100"], false, std::time::Duration::from_secs(120));
+    let pre = run_env(&bin, &["300", "100"], &[("FIBERIZE_POLL_PER_WORKER", "1")]);
+    assert_eq!(native.status, Some(0), "{}", native.stderr);
+    assert_eq!(pre.status, native.status, "{}", pre.stderr);
+    assert_eq!(pre.stdout, native.stdout, "{}", pre.stderr);
+    assert!(pre.stderr.contains("preloaded=1"), "{}", pre.stderr);
+    assert!(stat(&pre, "fibers_created") >= 600, "{}", pre.stderr);
+    assert!(stat(&pre, "epoll_events") > 0, "no readiness went through the sets: {}", pre.stderr);
+    for counter in ["migrations", "cross_worker_wakes", "eventfd_writes", "epoll_waits", "fd_moves"] {
+        stat(&pre, counter); // present in the stats line
+    }
+}
+
 #[test]
 fn pipes_poll_select_epoll_and_a_stuck_syscall() {
     let (_native, pre) = same_both_ways("io_pipes", &[]);
