@@ -23,7 +23,7 @@ DATA_CACHE=${DATA_CACHE:-/tmp/fiberize-ab-cache}
 SERVER_OPTS=${SERVER_OPTS:-"--innodb-buffer-pool-size=2G --innodb-flush-log-at-trx-commit=2"}
 bash bench-mysql/tpcc/build.sh
 TPCC=$ROOT/target/tpcc/tpcc
-LIB=$ROOT/target/release/libfiberize.so
+LIB=${FIBERIZE_LIB:-$ROOT/target/release/libfiberize.so}
 . bench-mysql/common.sh
 SERVER_PIN=()
 WORK=$(mktemp -d /tmp/fiberize-ab.XXXXXX)

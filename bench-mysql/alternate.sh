@@ -29,7 +29,8 @@ HANG_GRACE=${HANG_GRACE:-60}
 require_lib_and_mariadb
 
 WORK=$(mktemp -d /tmp/fiberize-alt.XXXXXX)
-PORT=$(free_port)
+declare -A PORT=([srv]=$(free_port))
+SRV_PORT=${PORT[srv]}
 SRV_PID= DUMPER=
 cleanup() {
     [ -n "$DUMPER" ] && kill "$DUMPER" >/dev/null 2>&1
@@ -37,25 +38,17 @@ cleanup() {
     [ "${KEEP_WORK:-0}" = 1 ] && echo "alternate: work dir kept: $WORK" || rm -rf "$WORK"
 }
 trap cleanup EXIT
-fail() { echo "alternate: FAILED: $*"; tail -20 "$WORK/err.log"; exit 1; }
+fail() { echo "alternate: FAILED: $*"; tail -20 "$WORK/err-srv.log"; exit 1; }
 
-CLI=(mariadb --no-defaults -h127.0.0.1 -P$PORT -uroot)
-mariadb-install-db --no-defaults --datadir="$WORK/data" --user=root --auth-root-authentication-method=normal >"$WORK/install.log" 2>&1 || fail "install-db"
-# shellcheck disable=SC2086 # EXTRA_ENV is a list of words
-env LD_PRELOAD="$LIB" GLIBC_TUNABLES=glibc.pthread.rseq=0 FIBERIZE_DUMP_SIGNAL=12 ${EXTRA_ENV:-} \
-    /usr/sbin/mariadbd --no-defaults --datadir="$WORK/data" --socket="$WORK/sock" --port=$PORT \
-    --bind-address=127.0.0.1 --user=root --pid-file="$WORK/pid" --log-error="$WORK/err.log" \
-    --max-connections=$((PS_THREADS + 200)) --thread-cache-size=$((PS_THREADS + 100)) \
-    --innodb-buffer-pool-size=256M --skip-log-bin >"$WORK/out.log" 2>&1 &
-SRV_PID=$!
-for _ in $(seq 1 120); do
-    "${CLI[@]}" -e "select 1" >/dev/null 2>&1 && break
-    kill -0 $SRV_PID 2>/dev/null || fail "server exited during start"
-    sleep 0.5
-done
-grep -q libfiberize /proc/$SRV_PID/maps || fail "library not loaded in mariadbd"
+CLI=(mariadb --no-defaults -h127.0.0.1 -P$SRV_PORT -uroot)
+mariadb-install-db --no-defaults --datadir="$WORK/data-srv" --user=root --auth-root-authentication-method=normal >"$WORK/install.log" 2>&1 || fail "install-db"
+# shellcheck disable=SC2206 # EXTRA_ENV is a list of words
+SERVER_ENV=(FIBERIZE_DUMP_SIGNAL=12 ${EXTRA_ENV:-})
+SERVER_OPTS="--max-connections=$((PS_THREADS + 200)) --thread-cache-size=$((PS_THREADS + 100)) --innodb-buffer-pool-size=256M"
+start_mariadb srv preload
+SRV_PID=$MARIADB_PID
 "${CLI[@]}" -e "create database sbtest" || fail "create database"
-SB=(sysbench --db-driver=mysql --mysql-host=127.0.0.1 --mysql-port=$PORT --mysql-user=root --mysql-db=sbtest
+SB=(sysbench --db-driver=mysql --mysql-host=127.0.0.1 --mysql-port=$SRV_PORT --mysql-user=root --mysql-db=sbtest
     --tables=$TABLES --table-size=$TABLE_SIZE --rand-type=uniform)
 "${SB[@]}" --threads=4 oltp_read_write prepare >/dev/null || fail "prepare"
 [ "${CLIENT_PRELOAD:-0}" = 1 ] && SB=(env LD_PRELOAD="$LIB" GLIBC_TUNABLES=glibc.pthread.rseq=0 "${SB[@]}")
@@ -94,6 +87,6 @@ for r in $(seq 1 "$ROUNDS"); do
     run oltp_point_select "$PS_THREADS" || break
     run oltp_read_write "$RW_THREADS" || break
 done
-dumps=$(grep -c "fiber dump:" "$WORK/err.log" "$WORK/out.log" 2>/dev/null | awk -F: '{ s += $2 } END { print s + 0 }')
+dumps=$(grep -c "fiber dump:" "$WORK/err-srv.log" "$WORK/out-srv.log" 2>/dev/null | awk -F: '{ s += $2 } END { print s + 0 }')
 echo "alternate: $ROUNDS rounds in $(( ($(date +%s) - start) / 60 )) min: $total_tx transactions, errors $total_err, stalls $stalls, hangs $hangs, dumps printed $dumps"
 [ $hangs = 0 ] && [ $stalls = 0 ] && [ $total_err = 0 ] || { KEEP_WORK=1; exit 1; }

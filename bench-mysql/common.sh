@@ -16,34 +16,49 @@ free_port() {
     echo "no free port" >&2; exit 1
 }
 
-# Private servers for compare.sh and tpcc-terminals.sh: each NAME has its datadir
-# $WORK/data-NAME, its port ${PORT[NAME]} (an associative array the caller declares), its
-# logs in $WORK. MODE is how it runs:
+# The one way every bench-mysql script starts a private server (issue 27: the mariadbd
+# command line was spelled out in six places). Each NAME has its datadir
+# $WORK/data-NAME, its socket, pid file and port ${PORT[NAME]} (an associative array the
+# caller declares), its logs $WORK/err-NAME$TAG.log and $WORK/out-NAME$TAG.log (TAG tells
+# the starts of one datadir apart: smoke.sh restarts after a crash). MODE is how it runs:
 #   native   mariadbd as shipped (one thread per connection)
 #   pool     MariaDB's own thread pool (--thread-handling=pool-of-threads)
-#   preload  one thread per connection, under LD_PRELOAD=libfiberize.so
+#   preload  one thread per connection, under LD_PRELOAD=$LIB (the caller's LIB, which
+#            every script takes from FIBERIZE_LIB when that is set), with FIBERIZE_STATS=1
 # SERVER_PIN (an array, e.g. (taskset -c 0)) prefixes the command; SERVER_OPTS adds options;
 # SERVER_ENV (an array of VAR=value) adds to a preloaded server's environment.
 # max_prepared_stmt_count is raised: sysbench oltp_read_write prepares ~18 statements per
 # connection, and 1024 connections pass the default 16382 (every run fails at connect).
-start_mariadb() { # NAME MODE
-    local name=$1 mode=$2 pre=() extra=()
+# Sets MARIADB_PID (the server's process, a child of the calling shell: `wait` works).
+# Exits 1 with the error log's tail if the server dies during start, does not answer
+# within START_SECONDS (60), or (preload) does not have the library mapped.
+start_mariadb() { # NAME MODE [TAG]
+    local name=$1 mode=$2 tag=${3:-} pre=() extra=()
     case $mode in
     native) ;;
     pool) extra=(--thread-handling=pool-of-threads) ;;
     preload) pre=(env LD_PRELOAD="$LIB" GLIBC_TUNABLES=glibc.pthread.rseq=0 FIBERIZE_STATS=1 ${SERVER_ENV[@]+"${SERVER_ENV[@]}"}) ;;
     *) echo "start_mariadb: unknown mode $mode" >&2; exit 2 ;;
     esac
+    local log="$WORK/err-$name$tag.log"
     # shellcheck disable=SC2086 # SERVER_OPTS is a list of options
-    "${SERVER_PIN[@]}" "${pre[@]}" /usr/sbin/mariadbd --no-defaults --datadir="$WORK/data-$name" --socket="$WORK/sock-$name" \
-        --port="${PORT[$name]}" --bind-address=127.0.0.1 --user=root --pid-file="$WORK/pid-$name" \
-        --log-error="$WORK/err-$name.log" --max-connections=12000 --max-prepared-stmt-count=1048576 --skip-log-bin "${extra[@]}" ${SERVER_OPTS:-} \
-        >"$WORK/out-$name.log" 2>&1 &
-    for _ in $(seq 1 120); do
-        mariadb --no-defaults -h127.0.0.1 -P"${PORT[$name]}" -uroot -e "select 1" >/dev/null 2>&1 && return 0
+    ${SERVER_PIN[@]+"${SERVER_PIN[@]}"} ${pre[@]+"${pre[@]}"} /usr/sbin/mariadbd --no-defaults --datadir="$WORK/data-$name" \
+        --socket="$WORK/sock-$name" --port="${PORT[$name]}" --bind-address=127.0.0.1 --user=root --pid-file="$WORK/pid-$name" \
+        --log-error="$log" --max-connections=12000 --max-prepared-stmt-count=1048576 --skip-log-bin ${extra[@]+"${extra[@]}"} ${SERVER_OPTS:-} \
+        >"$WORK/out-$name$tag.log" 2>&1 &
+    MARIADB_PID=$!
+    local tries=$(( ${START_SECONDS:-60} * 2 ))
+    for _ in $(seq 1 "$tries"); do
+        if mariadb --no-defaults -h127.0.0.1 -P"${PORT[$name]}" -uroot -e "select 1" >/dev/null 2>&1; then
+            if [ "$mode" = preload ] && ! grep -q libfiberize "/proc/$MARIADB_PID/maps"; then
+                echo "server $name: library not loaded in mariadbd ($LIB)"; exit 1
+            fi
+            return 0
+        fi
+        kill -0 "$MARIADB_PID" 2>/dev/null || { echo "server $name ($mode) exited during start:"; tail -20 "$log"; exit 1; }
         sleep 0.5
     done
-    echo "server $name ($mode) did not start:"; tail -20 "$WORK/err-$name.log"; exit 1
+    echo "server $name ($mode) did not start:"; tail -20 "$log"; exit 1
 }
 stop_mariadb() { # NAME
     mariadb-admin --no-defaults -h127.0.0.1 -P"${PORT[$1]}" -uroot shutdown >/dev/null 2>&1 || true

@@ -25,7 +25,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
-LIB=$ROOT/target/release/libfiberize.so
+LIB=${FIBERIZE_LIB:-$ROOT/target/release/libfiberize.so}
 
 if [ "${1:-}" = "--quick" ]; then
     CONNECTIONS=${CONNECTIONS:-"4 64 256"}; SECONDS_PER_RUN=${SECONDS_PER_RUN:-5}; ROUNDS=${ROUNDS:-1}

@@ -26,7 +26,7 @@ ROUNDS=${ROUNDS:-3}; MIX_SECONDS=${MIX_SECONDS:-90}
 PS_THREADS=${PS_THREADS:-2048}; RW_THREADS=${RW_THREADS:-256}
 TABLES=${TABLES:-4}; TABLE_SIZE=${TABLE_SIZE:-10000}; WAREHOUSES=0; WORKLOADS=sysbench
 SERVER_OPTS=${SERVER_OPTS:-"--innodb-buffer-pool-size=256M"}
-LIB=$ROOT/target/release/libfiberize.so
+LIB=${FIBERIZE_LIB:-$ROOT/target/release/libfiberize.so}
 . bench-mysql/common.sh
 require_lib_and_mariadb
 pin_from_env mix.sh

@@ -30,7 +30,6 @@ CLI=(mariadb --no-defaults -h127.0.0.1 -P${PORT[report]} -uroot)
 mariadb-install-db --no-defaults --datadir="$WORK/data-report" --user=root --auth-root-authentication-method=normal >"$WORK/install.log" 2>&1 || die "install-db"
 start_mariadb report preload
 SRV_PID=$(cat "$WORK/pid-report")
-grep -q libfiberize /proc/$SRV_PID/maps || die "library not loaded in mariadbd"
 "${CLI[@]}" -e "create database sbtest" || die "create database"
 SB=(sysbench --db-driver=mysql --mysql-host=127.0.0.1 --mysql-port=${PORT[report]} --mysql-user=root --mysql-db=sbtest
     --tables=$TABLES --table-size=$TABLE_SIZE --rand-type=uniform)

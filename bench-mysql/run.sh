@@ -15,7 +15,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
-LIB=$ROOT/target/release/libfiberize.so
+LIB=${FIBERIZE_LIB:-$ROOT/target/release/libfiberize.so}
 
 if [ "${1:-}" = "--quick" ]; then
     THREADS=${THREADS:-"2 64 1024"}; SECONDS_PER_RUN=${SECONDS_PER_RUN:-5}; ROUNDS=${ROUNDS:-1}
@@ -55,22 +55,10 @@ cleanup() {
 }
 trap cleanup EXIT
 
-start_server() { # native|preload
-    local pre=()
-    [ "$1" = preload ] && pre=(env LD_PRELOAD="$LIB" GLIBC_TUNABLES=glibc.pthread.rseq=0)
-    "${SERVER_PIN[@]}" "${pre[@]}" /usr/sbin/mariadbd --no-defaults --datadir="$WORK/data-$1" --socket="$WORK/sock-$1" --port=${PORT[$1]} \
-        --bind-address=127.0.0.1 --user=root --pid-file="$WORK/pid-$1" --log-error="$WORK/err-$1.log" \
-        --max-connections=4000 --innodb-buffer-pool-size=256M --skip-log-bin >"$WORK/out-$1.log" 2>&1 &
-    for _ in $(seq 1 60); do
-        mariadb --no-defaults -h127.0.0.1 -P${PORT[$1]} -uroot -e "select 1" >/dev/null 2>&1 && return 0
-        sleep 0.5
-    done
-    echo "server ($1) did not start:"; tail -20 "$WORK/err-$1.log"; exit 1
-}
-stop_server() { # native|preload
-    mariadb-admin --no-defaults -h127.0.0.1 -P${PORT[$1]} -uroot shutdown
-    for _ in $(seq 1 60); do [ -f "$WORK/pid-$1" ] || return 0; sleep 0.5; done
-}
+# The servers: common.sh's start_mariadb/stop_mariadb, named after their mode.
+SERVER_OPTS="--max-connections=4000 --innodb-buffer-pool-size=256M"
+start_server() { start_mariadb "$1" "$1"; } # native|preload
+stop_server() { stop_mariadb "$1"; }
 
 sb_args() { # server -> the sysbench options that reach it
     echo --db-driver=mysql --mysql-host=127.0.0.1 --mysql-port=${PORT[$1]} --mysql-user=root \

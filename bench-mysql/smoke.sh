@@ -16,7 +16,8 @@ SECS=${SMOKE_SECONDS:-10}
 require_lib_and_mariadb
 
 WORK=$(mktemp -d /tmp/fiberize-smoke.XXXXXX)
-PORT=$(free_port)
+declare -A PORT=([srv]=$(free_port))
+SRV_PORT=${PORT[srv]}
 SRV_PID=
 cleanup() {
     [ -n "$SRV_PID" ] && kill -9 "$SRV_PID" >/dev/null 2>&1 || true
@@ -25,27 +26,17 @@ cleanup() {
 trap cleanup EXIT
 fail() { echo "smoke: FAILED: $*"; for f in "$WORK"/err*.log; do echo "--- $f"; tail -30 "$f"; done; exit 1; }
 
-mariadb-install-db --no-defaults --datadir="$WORK/data" --user=root --auth-root-authentication-method=normal >"$WORK/install.log" 2>&1 || fail "install-db"
+mariadb-install-db --no-defaults --datadir="$WORK/data-srv" --user=root --auth-root-authentication-method=normal >"$WORK/install.log" 2>&1 || fail "install-db"
 
-CLI=(mariadb --no-defaults -h127.0.0.1 -P$PORT -uroot)
-start_server() { # log-suffix
-    env LD_PRELOAD="$LIB" GLIBC_TUNABLES=glibc.pthread.rseq=0 FIBERIZE_STATS=1 \
-        /usr/sbin/mariadbd --no-defaults --datadir="$WORK/data" --socket="$WORK/sock" --port=$PORT \
-        --bind-address=127.0.0.1 --user=root --pid-file="$WORK/pid" --log-error="$WORK/err-$1.log" \
-        --max-connections=3000 --skip-log-bin >"$WORK/out-$1.log" 2>&1 &
-    SRV_PID=$!
-    for _ in $(seq 1 120); do
-        "${CLI[@]}" -e "select 1" >/dev/null 2>&1 && return 0
-        kill -0 $SRV_PID 2>/dev/null || fail "server exited during start ($1)"
-        sleep 0.5
-    done
-    fail "server did not start ($1)"
+CLI=(mariadb --no-defaults -h127.0.0.1 -P$SRV_PORT -uroot)
+start_server() { # log-tag: a fresh log for each start of the one datadir
+    SERVER_OPTS="--max-connections=3000" start_mariadb srv preload "$1"
+    SRV_PID=$MARIADB_PID
 }
 start_server 1
-grep -q "libfiberize" /proc/$SRV_PID/maps || fail "library not loaded in mariadbd"
 "${CLI[@]}" -e "create database sbtest; create table sbtest.acked (id int primary key) engine=innodb"
 
-SB=(sysbench --db-driver=mysql --mysql-host=127.0.0.1 --mysql-port=$PORT --mysql-user=root --mysql-db=sbtest --tables=4 --table-size=10000)
+SB=(sysbench --db-driver=mysql --mysql-host=127.0.0.1 --mysql-port=$SRV_PORT --mysql-user=root --mysql-db=sbtest --tables=4 --table-size=10000)
 "${SB[@]}" --threads=4 oltp_read_write prepare >/dev/null || fail "prepare"
 
 sb_run() { # label, max-ignored-errors, command...
@@ -65,14 +56,14 @@ sb_run "oltp_point_select 1024 conns 5s" 0 "${SB[@]}" --threads=1024 --time=5 ol
 sb_run "oltp_point_select 64 conns 5s, client preloaded" 0 env LD_PRELOAD="$LIB" GLIBC_TUNABLES=glibc.pthread.rseq=0 \
     "${SB[@]}" --threads=64 --time=5 oltp_point_select run
 
-mariadb-admin --no-defaults -h127.0.0.1 -P$PORT -uroot shutdown || fail "shutdown command"
+mariadb-admin --no-defaults -h127.0.0.1 -P$SRV_PORT -uroot shutdown || fail "shutdown command"
 for _ in $(seq 1 120); do kill -0 $SRV_PID 2>/dev/null || break; sleep 0.5; done
 kill -0 $SRV_PID 2>/dev/null && fail "server did not exit after shutdown"
 wait $SRV_PID || fail "server exit status $?"
 SRV_PID=
-grep -q "Shutdown complete" "$WORK/err-1.log" || fail "no clean shutdown in the log"
+grep -q "Shutdown complete" "$WORK/err-srv1.log" || fail "no clean shutdown in the log"
 # mariadbd points stderr at its error log, so the stats line lands there.
-grep -h "fiberize: stats" "$WORK/out-1.log" "$WORK/err-1.log" | head -1 | cut -c1-300 || true
+grep -h "fiberize: stats" "$WORK/out-srv1.log" "$WORK/err-srv1.log" | head -1 | cut -c1-300 || true
 echo "smoke: clean shutdown ok"
 
 # Crash safety under load.
@@ -99,7 +90,7 @@ start_server 3
 missing=$(sort -n "$WORK/acked" | comm -23 - "$WORK/present" | wc -l)
 echo "smoke: crash recovery: $n_acked acknowledged inserts, $missing missing"
 [ "$missing" = 0 ] || fail "acknowledged rows lost"
-mariadb-admin --no-defaults -h127.0.0.1 -P$PORT -uroot shutdown || fail "shutdown after recovery"
+mariadb-admin --no-defaults -h127.0.0.1 -P$SRV_PORT -uroot shutdown || fail "shutdown after recovery"
 for _ in $(seq 1 120); do kill -0 $SRV_PID 2>/dev/null || break; sleep 0.5; done
 SRV_PID=
 echo "smoke: ok"

@@ -54,7 +54,8 @@ TABLE_SIZE=${TABLE_SIZE:-10000}
 require_lib_and_mariadb
 
 WORK=$(mktemp -d /tmp/fiberize-soak.XXXXXX)
-PORT=$(free_port)
+declare -A PORT=([srv]=$(free_port))
+SRV_PORT=${PORT[srv]}
 SRV_PID=
 BG=()
 cleanup() {
@@ -65,34 +66,23 @@ cleanup() {
 trap cleanup EXIT
 die() { echo "soak: FAILED: $*"; tail -20 "$WORK"/err-*.log; KEEP_WORK=1; exit 1; }
 
-CLI=(mariadb --no-defaults -h127.0.0.1 -P$PORT -uroot)
-start_server() { # log-suffix
-    # shellcheck disable=SC2086 # EXTRA_ENV is a list of words
-    env LD_PRELOAD="$LIB" GLIBC_TUNABLES=glibc.pthread.rseq=0 FIBERIZE_DUMP_SIGNAL=12 \
-        FIBERIZE_WATCHDOG=5 FIBERIZE_WATCHDOG_FILE="$WORK/watchdog.txt" ${EXTRA_ENV:-} \
-        /usr/sbin/mariadbd --no-defaults --datadir="$WORK/data" --socket="$WORK/sock" --port=$PORT \
-        --bind-address=127.0.0.1 --user=root --pid-file="$WORK/pid" --log-error="$WORK/err-$1.log" \
-        --max-connections=$((PS_THREADS + RW_THREADS + 300)) --max-prepared-stmt-count=1048576 \
-        --innodb-buffer-pool-size=256M \
-        --skip-log-bin >"$WORK/out-$1.log" 2>&1 &
-    SRV_PID=$!
-    for _ in $(seq 1 240); do
-        "${CLI[@]}" -e "select 1" >/dev/null 2>&1 && return 0
-        kill -0 $SRV_PID 2>/dev/null || die "server exited during start ($1)"
-        sleep 0.5
-    done
-    die "server did not start ($1)"
+CLI=(mariadb --no-defaults -h127.0.0.1 -P$SRV_PORT -uroot)
+start_server() { # log-tag: a fresh log for each start of the one datadir
+    # shellcheck disable=SC2206 # EXTRA_ENV is a list of words
+    local SERVER_ENV=(FIBERIZE_DUMP_SIGNAL=12 FIBERIZE_WATCHDOG=5 FIBERIZE_WATCHDOG_FILE="$WORK/watchdog.txt" ${EXTRA_ENV:-})
+    SERVER_OPTS="--max-connections=$((PS_THREADS + RW_THREADS + 300)) --innodb-buffer-pool-size=256M" START_SECONDS=120 \
+        start_mariadb srv preload "$1"
+    SRV_PID=$MARIADB_PID
 }
 
-mariadb-install-db --no-defaults --datadir="$WORK/data" --user=root --auth-root-authentication-method=normal >"$WORK/install.log" 2>&1 || die "install-db"
+mariadb-install-db --no-defaults --datadir="$WORK/data-srv" --user=root --auth-root-authentication-method=normal >"$WORK/install.log" 2>&1 || die "install-db"
 start_server 1
-grep -q libfiberize /proc/$SRV_PID/maps || die "library not loaded in mariadbd"
 "${CLI[@]}" -e "create database sbtest; create database ledger;
     create table ledger.accounts (id int primary key, balance bigint not null) engine=innodb;
     create table ledger.log (client int, seq int, primary key (client, seq)) engine=innodb;
     create table sbtest.acked (id int primary key) engine=innodb" || die "schema"
 "${CLI[@]}" -e "insert into ledger.accounts select seq, 1000 from ledger.seq_1_to_$LEDGER_ACCOUNTS" || die "accounts"
-SB=(sysbench --db-driver=mysql --mysql-host=127.0.0.1 --mysql-port=$PORT --mysql-user=root --mysql-db=sbtest
+SB=(sysbench --db-driver=mysql --mysql-host=127.0.0.1 --mysql-port=$SRV_PORT --mysql-user=root --mysql-db=sbtest
     --tables=$TABLES --table-size=$TABLE_SIZE --rand-type=uniform)
 "${SB[@]}" --threads=4 oltp_read_write prepare >/dev/null || die "prepare"
 
@@ -223,7 +213,7 @@ read -r total log_rows log_sum <<<"$("${CLI[@]}" -N -e "select (select sum(balan
 [ "$log_rows" = $((LEDGER_CLIENTS * LEDGER_OPS)) ] && [ "$log_sum" = $((LEDGER_CLIENTS * LEDGER_OPS * (LEDGER_OPS + 1) / 2)) ] ||
     { ledger_bad=$((ledger_bad + 1)); echo "soak: ledger log has $log_rows rows (sum $log_sum)"; }
 errors=$((errors + ledger_bad))
-dumps_printed=$(grep -c "fiber dump:" "$WORK/err-1.log" "$WORK/out-1.log" 2>/dev/null | awk -F: '{ s += $2 } END { print s + 0 }')
+dumps_printed=$(grep -c "fiber dump:" "$WORK/err-srv1.log" "$WORK/out-srv1.log" 2>/dev/null | awk -F: '{ s += $2 } END { print s + 0 }')
 [ "$dumps_printed" -ge "$dumps" ] || errors=$((errors + dumps - dumps_printed))
 watchdog=$(grep -c "fiberize: watchdog" "$WORK/watchdog.txt" 2>/dev/null); watchdog=${watchdog:-0}
 minutes=$(awk -v s=$start -v e="$(date +%s)" 'BEGIN { printf "%.1f", (e - s) / 60 }')
@@ -249,7 +239,7 @@ start_server 2
 lost=$(sort -n "$WORK/acked" | comm -23 - "$WORK/present" | wc -l)
 [ "$n_acked" -gt 0 ] || { errors=$((errors + 1)); echo "soak: no insert acknowledged before the crash"; }
 "${CLI[@]}" -e "select 1" >/dev/null || errors=$((errors + 1))
-mariadb-admin --no-defaults -h127.0.0.1 -P$PORT -uroot shutdown >/dev/null 2>&1
+mariadb-admin --no-defaults -h127.0.0.1 -P$SRV_PORT -uroot shutdown >/dev/null 2>&1
 for _ in $(seq 1 120); do kill -0 $SRV_PID 2>/dev/null || break; sleep 0.5; done
 SRV_PID=
 

@@ -21,7 +21,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
-LIB=${LIB:-$ROOT/target/release/libfiberize.so} # LIB=path: another build (A/B)
+LIB=${LIB:-${FIBERIZE_LIB:-$ROOT/target/release/libfiberize.so}} # LIB=path: another build (A/B)
 TERMINALS=${TERMINALS:-10000}
 WAREHOUSES=${WAREHOUSES:-10}
 RAMP=${RAMP:-40}
