@@ -63,11 +63,14 @@ extern "C" fn parent_after_fork() {
 extern "C" fn child_after_fork() {
     let was_forked_child = config::in_forked_child();
     config::record_pid();
-    if !was_forked_child && crate::runtime::scheduler::try_runtime().is_none() {
+    if !was_forked_child && crate::runtime::scheduler::pool_never_started() {
         // The parent never started the pool (the classic daemon: fork, setsid, then
         // threads): no worker, fiber, timer or epoll set was copied, so the child is
-        // what a fresh process is and starts its own pool at its first thread.
+        // what a fresh process is and starts its own pool at its first thread. Only the
+        // parking lot may hold waiters: plain threads (real-time ones) of the parent.
         crate::signal::handlers::unlock_table_after_fork();
+        // SAFETY: we are the child's only thread, inside fork, before any other code.
+        unsafe { crate::sync::parking::forget_all_waiters_in_forked_child() };
         return;
     }
     // Read before the fork state changes `fiber::current`'s answer.
