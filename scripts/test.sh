@@ -13,6 +13,7 @@ command -v sysbench >/dev/null || need+=(sysbench)
 command -v mariadb_config >/dev/null || need+=(libmariadb-dev) # the TPC-C client (bench-mysql/tpcc)
 command -v ss >/dev/null || need+=(iproute2)
 command -v python3 >/dev/null || need+=(python3)
+command -v zic >/dev/null || [ -x /usr/sbin/zic ] || need+=(libc-bin) # tests/mktime.rs compiles a zone
 command -v redis-server >/dev/null || need+=(redis-server)
 command -v redis-benchmark >/dev/null || need+=(redis-tools)
 if [ ${#need[@]} -gt 0 ]; then

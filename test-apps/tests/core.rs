@@ -151,3 +151,17 @@ fn long_sleepers_release_dead_stack_pages() {
     assert_eq!(off.stdout, native.stdout, "with the release off: {}", off.stderr);
     assert_eq!(stat(&off, "stack_releases"), 0, "FIBERIZE_STACK_RELEASE_MS=0 turns it off: {}", off.stderr);
 }
+
+#[test]
+fn each_thread_has_its_own_tid_and_tgkill_reaches_it() {
+    // Issue 25: 64 threads (more than the workers) alive at once: gettid() and
+    // syscall(SYS_gettid) distinct, equal, listed in /proc/self/task (preloaded they
+    // were the workers' ids); a tgkill/tkill to a thread's tid runs the handler in
+    // that thread; nice value and affinity by tid read back.
+    let (native, pre) = same_both_ways("thread_ids", &["64"]);
+    assert!(native.stdout.contains("threads=64 distinct=64 gettid_eq_syscall=64 in_proc_task=64"), "{}", native.stdout);
+    assert!(native.stdout.contains("signal_in_target=64 gettid_in_handler=64 misplaced=0"), "{}", native.stdout);
+    assert!(native.stdout.contains("nice_by_tid=64 affinity_by_tid=64"), "{}", native.stdout);
+    assert!(pre.stderr.contains("fibers=64"), "every thread should be a fiber:\n{}", pre.stderr);
+    assert!(stat(&pre, "fibers_created") >= 64, "{}", pre.stderr);
+}

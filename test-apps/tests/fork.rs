@@ -45,3 +45,22 @@ fn fork_exec_stress_all_children_reaped() {
     assert!(stat(&pre, "fibers_created") >= 68, "{}", pre.stderr);
     assert!(start.elapsed() < std::time::Duration::from_secs(60), "took {:?}", start.elapsed());
 }
+
+#[test]
+fn daemon_forked_before_any_thread_runs_its_threads_as_fibers() {
+    // Issue 25: the parent forks before it has any thread (once, and daemon(3)-style
+    // with a second fork after setsid); the child's 8 threads take turns on a mutex
+    // and condition variable. They were plain threads preloaded: a fork child never
+    // started a pool. Each child prints its own stats line at exit.
+    let (native, pre) = same_both_ways("proc_daemon_threads", &[]);
+    for case in ["fork", "double_fork"] {
+        assert!(native.stdout.contains(&format!("{case}: child status=0")), "{}", native.stdout);
+        assert!(native.stdout.contains(&format!("{case}: turns=1600 total=7200")), "{}", native.stdout);
+        assert!(native.stderr.contains(&format!("{case}: child_fibers=0")), "{}", native.stderr);
+        assert!(pre.stderr.contains(&format!("{case}: child_fibers=8")), "{}", pre.stderr);
+    }
+    assert!(pre.stderr.contains("parent_is_fiber=0"), "{}", pre.stderr);
+    let child_stats: Vec<&str> = pre.stderr.lines().filter(|l| l.starts_with("fiberize: stats")).collect();
+    assert_eq!(child_stats.len(), 2, "one stats line per daemon child, none from the parent:\n{}", pre.stderr);
+    assert!(child_stats.iter().all(|l| l.contains(" fibers_created=8 ")), "{}", pre.stderr);
+}

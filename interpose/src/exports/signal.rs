@@ -1,5 +1,7 @@
 //! Signal-related and per-thread-identity exports: per-fiber masks, thread-directed
-//! signals, handler installation, `sched_getcpu`, the calling thread's CPU affinity.
+//! signals, handler installation, `sched_getcpu`, the calling thread's CPU affinity,
+//! thread ids (`gettid`, `tgkill`; a fiber's is its donor's, see
+//! `fiberize_rt::thread::tid`).
 
 use libc::{c_int, sigset_t};
 
@@ -17,6 +19,7 @@ mod real {
         fn pthread_setaffinity_np(t: libc::pthread_t, n: libc::size_t, set: *const libc::cpu_set_t) -> c_int;
         fn pthread_getaffinity_np(t: libc::pthread_t, n: libc::size_t, set: *mut libc::cpu_set_t) -> c_int;
         fn raise(sig: c_int) -> c_int;
+        fn tgkill(tgid: libc::pid_t, tid: libc::pid_t, sig: c_int) -> c_int;
         fn setpriority(which: c_int, who: libc::id_t, prio: c_int) -> c_int;
         fn getpriority(which: c_int, who: libc::id_t) -> c_int;
         fn sigwait(set: *const sigset_t, sig: *mut c_int) -> c_int;
@@ -108,6 +111,37 @@ pub unsafe extern "C" fn raise(sig: c_int) -> c_int {
     }
     // SAFETY: raise has no pointer arguments; glibc's raise takes any signal number (EINVAL for a bad one).
     unsafe { real::raise(sig) }
+}
+
+/// `gettid`: a fiber's is its donor's (glibc's TCB says the same), not the worker's
+/// that other fibers share.
+///
+/// # Safety
+/// No preconditions.
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn gettid() -> libc::pid_t {
+    fiberize_rt::thread::tid::gettid()
+}
+
+/// `tgkill` to a fiber's tid reaches the fiber as `pthread_kill` does; any other
+/// target goes to glibc (the kernel).
+///
+/// # Safety
+/// As glibc's `tgkill`.
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn tgkill(tgid: libc::pid_t, tid: libc::pid_t, sig: c_int) -> c_int {
+    if crate::gate::enabled() {
+        match fiberize_rt::thread::tid::signal_thread(Some(tgid), tid, sig) {
+            Some(0) => return 0,
+            Some(e) => {
+                set_errno(e);
+                return -1;
+            }
+            None => {}
+        }
+    }
+    // SAFETY: tgkill takes no pointers.
+    unsafe { real::tgkill(tgid, tid, sig) }
 }
 
 /// `sched_setaffinity(0, …)` from a fiber means "this thread": that is the fiber's

@@ -1,5 +1,6 @@
 //! `syscall(2)`: private futex operations are emulated (see `fiberize_rt::sync::futex`);
-//! everything else goes to glibc's `syscall` unchanged.
+//! `SYS_gettid`, `SYS_tgkill` and `SYS_tkill` see a fiber's own tid (its donor's, see
+//! `fiberize_rt::thread::tid`); everything else goes to glibc's `syscall` unchanged.
 //!
 //! ABI note: C declares `long syscall(long number, ...)`, and stable Rust cannot define
 //! a C-variadic function. On x86_64 the System V calling convention passes the first
@@ -37,6 +38,9 @@ pub unsafe extern "C" fn syscall(nr: c_long, a1: c_long, a2: c_long, a3: c_long,
             }
         };
     }
+    if let Some(r) = thread_id_syscall(nr, a1, a2, a3) {
+        return r;
+    }
     if fiberize_rt::io::offload::long_syscall(nr) && crate::gate::fiber().is_some() {
         // SAFETY: the program passes the arguments system call `nr` takes (syscall's contract), and
         // the real `syscall` forwards them from the donor thread, which owns this fiber's TLS (e.g.
@@ -46,4 +50,24 @@ pub unsafe extern "C" fn syscall(nr: c_long, a1: c_long, a2: c_long, a3: c_long,
     // SAFETY: the program passes the arguments system call `nr` takes (syscall's contract),
     // which the real `syscall` forwards unchanged.
     unsafe { real::syscall(nr, a1, a2, a3, a4, a5, a6) }
+}
+
+/// `gettid`, `tgkill` and `tkill` name a fiber by its donor's tid, as the exports of
+/// the same name do (`fiberize_rt::thread::tid`); None: not one of those, or not a
+/// fiber's business (the kernel answers).
+fn thread_id_syscall(nr: c_long, a1: c_long, a2: c_long, a3: c_long) -> Option<c_long> {
+    if !crate::gate::enabled() {
+        return None;
+    }
+    let sent = match nr {
+        libc::SYS_gettid => return Some(fiberize_rt::thread::tid::gettid() as c_long),
+        libc::SYS_tgkill => fiberize_rt::thread::tid::signal_thread(Some(a1 as libc::pid_t), a2 as libc::pid_t, a3 as c_int),
+        libc::SYS_tkill => fiberize_rt::thread::tid::signal_thread(None, a1 as libc::pid_t, a2 as c_int),
+        _ => None,
+    }?;
+    if sent != 0 {
+        crate::gate::set_errno(sent);
+        return Some(-1);
+    }
+    Some(0)
 }

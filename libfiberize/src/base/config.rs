@@ -30,8 +30,10 @@ const STATE_ENABLED: u8 = 1;
 const STATE_DISABLED: u8 = 2;
 static STATE: AtomicU8 = AtomicU8::new(STATE_UNDECIDED);
 
-/// Set in a child process after `fork`: only the forking OS thread survives there, so
-/// no worker exists; new threads are plain glibc threads and every waiter is a thread.
+/// Set in a child process after `fork` from a parent that had started the pool: only
+/// the forking OS thread survives there, so no worker exists; new threads are plain
+/// glibc threads and every waiter is a thread. (A parent without a pool leaves a child
+/// that starts its own: `thread::process`.)
 static FORKED_CHILD: AtomicBool = AtomicBool::new(false);
 
 /// Whether the runtime's implementations are in use (as opposed to pass-through).

@@ -244,6 +244,12 @@ impl RawOnce {
         self.state.load(Ordering::Acquire) == 2
     }
 
+    /// Whether no caller has begun `call_once` yet.
+    #[inline]
+    pub fn never_called(&self) -> bool {
+        self.state.load(Ordering::Acquire) == 0
+    }
+
     /// Runs `f` exactly once; concurrent callers wait until it finished.
     pub fn call_once(&self, f: impl FnOnce()) {
         if self.is_done() {

@@ -270,8 +270,8 @@ impl Identity {
     pub fn tp(&self) -> usize {
         self.tp.load(Ordering::Relaxed)
     }
-    /// The donor's kernel thread id: what "this thread" means for the calls that take
-    /// a tid (`setpriority(PRIO_PROCESS, 0)`), since `gettid()` reports the worker.
+    /// The donor's kernel thread id: the fiber's own tid (`gettid()`, `tgkill`, and
+    /// what "this thread" means for `setpriority(PRIO_PROCESS, 0)`: `thread::tid`).
     #[inline]
     pub fn donor_tid(&self) -> u32 {
         self.donor_tid.load(Ordering::Relaxed)

@@ -1,6 +1,6 @@
 //! The registry of live fibers: by id (for the dump, the watchdog and the monitor)
 //! and by `pthread_t` (for `pthread_kill`, `pthread_cancel` and friends, which name a
-//! fiber by the `pthread_t` of its donor).
+//! fiber by the `pthread_t` of its donor; `tgkill` by its donor's tid).
 //!
 //! Both maps sit behind a [`RawLock`]: registration happens once per thread creation
 //! and exit, lookups once per `pthread_kill`/`pthread_cancel` or per dump, so one lock
@@ -68,6 +68,12 @@ pub fn find_by_id(id: u64) -> Option<FiberRef> {
 /// The live fiber whose `pthread_self()` is `t`.
 pub fn find_by_pthread(t: usize) -> Option<FiberRef> {
     BY_PTHREAD.lock().get(&t).cloned()
+}
+
+/// The live fiber whose donor's kernel thread id is `tid` (`tgkill`/`tkill` name a
+/// fiber by it). A walk over the live fibers: these calls are rare.
+pub fn find_by_donor_tid(tid: u32) -> Option<FiberRef> {
+    BY_PTHREAD.lock().values().find(|f| f.identity.donor_tid() == tid).cloned()
 }
 
 /// # Safety

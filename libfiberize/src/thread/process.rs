@@ -5,7 +5,7 @@
 //!
 //! | child                         | memory  | what the runtime does there                 |
 //! |-------------------------------|---------|---------------------------------------------|
-//! | `fork` (also `daemon`, `system`'s and `popen`'s if they forked) | copied | the atfork hooks below: one plain thread, runtime tables reset |
+//! | `fork` (also `daemon`, `system`'s and `popen`'s if they forked) | copied | the atfork hooks below: one plain thread, runtime tables reset; if the parent never started the pool, a fresh process that starts its own |
 //! | `vfork`, `clone(CLONE_VM)`    | shared  | touch nothing that is the parent's: `vfork` is interposed and marks the TCB ([`crate::runtime::fiber::in_vfork_child`]); any other `CLONE_VM` child is seen by its pid ([`in_unannounced_child`]) |
 //! | `posix_spawn` (and `system`, `popen`, which use it) | shared | nothing to do: glibc's child runs only glibc-internal calls, none of our exports |
 //!
@@ -24,6 +24,10 @@
 //!   the timer heap — and the parent's epoll set is let go of (`reactor`); then a
 //!   forking fiber moves to its donor's frames and the child continues as a process of
 //!   one plain thread, which ends as glibc's last thread does (exit status 0).
+//!
+//! A parent that never started the pool (a daemon forks before its first thread) has
+//! nothing of the runtime to leave behind: its child is not marked, unlocks the
+//! handler table, and starts its own pool at its first `pthread_create`.
 //!
 //! What stays as the parent left it, as it would natively: the program's locks (held
 //! by a thread of the parent: still held in the child unless the program's atfork
@@ -58,13 +62,23 @@ extern "C" fn parent_after_fork() {
 
 extern "C" fn child_after_fork() {
     let was_forked_child = config::in_forked_child();
+    config::record_pid();
+    if !was_forked_child && crate::runtime::scheduler::pool_never_started() {
+        // The parent never started the pool (the classic daemon: fork, setsid, then
+        // threads): no worker, fiber, timer or epoll set was copied, so the child is
+        // what a fresh process is and starts its own pool at its first thread. Only the
+        // parking lot may hold waiters: plain threads (real-time ones) of the parent.
+        crate::signal::handlers::unlock_table_after_fork();
+        // SAFETY: we are the child's only thread, inside fork, before any other code.
+        unsafe { crate::sync::parking::forget_all_waiters_in_forked_child() };
+        return;
+    }
     // Read before the fork state changes `fiber::current`'s answer.
     let forking_fiber = if fiber::runs_on_worker() { fiber::owner_of_tcb() } else { None };
     // Only the forking OS thread exists in the child: no worker will ever run a fiber
     // there. From now on new threads are plain glibc threads and every waiter blocks
     // as a thread (docs/DESIGN.md §2.14).
     config::mark_forked_child();
-    config::record_pid();
     if was_forked_child {
         return; // a grandchild: the tables were reset in its parent already
     }

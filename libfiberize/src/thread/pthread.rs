@@ -491,8 +491,9 @@ pub unsafe fn exit(v: *mut c_void) -> ! {
 
 /// The target of `setpriority`/`getpriority(which, who)` called by the current thread:
 /// for a fiber, `PRIO_PROCESS` with `who` meaning "the calling thread" — 0, or the
-/// worker's tid that `gettid()` returned — names its donor, since the worker is shared
-/// with other fibers and the donor is the thread the program created. Everything else
+/// worker's tid that a raw `gettid` system call returns — names its donor, since the
+/// worker is shared with other fibers and the donor is the thread the program created
+/// (`gettid()` already returns the donor's tid: `thread::tid`). Everything else
 /// (plain threads, other tids, process groups, users) is left as it is.
 pub fn priority_target(which: c_int, who: libc::id_t) -> libc::id_t {
     let Some(f) = fiber::current().filter(|_| which == libc::PRIO_PROCESS as c_int) else { return who };

@@ -73,7 +73,7 @@ use worker_role::{Role, WorkerRole};
 
 pub use direct_wait::{direct_wait, DirectWait};
 pub(crate) use monitor::{mark_blocked, thread_sleeps_in_kernel};
-pub use start::start;
+pub use start::{pool_never_started, start};
 pub use turn::note_stream_read;
 pub use wake::{arc_from_ref, park_current, push_from_donor, unpark, yield_now};
 

@@ -19,6 +19,12 @@ pub fn start(hooks: &'static crate::runtime::hooks::Hooks) -> &'static Runtime {
     try_runtime().unwrap_or_else(|| crate::fatal(&["runtime failed to start"]))
 }
 
+/// Whether nobody has begun to start the pool (a pool half started by another thread
+/// counts as started: it may have created workers, the epoll set, the timer).
+pub fn pool_never_started() -> bool {
+    START.never_called()
+}
+
 fn start_pool() {
     sys::detect_fsbase_method();
     let cfg = crate::base::config::config();
