@@ -71,8 +71,8 @@ tpcc_once() { # name round
         -v c0="$c0" -v c1="$c1" 'BEGIN {
         split(res, f, " "); tps = 0; for (i in f) if (f[i] ~ /^tps=/) tps = substr(f[i], 5)
         cpu = ticks / hz; sub(/ tps=[^ ]*/, "", res); split(c0, a, " "); split(c1, b, " "); txns = tps * secs
-        printf "%s server_cpus=%.2f server_us_per_txn=%.0f switches_per_txn=%.1f+%.1f", res, cpu / (wall_ns / 1e9),
-            (txns > 0 ? cpu * 1e6 / txns : 0), (txns > 0 ? (b[1] - a[1]) / txns : 0), (txns > 0 ? (b[2] - a[2]) / txns : 0) }')
+        printf "%s server_cpus=%.2f server_us_per_txn=%.0f switches_per_txn=%.1f+%.1f txns=%d", res, cpu / (wall_ns / 1e9),
+            (txns > 0 ? cpu * 1e6 / txns : 0), (txns > 0 ? (b[1] - a[1]) / txns : 0), (txns > 0 ? (b[2] - a[2]) / txns : 0), txns }')
     echo "round $r $n $res" | tee -a "$WORK/results.txt"
 }
 each_config_rotating tpcc_once
@@ -86,6 +86,7 @@ rm -rf "$WORK"/data-*
 for c in $CONFIGS; do
     n=${c%%=*}
     [ -f "$WORK/report-$n.txt" ] || continue
+    locality_per_txn "$n" "$({ grep " $n tpmC=" "$WORK/results.txt" || true; } | sed -n 's/.* txns=\([0-9]*\).*/\1/p' | awk '{ t += $1 } END { printf "%d", t }')"
     echo "== $n stats:" $(grep -h "fiberize: stats" "$WORK/out-$n.log" "$WORK/err-$n.log" 2>/dev/null | tr ' ' '\n' |
         grep -E "^(switches|steals|lifo_capped|mutex_handoffs|donor_handoffs|workers_|fibers_demoted|demotions_|preempt)" || true)
     echo "== $n report"; head -30 "$WORK/report-$n.txt"

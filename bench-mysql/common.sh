@@ -150,3 +150,15 @@ prepare_datadir() {
         rm -rf "$DATA_CACHE" && mkdir -p "$DATA_CACHE" && cp -a "$WORK/data-prepare" "$DATA_CACHE/data" && echo "$params" >"$DATA_CACHE/params"
     fi
 }
+
+# Issue 24's locality counters of preloaded server NAME (its stats line, printed at exit
+# into its logs) per transaction, for TXNS transactions served in all: migrations,
+# cross-worker wake-ups, steals, eventfd writes, epoll_wait calls and events per call.
+locality_per_txn() { # NAME TXNS
+    grep -h "fiberize: stats" "$WORK/out-$1.log" "$WORK/err-$1.log" 2>/dev/null | head -1 | tr ' ' '\n' |
+        awk -F= -v n="$1" -v t="$2" '{ v[$1] = $2 }
+            END { if (!t || !("switches" in v)) { print "== " n " locality: no stats line"; exit }
+                  printf "== %s locality per transaction (%d transactions): runs %.2f, migrations %.2f, cross-worker wake-ups %.2f, steals %.3f, eventfd writes %.2f, epoll_wait calls %.2f (%.2f events each), fd moves %.3f\n",
+                      n, t, v["switches"] / t, v["migrations"] / t, v["cross_worker_wakes"] / t, v["steals"] / t, v["eventfd_writes"] / t,
+                      v["epoll_waits"] / t, (v["epoll_waits"] ? v["epoll_events"] / v["epoll_waits"] : 0), v["fd_moves"] / t }'
+}
