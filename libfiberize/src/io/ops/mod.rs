@@ -7,7 +7,10 @@
 //! * tracked, and the program set `O_NONBLOCK` (or passed `MSG_DONTWAIT`): the real
 //!   call, as is;
 //! * tracked and blocking: a non-blocking attempt (`MSG_DONTWAIT` for sockets, a
-//!   zero-timeout `poll` before the call otherwise); on `EAGAIN` wait for the fd's
+//!   zero-timeout `poll` before the call otherwise, and where that finds the fd not
+//!   ready the call itself with `RWF_NOWAIT`, so that a descriptor that cannot do the
+//!   call gets the kernel's error, not a wait for a readiness that never comes: see
+//!   `transfer::kernel_refusal`); on `EAGAIN` wait for the fd's
 //!   readiness to change (fiber: park through the reactor; plain thread: the real
 //!   `poll`) and try again, honouring `SO_RCVTIMEO`/`SO_SNDTIMEO` (`EAGAIN` on expiry,
 //!   as the kernel reports it). A blocking send on a stream socket sends everything
