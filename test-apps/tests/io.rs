@@ -116,5 +116,30 @@ fn every_io_call_on_every_kind_of_descriptor() {
     assert!(native.stderr.contains("preloaded=0"), "{}", native.stderr);
 }
 
+#[test]
+fn descriptors_closed_in_bulk_or_out_of_sight_then_reused() {
+    // Issue 25: close_range, closefrom, syscall(SYS_close_range / SYS_close), fclose of an
+    // fdopen'ed socket, close_range(CLOSE_RANGE_UNSHARE) from the only thread, and closes
+    // the library cannot see (an inline system call) followed by F_DUPFD or open: the
+    // numbers come back as a regular file that must be written as a file (it was `send`,
+    // ENOTSOCK) and as a pipe made with a raw system call that a thread waits on.
+    let bin = build_c("io_fdreuse");
+    let (native, pre) = same_both_ways_bin("io_fdreuse", &bin, &[]);
+    assert!(pre.stderr.contains("thread is_fiber=1"), "{}", pre.stderr);
+    // The waits registered the descriptors in the reactor before they were closed.
+    let parked = run_env(&bin, &[], &[("FIBERIZE_DIRECT_WAIT", "0")]);
+    assert_eq!(parked.stdout, native.stdout, "with FIBERIZE_DIRECT_WAIT=0; stderr:\n{}", parked.stderr);
+    assert!(stat(&parked, "parks") > 0, "{}", parked.stderr);
+
+    // close_range(3, ~0U, 0) once the runtime runs leaves its own descriptors open: the
+    // workers still wait directly in the kernel, and in the reactor (closed, they could
+    // do neither, and spun on EBADF).
+    let (native, pre) = same_both_ways_bin("io_fdreuse", &bin, &["from3"]);
+    assert!(stat(&pre, "direct_waits") > 0, "{}", pre.stderr);
+    let parked = run_env(&bin, &["from3"], &[("FIBERIZE_DIRECT_WAIT", "0")]);
+    assert_eq!(parked.stdout, native.stdout, "with FIBERIZE_DIRECT_WAIT=0; stderr:\n{}", parked.stderr);
+    assert!(stat(&parked, "parks") > 0, "{}", parked.stderr);
+}
+
 /// The time limit of one run of a test app.
 const LIMIT: std::time::Duration = std::time::Duration::from_secs(120);

@@ -66,6 +66,7 @@ pub fn init() {
         if ep < 0 {
             crate::fatal(&["epoll_create1 failed"]);
         }
+        crate::base::own_fds::mark(ep as i32);
         let ev = sys::eventfd_new();
         if ev < 0 {
             crate::fatal(&["eventfd failed"]);

@@ -73,6 +73,9 @@ crate::real_fns! {
     fn dup3(a: c_int, b: c_int, flags: c_int) -> c_int;
     fn dup2(a: c_int, b: c_int) -> c_int;
     fn close(fd: c_int) -> c_int;
+    fn close_range(first: libc::c_uint, last: libc::c_uint, flags: c_int) -> c_int;
+    fn closefrom(low: c_int) -> ();
+    fn fclose(f: *mut libc::FILE) -> c_int;
     fn fcntl(fd: c_int, cmd: c_int, arg: libc::c_long) -> c_int;
     fn ioctl(fd: c_int, req: libc::c_ulong, arg: libc::c_long) -> c_int;
     fn setsockopt(fd: c_int, level: c_int, name: c_int, v: *const c_void, l: socklen_t) -> c_int;

@@ -90,6 +90,20 @@ fn raw_result(r: isize) -> isize {
     r
 }
 
+/// A socket call on a number taken for a socket failed with ENOTSOCK: the socket was
+/// closed out of our sight (an inline system call, a close inside glibc) and the number
+/// now names something else (a file that `open`, which we do not see, gave it). The
+/// number is forgotten, so that the program's `read`/`write` runs as it is. Keeps
+/// errno when the answer is no.
+#[cold]
+fn no_longer_a_socket(fd: c_int) -> bool {
+    if errno() != libc::ENOTSOCK {
+        return false;
+    }
+    super::lifecycle::release(fd);
+    true
+}
+
 /// Accept on a listening socket with nothing pending would block; on anything else
 /// it fails at once (EINVAL, EOPNOTSUPP, ENOTSOCK), so `call` runs.
 #[cold]
@@ -172,7 +186,12 @@ pub unsafe fn read(fd: c_int, buf: *mut c_void, n: size_t) -> ssize_t {
     };
     if st.has(SOCKET) {
         // SAFETY: read on a socket is recv with no flags.
-        blocking_sized(fd, st, Dir::Read, n, || unsafe { super::recv(fd, buf, n, DW) as isize }) as ssize_t
+        let r = blocking_sized(fd, st, Dir::Read, n, || unsafe { super::recv(fd, buf, n, DW) as isize }) as ssize_t;
+        if r < 0 && no_longer_a_socket(fd) {
+            // SAFETY: this call again, now on an untracked descriptor.
+            return unsafe { read(fd, buf, n) };
+        }
+        r
     } else {
         let iov = libc::iovec { iov_base: buf, iov_len: n };
         // SAFETY: `buf` has `n` writable bytes (read's contract), which the real read needs;
@@ -199,7 +218,12 @@ pub unsafe fn readv(fd: c_int, iov: *const libc::iovec, cnt: c_int) -> ssize_t {
         m.msg_iov = iov as *mut libc::iovec;
         m.msg_iovlen = cnt as _;
         // SAFETY: `m` describes the program's buffers.
-        blocking(fd, st, Dir::Read, || unsafe { super::recvmsg(fd, &mut m, DW) as isize }) as ssize_t
+        let r = blocking(fd, st, Dir::Read, || unsafe { super::recvmsg(fd, &mut m, DW) as isize }) as ssize_t;
+        if r < 0 && no_longer_a_socket(fd) {
+            // SAFETY: this call again, now on an untracked descriptor.
+            return unsafe { readv(fd, iov, cnt) };
+        }
+        r
     } else {
         // SAFETY: `iov` points to `cnt` iovecs of writable buffers (readv's contract), as the real
         // readv requires; run once readable.
@@ -272,9 +296,14 @@ pub unsafe fn write(fd: c_int, buf: *const c_void, n: size_t) -> ssize_t {
     if st.has(SOCKET) {
         // write on a socket is send with no flags (SIGPIPE on EPIPE included).
         // SAFETY: the remainder of the program's buffer.
-        send_all(fd, st, n, |done| unsafe {
+        let r = send_all(fd, st, n, |done| unsafe {
             super::send(fd, (buf as *const u8).add(done) as *const c_void, n - done, DW) as isize
-        }) as ssize_t
+        }) as ssize_t;
+        if r < 0 && no_longer_a_socket(fd) {
+            // SAFETY: this call again, now on an untracked descriptor.
+            return unsafe { write(fd, buf, n) };
+        }
+        r
     } else {
         let iov = libc::iovec { iov_base: buf as *mut c_void, iov_len: n };
         // SAFETY: `buf` has `n` readable bytes (write's contract), as the real write requires; run
@@ -297,7 +326,7 @@ pub unsafe fn writev(fd: c_int, iov: *const libc::iovec, cnt: c_int) -> ssize_t 
     if let (true, Some(total)) = (st.has(SOCKET), unsafe { vector_bytes(iov, cnt) }) {
         // SAFETY: the program's iovec array of `cnt` entries (vector_bytes checked the count).
         let all = unsafe { core::slice::from_raw_parts(iov, cnt as usize) };
-        send_all(fd, st, total, |done| {
+        let r = send_all(fd, st, total, |done| {
             let mut tail = iov_tail(all, done);
             // SAFETY: a zeroed msghdr is valid; it points at the remaining buffers.
             let mut m: libc::msghdr = unsafe { core::mem::zeroed() };
@@ -305,7 +334,12 @@ pub unsafe fn writev(fd: c_int, iov: *const libc::iovec, cnt: c_int) -> ssize_t 
             m.msg_iovlen = tail.len() as _;
             // SAFETY: `m` describes live buffers.
             unsafe { super::sendmsg(fd, &m, DW) as isize }
-        }) as ssize_t
+        }) as ssize_t;
+        if r < 0 && no_longer_a_socket(fd) {
+            // SAFETY: this call again, now on an untracked descriptor.
+            return unsafe { writev(fd, iov, cnt) };
+        }
+        r
     } else {
         // SAFETY: `iov` points to `cnt` iovecs of readable buffers (writev's contract), as the real
         // writev requires; run once writable.
