@@ -14,8 +14,8 @@ fn ready_now(fd: c_int, dir: Dir) -> bool {
     r != 0
 }
 
-/// A non-blocking attempt for a descriptor whose file status stays blocking (a pipe or
-/// an eventfd we track): when `fd` is not ready, returns -1/EAGAIN instead of blocking,
+/// A non-blocking attempt for a descriptor whose file status stays blocking (a pipe,
+/// an eventfd, a socket to accept on): when `fd` is not ready, returns -1/EAGAIN instead of blocking,
 /// but only after [`kernel_refusal`] asked the kernel through `nowait` whether the call
 /// fails at once for this descriptor (then that answer comes back, as natively).
 fn probe_then(fd: c_int, dir: Dir, call: impl FnOnce() -> isize, nowait: impl FnOnce() -> isize) -> isize {
@@ -36,7 +36,8 @@ fn probe_then(fd: c_int, dir: Dir, call: impl FnOnce() -> isize, nowait: impl Fn
 #[cold]
 fn kernel_refusal(fd: c_int, dir: Dir, nowait: impl FnOnce() -> isize) -> isize {
     let r = nowait();
-    if r >= 0 || errno() != libc::EOPNOTSUPP {
+    // EOPNOTSUPP: no RWF_NOWAIT for this file; ENOSYS: no preadv2 (Linux before 4.6).
+    if r >= 0 || !matches!(errno(), libc::EOPNOTSUPP | libc::ENOSYS) {
         return r;
     }
     let nr = if dir == Dir::Read { libc::SYS_readv } else { libc::SYS_writev };
