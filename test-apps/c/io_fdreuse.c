@@ -7,7 +7,8 @@
  * call (which the library does not see) is read by a thread that waits for its data.
  * Also close_range(CLOSE_RANGE_CLOEXEC), which closes nothing: the socket still works.
  * With argument "from3": close_range(3, ~0U, 0) once threads ran (the runtime's own
- * descriptors must survive it), then threads wait in reads as before.
+ * descriptors must survive it), then threads wait in reads as before. Last, a forked
+ * child reuses and closes numbers (one was the library's epoll set, which it drops).
  * Deterministic stdout. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -20,6 +21,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define CHECK(c) do { if (!(c)) { fprintf(stderr, "check failed: %s (line %d, errno %d)\n", #c, __LINE__, errno); exit(1); } } while (0)
@@ -154,6 +156,21 @@ int main(int argc, char **argv) {
             scenario(h);
         cloexec_scenario();
         unlink(path);
+        /* A forked child lets go of the library's epoll set; the number is the child's
+         * to reuse, and its close of that number must close. */
+        pid_t child = fork();
+        CHECK(child >= 0);
+        if (child == 0) {
+            int failed = 0;
+            for (int i = 0; i < 8; i++) {
+                int f = open("/dev/null", O_RDONLY);
+                failed += f < 0 || close(f) != 0;
+            }
+            _exit(failed);
+        }
+        int st;
+        CHECK(waitpid(child, &st, 0) == child && WIFEXITED(st));
+        printf("forked child: closes failed=%d\n", WEXITSTATUS(st));
     }
     int (*active)(void) = (int (*)(void))dlsym(RTLD_DEFAULT, "fiberize_active");
     fprintf(stderr, "preloaded=%d\n", active ? active() : 0);

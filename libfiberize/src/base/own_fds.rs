@@ -28,6 +28,13 @@ pub fn mark(fd: i32) {
     }
 }
 
+/// `fd` is closed by the runtime (before the close: the number may be reused at once).
+pub fn unmark(fd: i32) {
+    if (0..LIMIT as i32).contains(&fd) {
+        BITS[fd as usize / 64].fetch_and(!(1 << (fd % 64)), Ordering::Release);
+    }
+}
+
 /// Whether `fd` is one of the runtime's own descriptors.
 #[inline]
 pub fn is_own(fd: i32) -> bool {

@@ -93,6 +93,7 @@ pub fn init() {
 pub fn detach_in_forked_child() {
     let ep = EPFD.swap(-1, Ordering::AcqRel);
     if ep >= 0 {
+        crate::base::own_fds::unmark(ep);
         // SAFETY: closes our own descriptor (the child's copy); the parent's stays.
         unsafe { syscall6(libc::SYS_close as usize, ep as usize, 0, 0, 0, 0, 0) };
     }
