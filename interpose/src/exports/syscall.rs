@@ -1,5 +1,7 @@
 //! `syscall(2)`: private futex operations are emulated (see `fiberize_rt::sync::futex`);
-//! everything else goes to glibc's `syscall` unchanged.
+//! `close`, `close_range`, `dup2` and `dup3` keep the fd table true as the functions do
+//! (`fiberize_rt::io::ops::lifecycle::fd_syscall`); everything else goes to glibc's
+//! `syscall` unchanged.
 //!
 //! ABI note: C declares `long syscall(long number, ...)`, and stable Rust cannot define
 //! a C-variadic function. On x86_64 the System V calling convention passes the first

@@ -1,5 +1,7 @@
 //! Descriptor lifecycle: creating sockets, pipes, eventfds and epoll fds (tracked as
-//! owned, `O_NONBLOCK` underneath), `dup`/`dup3`, `close`, `fcntl`/`ioctl` (the program's
+//! owned, `O_NONBLOCK` underneath), `dup`/`dup3`, `close`, `close_range`/`closefrom`/
+//! `fclose` and their `syscall(2)` forms (every closed number forgotten, the runtime's
+//! own descriptors left open), `fcntl`/`ioctl` (the program's
 //! own view of `O_NONBLOCK`), `setsockopt` (socket timeouts), and `fsync` run on the
 //! donor. `super::socket` and the like are the real functions.
 
