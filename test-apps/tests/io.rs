@@ -103,3 +103,62 @@ fn blocking_io_interrupted_by_signals() {
     assert_eq!(stat(&parked, "direct_waits"), 0);
     assert!(stat(&parked, "parks") > 0);
 }
+
+#[test]
+fn every_io_call_on_every_kind_of_descriptor() {
+    // Issue 25: the kernel's answer at once for a descriptor that cannot do the call (a
+    // write to a pipe's read end is EBADF, not a wait for writability that never comes),
+    // from the main thread and from a fiber. A hang dies by the app's alarm.
+    let bin = build_c("io_badfd");
+    let (native, pre) = (run(&bin, &[], false, LIMIT), run(&bin, &[], true, LIMIT));
+    assert_eq!(native.status, Some(0), "io_badfd failed natively:\n{}{}", native.stdout, native.stderr);
+    let (n, p): (Vec<&str>, Vec<&str>) = (native.stdout.lines().collect(), pre.stdout.lines().collect());
+    // 27 calls x 15 kinds of descriptor x 2 callers.
+    assert_eq!(n.len(), 810, "native output incomplete:\n{}", native.stdout);
+    let differ: Vec<String> =
+        n.iter().zip(&p).filter(|(a, b)| a != b).map(|(a, b)| format!("native:    {a}\npreloaded: {b}")).collect();
+    assert!(differ.is_empty(), "{} lines differ:\n{}", differ.len(), differ.join("\n"));
+    assert_eq!(
+        p.len(),
+        n.len(),
+        "preloaded run stopped (status {:?}) after:\n{}\nstderr:\n{}",
+        pre.status,
+        p.last().unwrap_or(&""),
+        pre.stderr
+    );
+    assert_eq!(pre.status, Some(0), "{}", pre.stderr);
+    assert!(
+        pre.stderr.contains("preloaded=1") && pre.stderr.contains("thread is_fiber=1"),
+        "preload not active:\n{}",
+        pre.stderr
+    );
+    assert!(native.stderr.contains("preloaded=0"), "{}", native.stderr);
+}
+
+#[test]
+fn descriptors_closed_in_bulk_or_out_of_sight_then_reused() {
+    // Issue 25: close_range, closefrom, syscall(SYS_close_range / SYS_close), fclose of an
+    // fdopen'ed socket, close_range(CLOSE_RANGE_UNSHARE) from the only thread, and closes
+    // the library cannot see (an inline system call) followed by F_DUPFD or open: the
+    // numbers come back as a regular file that must be written as a file (it was `send`,
+    // ENOTSOCK) and as a pipe made with a raw system call that a thread waits on.
+    let bin = build_c("io_fdreuse");
+    let (native, pre) = same_both_ways_bin("io_fdreuse", &bin, &[]);
+    assert!(pre.stderr.contains("thread is_fiber=1"), "{}", pre.stderr);
+    // The waits registered the descriptors in the reactor before they were closed.
+    let parked = run_env(&bin, &[], &[("FIBERIZE_DIRECT_WAIT", "0")]);
+    assert_eq!(parked.stdout, native.stdout, "with FIBERIZE_DIRECT_WAIT=0; stderr:\n{}", parked.stderr);
+    assert!(stat(&parked, "parks") > 0, "{}", parked.stderr);
+
+    // close_range(3, ~0U, 0) once the runtime runs leaves its own descriptors open: the
+    // workers still wait directly in the kernel, and in the reactor (closed, they could
+    // do neither, and spun on EBADF).
+    let (native, pre) = same_both_ways_bin("io_fdreuse", &bin, &["from3"]);
+    assert!(stat(&pre, "direct_waits") > 0, "{}", pre.stderr);
+    let parked = run_env(&bin, &["from3"], &[("FIBERIZE_DIRECT_WAIT", "0")]);
+    assert_eq!(parked.stdout, native.stdout, "with FIBERIZE_DIRECT_WAIT=0; stderr:\n{}", parked.stderr);
+    assert!(stat(&parked, "parks") > 0, "{}", parked.stderr);
+}
+
+/// The time limit of one run of a test app.
+const LIMIT: std::time::Duration = std::time::Duration::from_secs(120);

@@ -8,7 +8,7 @@ use libc::{c_int, c_long, c_uint, c_ulong, c_void, nfds_t, pollfd, size_t, socka
 /// memory, so it must not change the fd table or the parent's epoll set: its `close`
 /// and `dup2` before `exec` go straight to the kernel).
 #[inline]
-fn enabled() -> bool {
+pub(crate) fn enabled() -> bool {
     crate::gate::enabled() && !fiberize_rt::runtime::fiber::in_vfork_child()
 }
 use fiberize_rt::io::ops::{self, lifecycle, readiness, transfer};
@@ -78,6 +78,8 @@ export!(fn pipe2(fds: *mut c_int, flags: c_int) -> c_int => lifecycle::pipe2(fds
 export!(fn eventfd(init: c_uint, flags: c_int) -> c_int => lifecycle::eventfd(init, flags));
 export!(fn epoll_create1(flags: c_int) -> c_int => lifecycle::epoll_create1(flags));
 export!(fn close(fd: c_int) -> c_int => lifecycle::close(fd));
+export!(fn close_range(first: c_uint, last: c_uint, flags: c_int) -> c_int => lifecycle::close_range(first, last, flags));
+export!(fn fclose(f: *mut libc::FILE) -> c_int => lifecycle::fclose(f));
 export!(fn dup(fd: c_int) -> c_int => lifecycle::dup(fd));
 export!(fn dup2(a: c_int, b: c_int) -> c_int => lifecycle::dup3(a, b, None));
 export!(fn dup3(a: c_int, b: c_int, flags: c_int) -> c_int => lifecycle::dup3(a, b, Some(flags)));
@@ -157,6 +159,20 @@ pub unsafe extern "C" fn ioctl(fd: c_int, req: c_ulong, arg: c_long) -> c_int {
             lifecycle::ioctl(fd, req, arg)
         } else {
             ops::ioctl(fd, req, arg)
+        }
+    }
+}
+
+/// # Safety
+/// As `closefrom`.
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn closefrom(low: c_int) {
+    // SAFETY: closefrom takes no pointers; both arms make the program's call.
+    unsafe {
+        if enabled() {
+            lifecycle::closefrom(low)
+        } else {
+            ops::closefrom(low)
         }
     }
 }

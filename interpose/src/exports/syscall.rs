@@ -1,6 +1,8 @@
 //! `syscall(2)`: private futex operations are emulated (see `fiberize_rt::sync::futex`);
 //! `SYS_gettid`, `SYS_tgkill` and `SYS_tkill` see a fiber's own tid (its donor's, see
-//! `fiberize_rt::thread::tid`); everything else goes to glibc's `syscall` unchanged.
+//! `fiberize_rt::thread::tid`); `close`, `close_range`, `dup2` and `dup3` keep the fd
+//! table true as the functions do (`fiberize_rt::io::ops::lifecycle::fd_syscall`);
+//! everything else goes to glibc's `syscall` unchanged.
 //!
 //! ABI note: C declares `long syscall(long number, ...)`, and stable Rust cannot define
 //! a C-variadic function. On x86_64 the System V calling convention passes the first
@@ -13,6 +15,7 @@
 
 use libc::{c_int, c_long, timespec};
 
+use fiberize_rt::io::ops::lifecycle;
 use fiberize_rt::sync::futex;
 
 mod real {
@@ -46,6 +49,15 @@ pub unsafe extern "C" fn syscall(nr: c_long, a1: c_long, a2: c_long, a3: c_long,
         // the real `syscall` forwards them from the donor thread, which owns this fiber's TLS (e.g.
         // InnoDB's syscall(__NR_io_getevents) with --innodb-linux-aio=aio).
         return fiberize_rt::runtime::fiber::run_on_donor(|| unsafe { real::syscall(nr, a1, a2, a3, a4, a5, a6) });
+    }
+    if super::io::enabled() {
+        // SAFETY: the program's arguments of system call `nr` (syscall's contract), forwarded
+        // unchanged but for the first three, which `fd_syscall` may narrow (close_range's range
+        // and flags).
+        if let Some(r) = unsafe { lifecycle::fd_syscall(nr, a1, a2, a3, |a1, a2, a3| real::syscall(nr, a1, a2, a3, a4, a5, a6)) }
+        {
+            return r;
+        }
     }
     // SAFETY: the program passes the arguments system call `nr` takes (syscall's contract),
     // which the real `syscall` forwards unchanged.

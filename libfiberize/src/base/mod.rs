@@ -2,7 +2,7 @@
 //! nothing of the runtime: raw system calls ([`sys`]), the table of real libc
 //! functions ([`real`]), the environment ([`config`]), counters ([`stats`]), deadline
 //! conversions ([`time`]), glibc's object layouts ([`layout`]), the runtime's own futex
-//! lock ([`rawlock`]), the shield against program signal handlers ([`shield`]) and the
+//! lock ([`rawlock`]), the runtime's own descriptors ([`own_fds`]), the shield against program signal handlers ([`shield`]) and the
 //! report's table of waits and call sites ([`sites`]).
 //!
 //! Nothing here imports a module outside `base`.
@@ -10,6 +10,7 @@
 pub mod config;
 pub mod layout;
 pub mod loom;
+pub mod own_fds;
 pub mod rawlock;
 pub mod real;
 pub mod shield;

@@ -245,13 +245,14 @@ pub fn sched_yield_raw() {
 }
 
 /// A new non-blocking, close-on-exec eventfd (raw: `eventfd` is one of our exports),
-/// or -1.
+/// or -1; one of the runtime's own descriptors ([`crate::base::own_fds`]).
 pub fn eventfd_new() -> i32 {
     // SAFETY: eventfd2 takes no pointers.
     let r = unsafe { syscall6(libc::SYS_eventfd2 as usize, 0, (libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) as usize, 0, 0, 0, 0) };
     if r < 0 {
         -1
     } else {
+        crate::base::own_fds::mark(r as i32);
         r as i32
     }
 }

@@ -11,6 +11,10 @@
 //! Inherited descriptors are not tracked; their blocking calls run as they are (and the
 //! monitor replaces a worker that blocks).
 //!
+//! Every way a number is closed or replaced must reach [`reset`] (`close`, `dup2`,
+//! `close_range`, `closefrom`, `fclose`, the same through `syscall`: `ops::lifecycle`),
+//! or a number reused by a file we never see opened is taken for what it was.
+//!
 //! `flags` bits:
 //!
 //! | bit | name          | meaning                                                       |
@@ -189,6 +193,24 @@ pub fn slot(fd: i32) -> Option<&'static FdState> {
         drop(unsafe { Box::from_raw(fresh) });
     }
     lookup(fd)
+}
+
+/// Calls `f(fd, state)` for every existing slot from `first` to `last` inclusive (the
+/// chunks never allocated hold nothing to visit).
+pub fn for_each_in(first: u32, last: u32, mut f: impl FnMut(i32, &'static FdState)) {
+    let (first, last) = (first as usize, (last as usize).min(CHUNKS * CHUNK - 1));
+    let mut fd = first;
+    while fd <= last {
+        let chunk_last = (fd | (CHUNK - 1)).min(last);
+        let c = TABLE[fd >> CHUNK_BITS].load(Ordering::Acquire);
+        if !c.is_null() {
+            for n in fd..=chunk_last {
+                // SAFETY: chunks are allocated once and never freed.
+                f(n as i32, unsafe { &(*c)[n & (CHUNK - 1)] });
+            }
+        }
+        fd = chunk_last + 1;
+    }
 }
 
 /// Forgets everything about `fd` (it is being closed or replaced).

@@ -116,6 +116,8 @@ pub fn init(workers: usize, per_worker: bool) {
             if ep < 0 {
                 crate::fatal(&["epoll_create1 failed"]);
             }
+            // The program's close/close_range/closefrom leave it open (base::own_fds).
+            crate::base::own_fds::mark(ep as i32);
             let ev = sys::eventfd_new();
             if ev < 0 {
                 crate::fatal(&["eventfd failed"]);
@@ -146,6 +148,7 @@ pub fn detach_in_forked_child() {
     for set in &SETS[..n] {
         let ep = set.epfd.swap(-1, Ordering::AcqRel);
         if ep >= 0 {
+            crate::base::own_fds::unmark(ep);
             // SAFETY: closes our own descriptor (the child's copy); the parent's stays.
             unsafe { syscall6(libc::SYS_close as usize, ep as usize, 0, 0, 0, 0, 0) };
         }

@@ -1,9 +1,12 @@
 //! Descriptor lifecycle: creating sockets, pipes, eventfds and epoll fds (tracked as
-//! owned, `O_NONBLOCK` underneath), `dup`/`dup3`, `close`, `fcntl`/`ioctl` (the program's
+//! owned, `O_NONBLOCK` underneath), `dup`/`dup3`, `close`, `close_range`/`closefrom`/
+//! `fclose` and their `syscall(2)` forms (every closed number forgotten, the runtime's
+//! own descriptors left open), `fcntl`/`ioctl` (the program's
 //! own view of `O_NONBLOCK`), `setsockopt` (socket timeouts), and `fsync` run on the
 //! donor. `super::socket` and the like are the real functions.
 
 use super::*;
+use crate::base::own_fds;
 
 /// Starts tracking a freshly created fd.
 pub(super) fn adopt_kind(fd: c_int, user_nonblock: bool, stream: bool, socket: bool) {
@@ -26,8 +29,8 @@ pub(super) fn is_stream_socket(fd: c_int) -> bool {
     r == 0 && ty == libc::SOCK_STREAM
 }
 
-/// Forgets `fd` before it is closed or replaced.
-fn release(fd: c_int) {
+/// Forgets `fd` before it is closed or replaced (or once it was, out of our sight).
+pub(super) fn release(fd: c_int) {
     if let Some(st) = fdtable::lookup(fd) {
         if let Some(old) = fdtable::reset(fd) {
             if old & OWNED != 0 {
@@ -37,14 +40,25 @@ fn release(fd: c_int) {
     }
 }
 
+/// Forgets every number from `first` to `last` (they are being closed together).
+fn release_range(first: libc::c_uint, last: libc::c_uint) {
+    fdtable::for_each_in(first, last, |fd, st| {
+        if st.flags.load(Ordering::Acquire) != 0 {
+            release(fd);
+        } else {
+            st.forget_direct_io();
+        }
+    });
+}
+
 /// A duplicate shares the open file description, hence our O_NONBLOCK underneath.
+/// Whatever the table still held under the new number is stale (the kernel handed it
+/// out as free: it was closed where we could not see it), so it goes first.
 fn copy_state(from: c_int, to: c_int) {
     if to < 0 || to == from {
         return;
     }
-    if let Some(dst) = fdtable::lookup(to) {
-        dst.forget_direct_io();
-    }
+    release(to);
     if let Some(src) = fdtable::owned(from) {
         let f = src.flags.load(Ordering::Acquire) & (OWNED | USER_NONBLOCK | EPOLL_FD | STREAM | SOCKET);
         if let Some(dst) = fdtable::slot(to) {
@@ -136,10 +150,165 @@ pub unsafe fn epoll_create1(flags: c_int) -> c_int {
 /// # Safety
 /// As `close`.
 pub unsafe fn close(fd: c_int) -> c_int {
+    if own_fds::is_own(fd) {
+        // Not open in the program's view.
+        set_errno(libc::EBADF);
+        return -1;
+    }
     release(fd);
     // SAFETY: close takes no pointers; the real close gets the program's descriptor, as its
     // contract has it.
     unsafe { super::close(fd) }
+}
+
+/// `close_range(first, last, flags)`: the numbers it closes are forgotten first, as
+/// [`close`] does, so that a file opened later under one of them is not taken for the
+/// socket it was (varnishd: `write` became `send`, ENOTSOCK; issue 25).
+/// `CLOSE_RANGE_CLOEXEC` only marks the descriptors, which stay as they are.
+/// `CLOSE_RANGE_UNSHARE` gives the calling thread a table of its own, which fibers
+/// cannot have (a worker's table is every fiber's, and the workers run the threads
+/// created later): from the program's only thread the range is closed in the one
+/// table, which is what that thread would see; with other threads alive the call fails
+/// with EINVAL, as on a kernel without the flag, and closes nothing.
+///
+/// # Safety
+/// As `close_range`.
+pub unsafe fn close_range(first: libc::c_uint, last: libc::c_uint, flags: c_int) -> c_int {
+    // SAFETY: close_range takes no pointers; the real one gets the program's range (or pieces of
+    // it) and flags.
+    unsafe { close_range_with(first, last, flags, |a, b, f| super::close_range(a, b, f) as libc::c_long) as c_int }
+}
+
+/// [`close_range`] with the kernel call `close(first, last, flags)` (the real function,
+/// or `syscall`). The runtime's own descriptors in the range stay open
+/// ([`crate::base::own_fds`]): the range is closed in pieces around them.
+///
+/// # Safety
+/// `close` is close_range.
+pub unsafe fn close_range_with(
+    first: libc::c_uint,
+    last: libc::c_uint,
+    flags: c_int,
+    mut close: impl FnMut(libc::c_uint, libc::c_uint, c_int) -> libc::c_long,
+) -> libc::c_long {
+    let known = (libc::CLOSE_RANGE_UNSHARE | libc::CLOSE_RANGE_CLOEXEC) as c_int;
+    let mut flags = flags;
+    // Anything the kernel refuses (EINVAL) closes nothing.
+    if flags & !known == 0 && first <= last {
+        if flags & libc::CLOSE_RANGE_UNSHARE as c_int != 0 {
+            if program_has_other_threads() {
+                set_errno(libc::EINVAL);
+                return -1;
+            }
+            // The program's only thread: the table every thread of ours shares is the one
+            // it would keep, and a private one would part it from the workers that run the
+            // threads it creates next.
+            flags &= !(libc::CLOSE_RANGE_UNSHARE as c_int);
+        }
+        if flags & libc::CLOSE_RANGE_CLOEXEC as c_int == 0 {
+            release_range(first, last);
+        }
+        let mut from = first;
+        while let Some(own) = own_fds::first_in(from, last) {
+            if own > from {
+                let r = close(from, own - 1, flags);
+                if r < 0 {
+                    return r;
+                }
+            }
+            if own == last {
+                return 0;
+            }
+            from = own + 1;
+        }
+        return close(from, last, flags);
+    }
+    close(first, last, flags)
+}
+
+/// `closefrom(low)`: glibc's `close_range(max(low, 0), ~0U, 0)`, made as
+/// [`close_range`] is.
+///
+/// # Safety
+/// As `closefrom`.
+pub unsafe fn closefrom(low: c_int) {
+    // SAFETY: the close_range system call takes no pointers.
+    let closed = unsafe {
+        close_range_with(low.max(0) as libc::c_uint, libc::c_uint::MAX, 0, |a, b, f| {
+            sys::syscall6(libc::SYS_close_range as usize, a as usize, b as usize, f as usize, 0, 0, 0) as libc::c_long
+        })
+    };
+    if closed != 0 {
+        // A kernel without close_range (before 5.9): glibc's own way, through /proc.
+        // SAFETY: closefrom takes no pointers.
+        unsafe { super::closefrom(low) }
+    }
+}
+
+/// `fclose`: glibc closes the stream's descriptor by itself, out of our sight, so it is
+/// forgotten first (a socket or pipe the program `fdopen`ed).
+///
+/// # Safety
+/// As `fclose`.
+pub unsafe fn fclose(f: *mut libc::FILE) -> c_int {
+    // SAFETY: `f` is an open stream (fclose's contract); fileno reads its descriptor (-1 for a
+    // stream without one).
+    let fd = unsafe { libc::fileno(f) };
+    if fd >= 0 {
+        release(fd);
+    }
+    // SAFETY: the program's open stream, as the real fclose requires.
+    unsafe { super::fclose(f) }
+}
+
+/// `close`, `close_range`, `dup2` and `dup3` made through `syscall(2)` (`raw(a1, a2,
+/// a3)`: the real `syscall` with the program's arguments, the first three as given):
+/// the fd table follows them as it follows the functions. None for other system calls.
+///
+/// # Safety
+/// As `syscall(nr, a1, a2, a3)`.
+pub unsafe fn fd_syscall(
+    nr: libc::c_long,
+    a1: libc::c_long,
+    a2: libc::c_long,
+    a3: libc::c_long,
+    mut raw: impl FnMut(libc::c_long, libc::c_long, libc::c_long) -> libc::c_long,
+) -> Option<libc::c_long> {
+    let (a, b) = (a1 as c_int, a2 as c_int);
+    Some(match nr {
+        libc::SYS_close => {
+            if own_fds::is_own(a) {
+                set_errno(libc::EBADF);
+                return Some(-1);
+            }
+            release(a);
+            raw(a1, a2, a3)
+        }
+        // SAFETY: `raw` is the close_range system call of the arguments it is given.
+        libc::SYS_close_range => unsafe {
+            close_range_with(a1 as libc::c_uint, a2 as libc::c_uint, a3 as c_int, |a, b, f| {
+                raw(a as libc::c_long, b as libc::c_long, f as libc::c_long)
+            })
+        },
+        libc::SYS_dup2 | libc::SYS_dup3 => {
+            if a != b {
+                release(b);
+            }
+            let r = raw(a1, a2, a3);
+            if r >= 0 {
+                copy_state(a, r as c_int);
+            }
+            r
+        }
+        _ => return None,
+    })
+}
+
+/// Whether the program has a thread besides the caller: a fiber does (the main thread,
+/// at least); a plain thread does while any fiber lives. (The program's threads that
+/// run natively, not as fibers, are not counted.)
+fn program_has_other_threads() -> bool {
+    fiber::is_fiber() || crate::runtime::registry::live_fibers() > 0
 }
 
 /// # Safety

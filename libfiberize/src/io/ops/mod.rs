@@ -7,7 +7,10 @@
 //! * tracked, and the program set `O_NONBLOCK` (or passed `MSG_DONTWAIT`): the real
 //!   call, as is;
 //! * tracked and blocking: a non-blocking attempt (`MSG_DONTWAIT` for sockets, a
-//!   zero-timeout `poll` before the call otherwise); on `EAGAIN` wait for the fd's
+//!   zero-timeout `poll` before the call otherwise, and where that finds the fd not
+//!   ready the call itself with `RWF_NOWAIT`, so that a descriptor that cannot do the
+//!   call gets the kernel's error, not a wait for a readiness that never comes: see
+//!   `transfer::kernel_refusal`); on `EAGAIN` wait for the fd's
 //!   readiness to change (fiber: park through the reactor; plain thread: the real
 //!   `poll`) and try again, honouring `SO_RCVTIMEO`/`SO_SNDTIMEO` (`EAGAIN` on expiry,
 //!   as the kernel reports it). A blocking send on a stream socket sends everything
@@ -70,6 +73,9 @@ crate::real_fns! {
     fn dup3(a: c_int, b: c_int, flags: c_int) -> c_int;
     fn dup2(a: c_int, b: c_int) -> c_int;
     fn close(fd: c_int) -> c_int;
+    fn close_range(first: libc::c_uint, last: libc::c_uint, flags: c_int) -> c_int;
+    fn closefrom(low: c_int) -> ();
+    fn fclose(f: *mut libc::FILE) -> c_int;
     fn fcntl(fd: c_int, cmd: c_int, arg: libc::c_long) -> c_int;
     fn ioctl(fd: c_int, req: libc::c_ulong, arg: libc::c_long) -> c_int;
     fn setsockopt(fd: c_int, level: c_int, name: c_int, v: *const c_void, l: socklen_t) -> c_int;

@@ -14,10 +14,107 @@ fn ready_now(fd: c_int, dir: Dir) -> bool {
     r != 0
 }
 
-/// A non-blocking attempt for a descriptor whose file status stays blocking: returns
-/// -1/EAGAIN instead of blocking when `fd` is not ready.
-fn probe_then(fd: c_int, dir: Dir, call: impl FnOnce() -> isize) -> isize {
+/// A non-blocking attempt for a descriptor whose file status stays blocking (a pipe,
+/// an eventfd, a socket to accept on): when `fd` is not ready, returns -1/EAGAIN instead of blocking,
+/// but only after [`kernel_refusal`] asked the kernel through `nowait` whether the call
+/// fails at once for this descriptor (then that answer comes back, as natively).
+fn probe_then(fd: c_int, dir: Dir, call: impl FnOnce() -> isize, nowait: impl FnOnce() -> isize) -> isize {
     if !ready_now(fd, dir) {
+        return kernel_refusal(fd, dir, nowait);
+    }
+    call()
+}
+
+/// `fd` is not ready in `dir`: a readiness that never comes (the write end of a pipe
+/// is never readable, its read end never writable, an eventfd never lets a 4-byte read
+/// through) must not be waited for. `nowait` makes the program's call without blocking
+/// (`RWF_NOWAIT`), so the kernel answers as it would natively: an error (EBADF,
+/// EINVAL...), the data if it came meanwhile, or EAGAIN, the one answer the caller
+/// waits on. A file without `RWF_NOWAIT` support (EOPNOTSUPP) gets a transfer of no
+/// bytes instead, which checks the descriptor and its direction (EBADF, EINVAL) but
+/// not the call's own arguments.
+#[cold]
+fn kernel_refusal(fd: c_int, dir: Dir, nowait: impl FnOnce() -> isize) -> isize {
+    let r = nowait();
+    // EOPNOTSUPP: no RWF_NOWAIT for this file; ENOSYS: no preadv2 (Linux before 4.6).
+    if r >= 0 || !matches!(errno(), libc::EOPNOTSUPP | libc::ENOSYS) {
+        return r;
+    }
+    let nr = if dir == Dir::Read { libc::SYS_readv } else { libc::SYS_writev };
+    // SAFETY: a vector of no buffers: the kernel checks the descriptor and returns 0.
+    if raw_result(unsafe { sys::syscall6(nr as usize, fd as usize, 0, 0, 0, 0, 0) }) >= 0 {
+        set_errno(libc::EAGAIN);
+    }
+    -1
+}
+
+/// `preadv2`/`pwritev2(fd, iov, cnt, -1, RWF_NOWAIT)`: the program's `readv`/`writev`
+/// at the file position, failing with EAGAIN where it would block. A write of more than
+/// `PIPE_BUF` bytes could be cut short, where the blocking write would not be: it asks
+/// no more than a transfer of no bytes does (EOPNOTSUPP sends [`kernel_refusal`] there).
+fn nowait_rw(fd: c_int, dir: Dir, iov: *const libc::iovec, cnt: c_int) -> isize {
+    // SAFETY: the program's iovec array (write's or writev's contract).
+    if dir == Dir::Write && unsafe { vector_bytes(iov, cnt) }.is_some_and(|t| t > libc::PIPE_BUF) {
+        set_errno(libc::EOPNOTSUPP);
+        return -1;
+    }
+    let nr = if dir == Dir::Read { libc::SYS_preadv2 } else { libc::SYS_pwritev2 };
+    // SAFETY: `iov` and `cnt` are the program's (its call's contract), the offset -1 means the
+    // file position and RWF_NOWAIT that the call never blocks.
+    raw_result(unsafe {
+        sys::syscall6(nr as usize, fd as usize, iov as usize, cnt as usize, usize::MAX, 0, libc::RWF_NOWAIT as usize)
+    })
+}
+
+/// The kernel's limit on a vector's entries (`UIO_MAXIOV`, glibc's `IOV_MAX`).
+const UIO_MAXIOV: c_int = 1024;
+
+/// The bytes `cnt` iovecs at `iov` describe, or None where readv/writev fail at once
+/// with EINVAL (no vector, or more than `IOV_MAX` entries).
+///
+/// # Safety
+/// `iov` points to `cnt` iovecs when `cnt` is positive and it is not null.
+unsafe fn vector_bytes(iov: *const libc::iovec, cnt: c_int) -> Option<usize> {
+    if !(1..=UIO_MAXIOV).contains(&cnt) || iov.is_null() {
+        return None;
+    }
+    // SAFETY: `cnt` iovecs at `iov` (this fn's # Safety).
+    Some(unsafe { core::slice::from_raw_parts(iov, cnt as usize) }.iter().fold(0usize, |t, v| t.saturating_add(v.iov_len)))
+}
+
+/// A raw system call's result as libc returns it: -1 with errno set on an error.
+fn raw_result(r: isize) -> isize {
+    if r < 0 {
+        set_errno(-r as c_int);
+        return -1;
+    }
+    r
+}
+
+/// A socket call on a number taken for a socket failed with ENOTSOCK: the socket was
+/// closed out of our sight (an inline system call, a close inside glibc) and the number
+/// now names something else (a file that `open`, which we do not see, gave it). The
+/// number is forgotten, so that the program's `read`/`write` runs as it is. Keeps
+/// errno when the answer is no.
+#[cold]
+fn no_longer_a_socket(fd: c_int) -> bool {
+    if errno() != libc::ENOTSOCK {
+        return false;
+    }
+    super::lifecycle::release(fd);
+    true
+}
+
+/// Accept on a listening socket with nothing pending would block; on anything else
+/// it fails at once (EINVAL, EOPNOTSUPP, ENOTSOCK), so `call` runs.
+#[cold]
+fn accept_refusal(fd: c_int, call: impl FnOnce() -> isize) -> isize {
+    let mut listening: c_int = 0;
+    let mut len = core::mem::size_of::<c_int>() as socklen_t;
+    // SAFETY: valid out-parameters.
+    let r =
+        unsafe { getsockopt(fd, libc::SOL_SOCKET, libc::SO_ACCEPTCONN, &mut listening as *mut c_int as *mut c_void, &mut len) };
+    if r == 0 && listening != 0 {
         set_errno(libc::EAGAIN);
         return -1;
     }
@@ -82,25 +179,36 @@ const DW: c_int = libc::MSG_DONTWAIT;
 /// # Safety
 /// As `read`.
 pub unsafe fn read(fd: c_int, buf: *mut c_void, n: size_t) -> ssize_t {
-    let Some(st) = needs_loop(fd) else {
+    // A read of no bytes never blocks (and must not take a datagram, as recv would).
+    let Some(st) = needs_loop(fd).filter(|_| n > 0) else {
         // SAFETY: `buf` has `n` writable bytes (read's contract, this fn's # Safety), all the real
         // read needs.
         return super::noting_slow_file_io(|| unsafe { super::read(fd, buf, n) });
     };
     if st.has(SOCKET) {
         // SAFETY: read on a socket is recv with no flags.
-        blocking_sized(fd, st, Dir::Read, n, || unsafe { super::recv(fd, buf, n, DW) as isize }) as ssize_t
+        let r = blocking_sized(fd, st, Dir::Read, n, || unsafe { super::recv(fd, buf, n, DW) as isize }) as ssize_t;
+        if r < 0 && no_longer_a_socket(fd) {
+            // SAFETY: this call again, now on an untracked descriptor.
+            return unsafe { read(fd, buf, n) };
+        }
+        r
     } else {
+        let iov = libc::iovec { iov_base: buf, iov_len: n };
         // SAFETY: `buf` has `n` writable bytes (read's contract), which the real read needs;
-        // `probe_then` calls it once readable.
-        blocking(fd, st, Dir::Read, || probe_then(fd, Dir::Read, || unsafe { super::read(fd, buf, n) as isize })) as ssize_t
+        // `probe_then` calls it once readable (`iov` is the same buffer, for `nowait_rw`).
+        blocking(fd, st, Dir::Read, || {
+            probe_then(fd, Dir::Read, || unsafe { super::read(fd, buf, n) as isize }, || nowait_rw(fd, Dir::Read, &iov, 1))
+        }) as ssize_t
     }
 }
 
 /// # Safety
 /// As `readv`.
 pub unsafe fn readv(fd: c_int, iov: *const libc::iovec, cnt: c_int) -> ssize_t {
-    let Some(st) = needs_loop(fd) else {
+    // A vector the kernel refuses (EINVAL) or of no bytes: the real readv, which never waits.
+    // SAFETY: the program's iovec array (readv's contract).
+    let Some(st) = needs_loop(fd).filter(|_| unsafe { vector_bytes(iov, cnt) }.is_some_and(|t| t > 0)) else {
         // SAFETY: `iov` points to `cnt` iovecs of writable buffers (readv's contract), all the real
         // readv needs.
         return unsafe { super::readv(fd, iov, cnt) };
@@ -109,13 +217,20 @@ pub unsafe fn readv(fd: c_int, iov: *const libc::iovec, cnt: c_int) -> ssize_t {
         // SAFETY: readv on a socket is recvmsg with these buffers and no flags.
         let mut m: libc::msghdr = unsafe { core::mem::zeroed() };
         m.msg_iov = iov as *mut libc::iovec;
-        m.msg_iovlen = cnt.max(0) as _;
+        m.msg_iovlen = cnt as _;
         // SAFETY: `m` describes the program's buffers.
-        blocking(fd, st, Dir::Read, || unsafe { super::recvmsg(fd, &mut m, DW) as isize }) as ssize_t
+        let r = blocking(fd, st, Dir::Read, || unsafe { super::recvmsg(fd, &mut m, DW) as isize }) as ssize_t;
+        if r < 0 && no_longer_a_socket(fd) {
+            // SAFETY: this call again, now on an untracked descriptor.
+            return unsafe { readv(fd, iov, cnt) };
+        }
+        r
     } else {
         // SAFETY: `iov` points to `cnt` iovecs of writable buffers (readv's contract), as the real
         // readv requires; run once readable.
-        blocking(fd, st, Dir::Read, || probe_then(fd, Dir::Read, || unsafe { super::readv(fd, iov, cnt) as isize })) as ssize_t
+        blocking(fd, st, Dir::Read, || {
+            probe_then(fd, Dir::Read, || unsafe { super::readv(fd, iov, cnt) as isize }, || nowait_rw(fd, Dir::Read, iov, cnt))
+        }) as ssize_t
     }
 }
 
@@ -182,13 +297,21 @@ pub unsafe fn write(fd: c_int, buf: *const c_void, n: size_t) -> ssize_t {
     if st.has(SOCKET) {
         // write on a socket is send with no flags (SIGPIPE on EPIPE included).
         // SAFETY: the remainder of the program's buffer.
-        send_all(fd, st, n, |done| unsafe {
+        let r = send_all(fd, st, n, |done| unsafe {
             super::send(fd, (buf as *const u8).add(done) as *const c_void, n - done, DW) as isize
-        }) as ssize_t
+        }) as ssize_t;
+        if r < 0 && no_longer_a_socket(fd) {
+            // SAFETY: this call again, now on an untracked descriptor.
+            return unsafe { write(fd, buf, n) };
+        }
+        r
     } else {
+        let iov = libc::iovec { iov_base: buf as *mut c_void, iov_len: n };
         // SAFETY: `buf` has `n` readable bytes (write's contract), as the real write requires; run
-        // once writable.
-        blocking(fd, st, Dir::Write, || probe_then(fd, Dir::Write, || unsafe { super::write(fd, buf, n) as isize })) as ssize_t
+        // once writable (`iov` is the same buffer, for `nowait_rw`).
+        blocking(fd, st, Dir::Write, || {
+            probe_then(fd, Dir::Write, || unsafe { super::write(fd, buf, n) as isize }, || nowait_rw(fd, Dir::Write, &iov, 1))
+        }) as ssize_t
     }
 }
 
@@ -200,11 +323,11 @@ pub unsafe fn writev(fd: c_int, iov: *const libc::iovec, cnt: c_int) -> ssize_t 
         // writev needs.
         return unsafe { super::writev(fd, iov, cnt) };
     };
-    if st.has(SOCKET) && cnt > 0 && !iov.is_null() {
-        // SAFETY: the program's iovec array of `cnt` entries.
+    // SAFETY: the program's iovec array (writev's contract).
+    if let (true, Some(total)) = (st.has(SOCKET), unsafe { vector_bytes(iov, cnt) }) {
+        // SAFETY: the program's iovec array of `cnt` entries (vector_bytes checked the count).
         let all = unsafe { core::slice::from_raw_parts(iov, cnt as usize) };
-        let total: usize = all.iter().map(|v| v.iov_len).sum();
-        send_all(fd, st, total, |done| {
+        let r = send_all(fd, st, total, |done| {
             let mut tail = iov_tail(all, done);
             // SAFETY: a zeroed msghdr is valid; it points at the remaining buffers.
             let mut m: libc::msghdr = unsafe { core::mem::zeroed() };
@@ -212,11 +335,18 @@ pub unsafe fn writev(fd: c_int, iov: *const libc::iovec, cnt: c_int) -> ssize_t 
             m.msg_iovlen = tail.len() as _;
             // SAFETY: `m` describes live buffers.
             unsafe { super::sendmsg(fd, &m, DW) as isize }
-        }) as ssize_t
+        }) as ssize_t;
+        if r < 0 && no_longer_a_socket(fd) {
+            // SAFETY: this call again, now on an untracked descriptor.
+            return unsafe { writev(fd, iov, cnt) };
+        }
+        r
     } else {
         // SAFETY: `iov` points to `cnt` iovecs of readable buffers (writev's contract), as the real
         // writev requires; run once writable.
-        blocking(fd, st, Dir::Write, || probe_then(fd, Dir::Write, || unsafe { super::writev(fd, iov, cnt) as isize })) as ssize_t
+        blocking(fd, st, Dir::Write, || {
+            probe_then(fd, Dir::Write, || unsafe { super::writev(fd, iov, cnt) as isize }, || nowait_rw(fd, Dir::Write, iov, cnt))
+        }) as ssize_t
     }
 }
 
@@ -294,7 +424,7 @@ pub unsafe fn accept4(fd: c_int, a: *mut sockaddr, l: *mut socklen_t, flags: c_i
     // contract), which the real accept4 fills.
     let call = || unsafe { super::accept4(fd, a, l, flags) as isize };
     let r = match needs_loop(fd) {
-        Some(st) => blocking(fd, st, Dir::Read, || probe_then(fd, Dir::Read, call)),
+        Some(st) => blocking(fd, st, Dir::Read, || probe_then(fd, Dir::Read, call, || accept_refusal(fd, call))),
         None => call(),
     } as c_int;
     if r >= 0 {
