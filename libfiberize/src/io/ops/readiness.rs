@@ -10,12 +10,20 @@ use super::*;
 const DONOR_WAIT_SLICE_MS: c_int = (crate::signal::cancel::DONOR_WAIT_SLICE_NS / 1_000_000) as c_int;
 
 /// Runs `wait_ms(timeout_ms)` on the fiber's donor in slices of at most
-/// `DONOR_WAIT_SLICE_MS` until it returns non-zero, `deadline` passes, or the fiber is
-/// asked to cancel (then acts on it). `wait_ms` must make each slice a fresh call
-/// (restoring whatever a timed-out call changed).
+/// `DONOR_WAIT_SLICE_MS` until it returns non-zero, `deadline` passes, the fiber is
+/// asked to cancel (then acts on it), or a signal is held for it that its mask lets
+/// through (`pthread_kill` while it waits; the donor blocks every signal): then -1 with
+/// `EINTR`, as `poll` and `select` are never restarted (signal(7)), and the handler
+/// runs when the fiber is back from its donor, before the call returns. `wait_ms` must
+/// make each slice a fresh call (restoring whatever a timed-out call changed).
 fn wait_on_donor_in_slices(deadline: Option<u64>, mut wait_ms: impl FnMut(c_int) -> c_int) -> c_int {
     let Some(me) = fiber::current() else { return wait_ms(crate::base::time::ms_until(deadline)) };
     let r = fiber::run_on_donor(|| loop {
+        if delivery::has_deliverable_held(me) {
+            // On the donor, whose TCB (and so errno) is the fiber's.
+            set_errno(libc::EINTR);
+            return -1;
+        }
         let left = crate::base::time::ms_until(deadline);
         let slice = if (0..=DONOR_WAIT_SLICE_MS).contains(&left) { left } else { DONOR_WAIT_SLICE_MS };
         let r = wait_ms(slice);
@@ -39,6 +47,7 @@ pub unsafe fn poll(fds: *mut pollfd, n: nfds_t, timeout_ms: c_int) -> c_int {
         return unsafe { super::poll(fds, n, timeout_ms) };
     }
     let deadline = crate::base::time::deadline_in_ms(timeout_ms);
+    begin_blocking_call();
     if n == 1 && timeout_ms != 0 {
         // SAFETY: n == 1: one valid pollfd.
         let p = unsafe { &mut *fds };
@@ -235,6 +244,7 @@ pub unsafe fn epoll_pwait(
     if fiber::current().is_none() {
         return call(timeout_ms);
     }
+    begin_blocking_call();
     let r = call(0);
     if r != 0 || timeout_ms == 0 {
         return r;
