@@ -4,8 +4,9 @@
  * it SIGUSR1 every 2 ms until the call returns, as signal(7) says:
  *   - handler without SA_RESTART: every call returns -1/EINTR;
  *   - handler with SA_RESTART: reads, writes, accept and connect restart (they return
- *     only when the main thread gives them what they wait for), while poll, select,
- *     epoll_wait, nanosleep and a read on a socket with SO_RCVTIMEO return EINTR.
+ *     only when the main thread gives them what they wait for), while poll, ppoll,
+ *     select, pselect (without a signal mask), epoll_wait, nanosleep and a read on a
+ *     socket with SO_RCVTIMEO return EINTR.
  * Each case runs ROUNDS times (argv[1], default 10), so that a signal landing at any
  * point of the call (before it blocks, between its attempt and its wait, in the wait)
  * is tried; a round that is not interrupted after MAX_SIGNALS signals is released and
@@ -35,13 +36,14 @@
 #define MAX_SIGNALS 1000 /* 2 s of signals at most per round */
 
 enum kind { READ_PIPE, READ_SOCKET, RECV_SOCKET, RECV_TIMEO, ACCEPT, CONNECT, WRITE_PIPE, SEND_SOCKET,
-            POLL_ONE, POLL_TWO, SELECT, EPOLL, NANOSLEEP, NKINDS };
+            POLL_ONE, POLL_TWO, PPOLL, SELECT, PSELECT, EPOLL, NANOSLEEP, NKINDS };
 static const char *kind_name[] = { "read_pipe", "read_socket", "recv_socket", "recv_timeo", "accept", "connect",
-                                   "write_full_pipe", "send_full_socket", "poll_one", "poll_two", "select",
-                                   "epoll_wait", "nanosleep" };
+                                   "write_full_pipe", "send_full_socket", "poll_one", "poll_two", "ppoll", "select",
+                                   "pselect", "epoll_wait", "nanosleep" };
 
 static int never_restarted(enum kind k) {
-    return k == RECV_TIMEO || k == POLL_ONE || k == POLL_TWO || k == SELECT || k == EPOLL || k == NANOSLEEP;
+    return k == RECV_TIMEO || k == POLL_ONE || k == POLL_TWO || k == PPOLL || k == SELECT || k == PSELECT || k == EPOLL ||
+           k == NANOSLEEP;
 }
 
 struct fixture {
@@ -74,10 +76,17 @@ static void *blocked(void *a) {
     case SEND_SOCKET: r = send(x->fd, &c, 1, 0); break;
     case POLL_ONE: { struct pollfd p = { x->fd, POLLIN, 0 }; r = poll(&p, 1, 20000); break; }
     case POLL_TWO: { struct pollfd p[2] = { { x->fd, POLLIN, 0 }, { x->other, POLLIN, 0 } }; r = poll(p, 2, 20000); break; }
+    case PPOLL: { struct pollfd p = { x->fd, POLLIN, 0 }; struct timespec ts = { 20, 0 }; r = ppoll(&p, 1, &ts, 0); break; }
     case SELECT: {
         fd_set s; FD_ZERO(&s); FD_SET(x->fd, &s);
         struct timeval tv = { 20, 0 };
         r = select(x->fd + 1, &s, 0, 0, &tv);
+        break;
+    }
+    case PSELECT: {
+        fd_set s; FD_ZERO(&s); FD_SET(x->fd, &s);
+        struct timespec ts = { 20, 0 };
+        r = pselect(x->fd + 1, &s, 0, 0, &ts, 0);
         break;
     }
     case EPOLL: { struct epoll_event e; r = epoll_wait(x->fd, &e, 1, 20000); break; }
@@ -110,7 +119,7 @@ static void setup(struct fixture *x) {
     int p[2];
     x->fd = x->other = x->listener = x->filler = -1;
     switch (x->kind) {
-    case READ_PIPE: case POLL_ONE: case SELECT:
+    case READ_PIPE: case POLL_ONE: case PPOLL: case SELECT: case PSELECT:
         CHECK(pipe(p) == 0); x->fd = p[0]; x->other = p[1]; break;
     case POLL_TWO: {
         int q[2];
@@ -169,7 +178,8 @@ static void setup(struct fixture *x) {
 static void release(struct fixture *x) {
     static char sink[1 << 20];
     switch (x->kind) {
-    case READ_PIPE: case READ_SOCKET: case RECV_SOCKET: case RECV_TIMEO: case POLL_ONE: case SELECT: case EPOLL:
+    case READ_PIPE: case READ_SOCKET: case RECV_SOCKET: case RECV_TIMEO: case POLL_ONE: case PPOLL: case SELECT:
+    case PSELECT: case EPOLL:
         CHECK(write(x->other, "y", 1) == 1); break;
     case POLL_TWO: CHECK(write(x->filler, "y", 1) == 1); break;
     case ACCEPT: {

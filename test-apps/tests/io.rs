@@ -87,7 +87,7 @@ fn blocking_io_interrupted_by_signals() {
 
 #[test]
 fn blocking_calls_interrupted_by_many_signals() {
-    // Issue 25: a thread blocked in accept/read/recv/write/connect/poll/select/
+    // Issue 25: a thread blocked in accept/read/recv/write/connect/poll/ppoll/select/pselect/
     // epoll_wait/nanosleep gets SIGUSR1 every 2 ms until the call returns, ten rounds
     // per call, without and with SA_RESTART: the handler runs and the call returns
     // EINTR (or restarts) exactly as natively, whether the fiber waits in the kernel

@@ -1,7 +1,8 @@
 //! Readiness waits: `poll`, `ppoll`, `select`, `pselect`, `epoll_pwait`. One owned
 //! descriptor waited for one way parks on it; anything else runs on the fiber's donor,
-//! in slices so that a cancellation request is seen. `super::poll` and the like are the
-//! real functions.
+//! in slices so that a cancellation request or a signal sent to the fiber is seen
+//! (`ppoll`/`pselect` given a signal mask run there in one piece). `super::poll` and
+//! the like are the real functions.
 
 use super::*;
 
@@ -138,9 +139,27 @@ pub unsafe fn ppoll(fds: *mut pollfd, n: nfds_t, ts: *const libc::timespec, mask
     if r != 0 || unsafe { ts.as_ref() }.is_some_and(|t| t.tv_sec == 0 && t.tv_nsec == 0) {
         return r;
     }
+    // Without a mask, ppoll is poll with a finer timeout (rounded up to a millisecond
+    // here): the same waits, which a signal to the fiber interrupts. With one, the mask
+    // must hold for the whole wait: on the donor, in one piece (`pthread_kill` does not
+    // interrupt it). A bad timeout gets the kernel's EINVAL there.
+    // SAFETY: `ts` is null or a valid timespec (caller).
+    if mask.is_null() {
+        if let Some(ms) = unsafe { ts.as_ref() }.map_or(Some(-1), poll_ms) {
+            // SAFETY: `fds` points to `n` writable pollfds (ppoll's contract), as poll's.
+            return unsafe { poll(fds, n, ms) };
+        }
+    }
     // SAFETY: `fds`, `ts`, `mask` are as ppoll's contract has them and stay valid on the donor,
     // which runs this fiber's frames' call.
     fiber::run_on_donor(|| unsafe { super::ppoll(fds, n, ts, mask) })
+}
+
+/// A valid, non-negative timespec as a `poll` timeout: milliseconds rounded up (a wait
+/// never ends early), at most `c_int::MAX`.
+fn poll_ms(t: &libc::timespec) -> Option<c_int> {
+    (crate::base::time::valid(t) && t.tv_sec >= 0)
+        .then(|| sys::timespec_to_ns(t).div_ceil(1_000_000).min(c_int::MAX as u64) as c_int)
 }
 
 /// `select`: probe (on copies of the sets), then run on the donor.
@@ -213,6 +232,16 @@ pub unsafe fn pselect(
     t: *const libc::timespec,
     m: *const libc::sigset_t,
 ) -> c_int {
+    // Without a mask, pselect is select with a timeout it does not write back (as
+    // ppoll above); with one, on the donor in one piece.
+    // SAFETY: `t` is null or a valid timespec (caller).
+    if m.is_null() && fiber::current().is_some() {
+        if let Some(ms) = unsafe { t.as_ref() }.map_or(Some(-1), poll_ms) {
+            let mut tv = libc::timeval { tv_sec: (ms / 1000) as libc::time_t, tv_usec: (ms % 1000) as libc::suseconds_t * 1000 };
+            // SAFETY: the program's sets (null or valid, pselect's contract) and our own timeval.
+            return unsafe { select(nfds, r, w, e, if ms < 0 { core::ptr::null_mut() } else { &mut tv }) };
+        }
+    }
     // SAFETY: the sets, `t` and `m` are null or valid as pselect's contract has them, and stay
     // valid while the donor runs the call.
     fiber::run_on_donor(|| unsafe { super::pselect(nfds, r, w, e, t, m) })
