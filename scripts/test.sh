@@ -16,6 +16,7 @@ command -v python3 >/dev/null || need+=(python3)
 command -v zic >/dev/null || [ -x /usr/sbin/zic ] || need+=(libc-bin) # tests/mktime.rs compiles a zone
 command -v redis-server >/dev/null || need+=(redis-server)
 command -v redis-benchmark >/dev/null || need+=(redis-tools)
+[ -x /usr/sbin/apache2 ] || need+=(apache2) # test-apps/tests/apache.rs
 if [ ${#need[@]} -gt 0 ]; then
     echo "== installing ${need[*]}"
     export DEBIAN_FRONTEND=noninteractive
@@ -24,6 +25,7 @@ if [ ${#need[@]} -gt 0 ]; then
     # The package may start its own service; the tests run private instances.
     (systemctl stop mariadb || service mariadb stop) >/dev/null 2>&1 || true
     (systemctl stop redis-server || service redis-server stop) >/dev/null 2>&1 || true
+    (systemctl stop apache2 || service apache2 stop) >/dev/null 2>&1 || true
 fi
 
 echo "== format, lints and layers (cargo fmt --check, cargo clippy -D warnings, scripts/layers.py)"

@@ -162,3 +162,22 @@ fn descriptors_closed_in_bulk_or_out_of_sight_then_reused() {
 
 /// The time limit of one run of a test app.
 const LIMIT: std::time::Duration = std::time::Duration::from_secs(120);
+
+#[test]
+fn blocking_calls_interrupted_by_many_signals() {
+    // Issue 25: a thread blocked in accept/read/recv/write/connect/poll/ppoll/select/pselect/
+    // epoll_wait/nanosleep gets SIGUSR1 every 2 ms until the call returns, ten rounds
+    // per call, without and with SA_RESTART: the handler runs and the call returns
+    // EINTR (or restarts) exactly as natively, whether the fiber waits in the kernel
+    // alone on its worker, parks through the reactor, or waits on its donor (poll of
+    // two descriptors, select). A missed signal shows as fewer EINTRs than rounds.
+    let bin = build_c("io_eintr_storm");
+    let (native, pre) = same_both_ways_bin("io_eintr_storm", &bin, &["10"]);
+    assert!(native.stdout.contains("accept            sa_restart=0 eintr 10/10"), "{}", native.stdout);
+    assert!(stat(&pre, "direct_waits") > 0, "no direct wait happened:\n{}", pre.stderr);
+    assert!(stat(&pre, "donor_handoffs") > 0, "no wait on a donor:\n{}", pre.stderr);
+    let parked = run_env(&bin, &["10"], &[("FIBERIZE_DIRECT_WAIT", "0")]);
+    assert_eq!(parked.stdout, native.stdout, "with FIBERIZE_DIRECT_WAIT=0; stderr:\n{}", parked.stderr);
+    assert_eq!(stat(&parked, "direct_waits"), 0);
+    assert!(stat(&parked, "parks") > 0);
+}

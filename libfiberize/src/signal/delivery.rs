@@ -100,6 +100,13 @@ fn tgkill_self(sig: c_int) -> c_int {
     }
 }
 
+/// Whether a signal is held for fiber `f` (sent while it could not take it, e.g. on its
+/// donor, which blocks every signal) that the fiber's own mask lets through: a wait the
+/// fiber makes on its donor ends, so that the signal is delivered and interrupts it.
+pub fn has_deliverable_held(f: &Fiber) -> bool {
+    f.signals.held() & !intended_mask(f) != 0
+}
+
 /// Delivers the fiber's pending signals that its mask lets through, on the current
 /// kernel thread. Called by the fiber itself.
 pub fn deliver_pending(f: &Fiber) {

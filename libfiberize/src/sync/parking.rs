@@ -290,8 +290,10 @@ pub fn park_in(
     before_sleep();
 
     // Futex and semaphore waits return EINTR when a signal is delivered to the fiber,
-    // as the kernel's and glibc's do; lock and condition waits never do (POSIX).
-    let interruptible = matches!(kind, WaitKind::Futex | WaitKind::Semaphore);
+    // as the kernel's and glibc's do; lock and condition waits never do (POSIX). A
+    // descriptor wait ends on any handler: the I/O layer then decides between EINTR and
+    // a restart (SA_RESTART, signal(7)).
+    let interruptible = matches!(kind, WaitKind::Futex | WaitKind::Semaphore | WaitKind::Io);
     // Waits that are POSIX cancellation points end early on a pending cancellation
     // (the caller then acts on it, see `crate::signal::cancel`).
     let cancellation_point = matches!(
@@ -303,7 +305,13 @@ pub fn park_in(
     let async_cancellable = kind == WaitKind::Mutex;
     if let Some(f) = me {
         f.wait.begin(kind, key);
-        f.interruption.clear();
+        // A handler that ran before the wait did not interrupt it. Except in a
+        // descriptor wait: the I/O call cleared the mark when it began, and a handler
+        // that ran since (between its attempt and this park, say) interrupted the call,
+        // as it would the thread blocked in the kernel all that time.
+        if kind != WaitKind::Io {
+            f.interruption.clear();
+        }
     } else {
         bump(&STATS.thread_waits);
     }

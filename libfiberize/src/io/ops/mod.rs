@@ -152,11 +152,28 @@ enum Waited {
     Interrupted,
 }
 
+/// A blocking call begins (before its first attempt): a program signal handler that
+/// ran on the calling fiber before did not interrupt it; one that runs from here on
+/// does, wherever the call is when it runs (its attempt, the way to a park, the wait),
+/// as natively the thread would have been blocked in the kernel all that time. Each
+/// [`wait`] of the call (and [`try_direct_wait`]) looks at what ran since.
+#[inline]
+fn begin_blocking_call() {
+    if let Some(me) = fiber::current() {
+        delivery::clear_interruption(me);
+    }
+}
+
 /// Waits until `fd`'s readiness in `dir` moves past `seq`, or `deadline`. A program
-/// signal handler that runs on the fiber meanwhile ends the wait with `Interrupted`
-/// as the kernel's EINTR would: always, or for a `restartable` call (signal(7): reads
-/// and writes without a socket timeout, accept, connect) only when the handler lacks
-/// `SA_RESTART`.
+/// signal handler that ran on the fiber since [`begin_blocking_call`] ends the wait
+/// with `Interrupted` as the kernel's EINTR would: always, or for a `restartable` call
+/// (signal(7): reads and writes without a socket timeout, accept, connect) only when
+/// the handler lacks `SA_RESTART` (with it the wait goes on: the call restarts).
+///
+/// Whichever way the fiber waits, a `pthread_kill` ends it: in a direct wait the
+/// unpark writes the worker's eventfd and the kick runs the handler (or the park that
+/// follows delivers it); parked, the unpark resumes the fiber, which runs the handler
+/// on its way out of the switch, and the park, an interruptible one, returns.
 fn wait(fd: c_int, st: &FdState, dir: Dir, seq: u32, deadline: Option<u64>, restartable: bool) -> Waited {
     if let Some(me) = fiber::current() {
         if let Some(r) = try_direct_wait(fd, st, dir.poll_events(), deadline, restartable) {
@@ -213,7 +230,11 @@ fn try_direct_wait(
     restartable: bool,
 ) -> Option<Result<i16, Waited>> {
     let me = fiber::current()?;
-    delivery::clear_interruption(me);
+    // A handler that ran since the call began (e.g. while it made its attempt).
+    if delivery::interrupted_for_good(me, restartable) {
+        crate::signal::cancel::testcancel();
+        return Some(Err(Waited::Interrupted));
+    }
     // Only while few fibers wait through the reactor: with many connections a worker
     // that runs dry gets work again within microseconds, and taking fds in and out of
     // the epoll set would only cost system calls. (A precaution: the first measurement
@@ -248,6 +269,7 @@ fn blocking_sized(fd: c_int, st: &FdState, dir: Dir, requested: usize, mut attem
     let t = dir.timeout_ns(st);
     let deadline = if t > 0 { Some(sys::now_ns().saturating_add(t)) } else { None };
     let track = dir == Dir::Read && requested > 0 && st.has(STREAM) && fiber::current().is_some();
+    begin_blocking_call();
     loop {
         let seq = dir.seq(st).load(Ordering::Acquire);
         if !(track && known_empty(st, seq)) {

@@ -1,7 +1,8 @@
 //! Readiness waits: `poll`, `ppoll`, `select`, `pselect`, `epoll_pwait`. One owned
 //! descriptor waited for one way parks on it; anything else runs on the fiber's donor,
-//! in slices so that a cancellation request is seen. `super::poll` and the like are the
-//! real functions.
+//! in slices so that a cancellation request or a signal sent to the fiber is seen
+//! (`ppoll`/`pselect` given a signal mask run there in one piece). `super::poll` and
+//! the like are the real functions.
 
 use super::*;
 
@@ -10,12 +11,20 @@ use super::*;
 const DONOR_WAIT_SLICE_MS: c_int = (crate::signal::cancel::DONOR_WAIT_SLICE_NS / 1_000_000) as c_int;
 
 /// Runs `wait_ms(timeout_ms)` on the fiber's donor in slices of at most
-/// `DONOR_WAIT_SLICE_MS` until it returns non-zero, `deadline` passes, or the fiber is
-/// asked to cancel (then acts on it). `wait_ms` must make each slice a fresh call
-/// (restoring whatever a timed-out call changed).
+/// `DONOR_WAIT_SLICE_MS` until it returns non-zero, `deadline` passes, the fiber is
+/// asked to cancel (then acts on it), or a signal is held for it that its mask lets
+/// through (`pthread_kill` while it waits; the donor blocks every signal): then -1 with
+/// `EINTR`, as `poll` and `select` are never restarted (signal(7)), and the handler
+/// runs when the fiber is back from its donor, before the call returns. `wait_ms` must
+/// make each slice a fresh call (restoring whatever a timed-out call changed).
 fn wait_on_donor_in_slices(deadline: Option<u64>, mut wait_ms: impl FnMut(c_int) -> c_int) -> c_int {
     let Some(me) = fiber::current() else { return wait_ms(crate::base::time::ms_until(deadline)) };
     let r = fiber::run_on_donor(|| loop {
+        if delivery::has_deliverable_held(me) {
+            // On the donor, whose TCB (and so errno) is the fiber's.
+            set_errno(libc::EINTR);
+            return -1;
+        }
         let left = crate::base::time::ms_until(deadline);
         let slice = if (0..=DONOR_WAIT_SLICE_MS).contains(&left) { left } else { DONOR_WAIT_SLICE_MS };
         let r = wait_ms(slice);
@@ -39,6 +48,7 @@ pub unsafe fn poll(fds: *mut pollfd, n: nfds_t, timeout_ms: c_int) -> c_int {
         return unsafe { super::poll(fds, n, timeout_ms) };
     }
     let deadline = crate::base::time::deadline_in_ms(timeout_ms);
+    begin_blocking_call();
     if n == 1 && timeout_ms != 0 {
         // SAFETY: n == 1: one valid pollfd.
         let p = unsafe { &mut *fds };
@@ -129,9 +139,27 @@ pub unsafe fn ppoll(fds: *mut pollfd, n: nfds_t, ts: *const libc::timespec, mask
     if r != 0 || unsafe { ts.as_ref() }.is_some_and(|t| t.tv_sec == 0 && t.tv_nsec == 0) {
         return r;
     }
+    // Without a mask, ppoll is poll with a finer timeout (rounded up to a millisecond
+    // here): the same waits, which a signal to the fiber interrupts. With one, the mask
+    // must hold for the whole wait: on the donor, in one piece (`pthread_kill` does not
+    // interrupt it). A bad timeout gets the kernel's EINVAL there.
+    // SAFETY: `ts` is null or a valid timespec (caller).
+    if mask.is_null() {
+        if let Some(ms) = unsafe { ts.as_ref() }.map_or(Some(-1), poll_ms) {
+            // SAFETY: `fds` points to `n` writable pollfds (ppoll's contract), as poll's.
+            return unsafe { poll(fds, n, ms) };
+        }
+    }
     // SAFETY: `fds`, `ts`, `mask` are as ppoll's contract has them and stay valid on the donor,
     // which runs this fiber's frames' call.
     fiber::run_on_donor(|| unsafe { super::ppoll(fds, n, ts, mask) })
+}
+
+/// A valid, non-negative timespec as a `poll` timeout: milliseconds rounded up (a wait
+/// never ends early), at most `c_int::MAX`.
+fn poll_ms(t: &libc::timespec) -> Option<c_int> {
+    (crate::base::time::valid(t) && t.tv_sec >= 0)
+        .then(|| sys::timespec_to_ns(t).div_ceil(1_000_000).min(c_int::MAX as u64) as c_int)
 }
 
 /// `select`: probe (on copies of the sets), then run on the donor.
@@ -204,6 +232,16 @@ pub unsafe fn pselect(
     t: *const libc::timespec,
     m: *const libc::sigset_t,
 ) -> c_int {
+    // Without a mask, pselect is select with a timeout it does not write back (as
+    // ppoll above); with one, on the donor in one piece.
+    // SAFETY: `t` is null or a valid timespec (caller).
+    if m.is_null() && fiber::current().is_some() {
+        if let Some(ms) = unsafe { t.as_ref() }.map_or(Some(-1), poll_ms) {
+            let mut tv = libc::timeval { tv_sec: (ms / 1000) as libc::time_t, tv_usec: (ms % 1000) as libc::suseconds_t * 1000 };
+            // SAFETY: the program's sets (null or valid, pselect's contract) and our own timeval.
+            return unsafe { select(nfds, r, w, e, if ms < 0 { core::ptr::null_mut() } else { &mut tv }) };
+        }
+    }
     // SAFETY: the sets, `t` and `m` are null or valid as pselect's contract has them, and stay
     // valid while the donor runs the call.
     fiber::run_on_donor(|| unsafe { super::pselect(nfds, r, w, e, t, m) })
@@ -235,6 +273,7 @@ pub unsafe fn epoll_pwait(
     if fiber::current().is_none() {
         return call(timeout_ms);
     }
+    begin_blocking_call();
     let r = call(0);
     if r != 0 || timeout_ms == 0 {
         return r;

@@ -145,6 +145,7 @@ fn send_all(fd: c_int, st: &FdState, total: usize, mut send_from: impl FnMut(usi
     let t = Dir::Write.timeout_ns(st);
     let deadline = if t > 0 { Some(sys::now_ns().saturating_add(t)) } else { None };
     let mut done = 0usize;
+    begin_blocking_call();
     loop {
         let seq = st.write_seq.load(Ordering::Acquire);
         let r = send_from(done);
@@ -451,6 +452,7 @@ pub unsafe fn connect(fd: c_int, a: *const sockaddr, l: socklen_t) -> c_int {
         // requires.
         return unsafe { super::connect(fd, a, l) };
     }
+    begin_blocking_call();
     // SAFETY: as above.
     unsafe { fcntl(fd, libc::F_SETFL, (fl | libc::O_NONBLOCK) as libc::c_long) };
     let mut seq = st.write_seq.load(Ordering::Acquire);
