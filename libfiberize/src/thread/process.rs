@@ -1,5 +1,5 @@
 //! Process-level hooks: `fork` and `vfork` children, the dump signal, and the
-//! exit-time stats line and dump.
+//! exit-time stats line, metrics file and dump.
 //!
 //! # Children
 //!
@@ -122,6 +122,8 @@ extern "C" fn at_exit() {
     if cfg.dump_at_exit {
         dump::dump_all();
     }
+    // Before the stats line: the file's counters are then at most the line's.
+    crate::observe::metrics::write_at_exit();
     if cfg.stats {
         let line = format!(
             "fiberize: stats workers={} live_fibers={}{}{}\n",
@@ -145,6 +147,7 @@ pub fn after_pool_started() {
     install_fork_hooks();
     let cfg = config::config();
     crate::observe::report::start_if_wanted();
+    crate::observe::metrics::start_if_wanted();
     // SAFETY: registering plain extern "C" callbacks with libc.
     unsafe {
         libc::atexit(at_exit);
