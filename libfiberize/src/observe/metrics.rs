@@ -27,16 +27,24 @@
 //! [`WRITE_LOCK`] orders the thread's writes and the exit's: once the exit wrote its
 //! file ([`FINAL_WRITTEN`]), the thread writes nothing more.
 //!
-//! # fork
+//! # One writer per file; fork and exec
 //!
-//! Only the forking thread exists in a child, so the child has no writer thread (and
-//! a writer caught mid-write by the fork left nothing the child uses: the child never
-//! writes metrics, like the stats line, whose exit handler skips children). A child
-//! that `exec`s a program with the same environment starts a writer of its own for
-//! the same PATH: the README says to give such services a path per process.
+//! A service's environment reaches every program it runs: Debian's `mariadb.service`
+//! runs `mariadb-upgrade` and `mariadb-check` after the server started, with the same
+//! `LD_PRELOAD` and `FIBERIZE_METRICS`. Their exit would replace the server's file
+//! with their own counters. So a process writes the file only while it holds an
+//! exclusive `flock` on `PATH.lock` (taken without waiting when the writer starts,
+//! held until the process ends, `O_CLOEXEC`: an `exec`ed program does not inherit
+//! it); a second process with the same PATH says so in one stderr line and writes
+//! nothing.
+//!
+//! Only the forking thread exists in a forked child, so the child has no writer
+//! thread (and a writer caught mid-write by the fork left nothing the child uses: the
+//! child never writes metrics, like the stats line, whose exit handler skips
+//! children).
 
 use core::fmt::Write as _;
-use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, Ordering};
 use std::collections::{BTreeMap, HashMap};
 
 use crate::base::config::{self, Metrics};
@@ -113,20 +121,67 @@ static WRITE_LOCK: RawMutex = RawMutex::new();
 /// The exit wrote the file (under [`WRITE_LOCK`]); the writer thread stops.
 static FINAL_WRITTEN: AtomicBool = AtomicBool::new(false);
 static WRITER_STARTED: AtomicBool = AtomicBool::new(false);
+/// This process holds `PATH.lock`: it is the file's writer.
+static OWNS_FILE: AtomicBool = AtomicBool::new(false);
+/// The descriptor that holds `PATH.lock` (-1: none).
+static LOCK_FD: AtomicI32 = AtomicI32::new(-1);
 /// The writer thread sleeps on this word between writes (never changed: a timed wait).
 static TICK: AtomicU32 = AtomicU32::new(0);
 
 /// Starts the writer thread if `FIBERIZE_METRICS` is set (once; the pool's start).
 pub fn start_if_wanted() {
-    if config::config().metrics.is_none() || WRITER_STARTED.swap(true, Ordering::AcqRel) {
+    let Some(m) = config::config().metrics else { return };
+    if WRITER_STARTED.swap(true, Ordering::AcqRel) {
         return;
     }
+    if !lock_file(m) {
+        let mut line = b"fiberize: FIBERIZE_METRICS=".to_vec();
+        line.extend_from_slice(m.path);
+        line.extend_from_slice(b": another process writes that file (it holds its .lock): no metrics from this one\n");
+        sys::write_stderr(&line);
+        return;
+    }
+    OWNS_FILE.store(true, Ordering::Release);
     scheduler::spawn_runtime_thread(writer_main, core::ptr::null_mut());
+}
+
+/// Takes `PATH.lock` for good (the descriptor stays open until the process ends);
+/// false when another process holds it. A lock file that cannot be made (a folder
+/// nobody may write) does not stop the writer: its writes fail the same way.
+fn lock_file(m: Metrics) -> bool {
+    let mut lock = m.path.to_vec();
+    lock.extend_from_slice(b".lock\0");
+    let Some(fd) = sys::open_nul(&lock, libc::O_WRONLY | libc::O_CREAT) else { return true };
+    // SAFETY: flock on our own descriptor, which we keep open on purpose.
+    let r = unsafe { sys::syscall6(libc::SYS_flock as usize, fd as usize, (libc::LOCK_EX | libc::LOCK_NB) as usize, 0, 0, 0, 0) };
+    if r == -(libc::EWOULDBLOCK as isize) {
+        // SAFETY: closing the descriptor we opened.
+        unsafe { sys::syscall6(libc::SYS_close as usize, fd as usize, 0, 0, 0, 0, 0) };
+        return false;
+    }
+    LOCK_FD.store(fd, Ordering::Relaxed);
+    true
+}
+
+/// In a forked child (the atfork child hook): the child never writes the file, and
+/// its copy of the lock's descriptor would keep the lock held after the parent ended
+/// (a daemon's parent exits, its child lives on). Closing our copy leaves the parent's
+/// lock as it is.
+pub fn let_go_in_forked_child() {
+    OWNS_FILE.store(false, Ordering::Relaxed);
+    let fd = LOCK_FD.swap(-1, Ordering::Relaxed);
+    if fd >= 0 {
+        // SAFETY: closing the child's copy of our descriptor.
+        unsafe { sys::syscall6(libc::SYS_close as usize, fd as usize, 0, 0, 0, 0, 0) };
+    }
 }
 
 /// The exit's write: the file's last version (the exit handler, parent process only).
 pub fn write_at_exit() {
     let Some(m) = config::config().metrics else { return };
+    if !OWNS_FILE.load(Ordering::Acquire) {
+        return;
+    }
     WRITE_LOCK.lock();
     write_file(m, &render(&mut SiteNames::default()));
     FINAL_WRITTEN.store(true, Ordering::Relaxed);

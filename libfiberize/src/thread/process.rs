@@ -21,8 +21,8 @@
 //!   a thread (`config::mark_forked_child`); runtime state copied from the parent that
 //!   refers to threads that do not exist here is dropped — parking-lot queues and their
 //!   bucket locks (another thread may have held one at the fork), the fiber registry,
-//!   the timer heap — and the parent's epoll set is let go of (`reactor`); then a
-//!   forking fiber moves to its donor's frames and the child continues as a process of
+//!   the timer heap — and the parent's epoll set and the metrics file's lock are let
+//!   go of (`reactor`, `observe::metrics`); then a forking fiber moves to its donor's frames and the child continues as a process of
 //!   one plain thread, which ends as glibc's last thread does (exit status 0).
 //!
 //! What stays as the parent left it, as it would natively: the program's locks (held
@@ -78,6 +78,7 @@ extern "C" fn child_after_fork() {
         }
     }
     crate::runtime::poller::detach_in_forked_child();
+    crate::observe::metrics::let_go_in_forked_child();
     if let Some(f) = forking_fiber {
         crate::thread::donor_sleep::move_to_donor_in_forked_child(f);
     }
