@@ -377,6 +377,10 @@ fn env_metrics() -> Option<Metrics> {
         warn(&[b"FIBERIZE_METRICS=", raw, b" names no file: no metrics"]);
         return None;
     }
+    if path[0] != b'/' {
+        // Still used: a test or a one-off run in its own folder is fine.
+        warn(&[b"FIBERIZE_METRICS=", raw, b": a relative path follows the program's working directory (servers change it)"]);
+    }
     let interval_ms = match interval.map(parse_interval_ms) {
         None => DEFAULT_METRICS_INTERVAL_MS,
         Some(Some(ms)) if (METRICS_INTERVAL_MS.0..=METRICS_INTERVAL_MS.1).contains(&ms) => ms,
