@@ -4,8 +4,8 @@
 # package (scripts/package.sh, lintian included), unpacks it into a throwaway root, takes
 # the drop-in's Environment= lines (paths moved into the throwaway root and a temp dir),
 # starts a private mariadbd with them (loopback, datadir in /tmp), runs sysbench
-# oltp_read_write, checks the metrics file with `promtool check metrics` while the
-# server runs and after it stopped, and that the report was written.
+# oltp_read_write, sends the drop-in's dump signal, checks the metrics file with
+# `promtool check metrics` while the server runs and after it stopped, and the report.
 #
 #   bench-mysql/package.sh        THREADS=64 DURATION=20 INTERVAL=2s
 set -uo pipefail
@@ -18,10 +18,10 @@ WORK=$(mktemp -d /tmp/fiberize-package.XXXXXX)
 declare -A PORT=([pkg]=$(free_port))
 cleanup() {
     [ -f "$WORK/pid-pkg" ] && kill -9 "$(cat "$WORK/pid-pkg")" >/dev/null 2>&1
-    rm -rf "$WORK"
+    [ "${KEEP:-0}" = 1 ] && echo "package: kept $WORK" || rm -rf "$WORK"
 }
 trap cleanup EXIT
-die() { echo "package: FAILED: $*"; tail -20 "$WORK"/err-pkg.log 2>/dev/null; exit 1; }
+die() { echo "package: FAILED: $*"; tail -n 5 "$WORK"/err-pkg.log "$WORK"/out-pkg.log 2>/dev/null; exit 1; }
 command -v promtool >/dev/null || die "promtool missing (apt-get install prometheus)"
 
 DEB=$(scripts/package.sh | tail -1) || die "scripts/package.sh"
@@ -58,11 +58,25 @@ echo "package: sysbench oltp_read_write x$THREADS for ${DURATION}s"
 SB_PID=$!
 sleep $((DURATION / 2))
 cp "$WORK/mariadb.prom" "$WORK/during.prom" 2>/dev/null || die "no metrics file while the server runs"
+# The drop-in's dump signal: a fiber dump on the server's stderr, the report appended,
+# the server unharmed.
+for kv in "${SERVER_ENV[@]}"; do case $kv in FIBERIZE_DUMP_SIGNAL=*) DUMP_SIGNAL=${kv#*=} ;; esac; done
+if [ -n "${DUMP_SIGNAL:-}" ]; then
+    kill -"$DUMP_SIGNAL" "$SRV_PID" || die "kill -$DUMP_SIGNAL"
+    # stderr: mariadbd moves it to its error log (--log-error).
+    for _ in $(seq 1 40); do grep -q "end of dump" "$WORK/err-pkg.log" && break; sleep 0.5; done
+    grep -q "end of dump" "$WORK/err-pkg.log" || die "no fiber dump on signal $DUMP_SIGNAL"
+    grep -q "on the dump signal" "$WORK/report.txt" 2>/dev/null || die "no report on signal $DUMP_SIGNAL"
+    echo "package: signal $DUMP_SIGNAL: $(grep -m1 -- '---- fiber dump' "$WORK/err-pkg.log" | sed 's/.*---- fiber dump: //; s/ ----//'), report appended"
+fi
 wait $SB_PID || die "sysbench: $(tail -5 "$WORK/sysbench.log")"
 grep -E "transactions:|95th" "$WORK/sysbench.log"
 promtool check metrics <"$WORK/during.prom" || die "promtool on the file written under load"
 echo "package: promtool check metrics passed on the file written under load ($(grep -c '^fiberize_' "$WORK/during.prom") samples)"
 stop_mariadb pkg
+# The pid file goes before the process ends: the exit handlers write the report and the
+# metrics file last.
+for _ in $(seq 1 120); do kill -0 "$SRV_PID" 2>/dev/null || break; sleep 0.5; done
 kill -0 "$SRV_PID" 2>/dev/null && die "server did not stop"
 promtool check metrics <"$WORK/mariadb.prom" || die "promtool on the file written at exit"
 echo "package: promtool check metrics passed on the file written at exit"
