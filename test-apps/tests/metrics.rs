@@ -138,3 +138,31 @@ fn bad_metrics_values_get_one_line_and_the_default() {
     assert!(text.contains("fiberize_fibers_created_total 3"), "{text}");
     assert!(empty.stderr.contains("FIBERIZE_METRICS=,5s names no file: no metrics"), "{}", empty.stderr);
 }
+
+/// One writer per file: while another process holds `PATH.lock` (here: the test itself),
+/// a preloaded program says so once and leaves the file alone, its exit included.
+#[test]
+fn a_second_process_leaves_the_file_alone() {
+    use std::os::fd::AsRawFd;
+    let bin = build_c("report");
+    let dir = temp_path("lock");
+    let file = dir.join("shared.prom");
+    std::fs::write(&file, "# the first writer's file\n").unwrap();
+    let lock = std::fs::File::create(dir.join("shared.prom.lock")).unwrap();
+    // SAFETY: flock on a descriptor we own, kept open for the run.
+    assert_eq!(unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) }, 0);
+    let value = format!("{},100ms", file.display());
+    let pre = run_with(&bin, &["1", "200", "2", "100"], true, &[("FIBERIZE_METRICS", &value)], LIMIT);
+    let text = std::fs::read_to_string(&file).unwrap_or_default();
+    drop(lock);
+    let after = run_with(&bin, &["1", "10", "2", "100"], true, &[("FIBERIZE_METRICS", &value)], LIMIT);
+    let text_after = std::fs::read_to_string(&file).unwrap_or_default();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(pre.status, Some(0), "{}", pre.stderr);
+    assert!(pre.stderr.contains("preloaded=1"), "{}", pre.stderr);
+    assert!(pre.stderr.contains("another process writes that file"), "{}", pre.stderr);
+    assert_eq!(text, "# the first writer's file\n", "the second process wrote the file");
+    // Once the lock is free, the next process writes it.
+    assert!(!after.stderr.contains("another process"), "{}", after.stderr);
+    assert!(text_after.contains("fiberize_fibers_created_total 3"), "{text_after}");
+}
