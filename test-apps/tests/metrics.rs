@@ -126,7 +126,9 @@ fn bad_metrics_values_get_one_line_and_the_default() {
     let dir = temp_path("bad");
     let file = dir.join("bad.prom");
     let value = format!("{},10x", file.display());
-    let pre = run_with(&bin, &["1", "10", "2", "100"], true, &[("FIBERIZE_METRICS", &value)], LIMIT);
+    // Without the stats and the report: the queue waits are not measured, not exported.
+    let env = [("FIBERIZE_METRICS", value.as_str()), ("FIBERIZE_STATS", "0")];
+    let pre = run_with(&bin, &["1", "10", "2", "100"], true, &env, LIMIT);
     let text = std::fs::read_to_string(&file).unwrap_or_default();
     let empty = run_with(&bin, &["1", "10", "2", "100"], true, &[("FIBERIZE_METRICS", ",5s")], LIMIT);
     let _ = std::fs::remove_dir_all(&dir);
@@ -136,6 +138,7 @@ fn bad_metrics_values_get_one_line_and_the_default() {
     assert!(warnings[0].contains("using 10s"), "{}", warnings[0]);
     // The default interval is used: the exit's write is there all the same.
     assert!(text.contains("fiberize_fibers_created_total 3"), "{text}");
+    assert!(!text.contains("fiberize_queue_wait"), "queue waits measured for the metrics file alone:\n{text}");
     assert!(empty.stderr.contains("FIBERIZE_METRICS=,5s names no file: no metrics"), "{}", empty.stderr);
 }
 

@@ -6,7 +6,9 @@
 //! Every counter of the stats line (`crate::base::stats`) as `fiberize_<name>_total`,
 //! the gauges of the stats line (`fiberize_workers`, `fiberize_live_fibers`), the worker
 //! threads by state, the queue waits (`crate::runtime::queue_delay`) as a histogram and
-//! per source, and, while the report is collected (`FIBERIZE_REPORT`), its top blocking
+//! per source while they are measured (`FIBERIZE_STATS` or `FIBERIZE_REPORT`: the
+//! measurement reads the clock on the workers' paths, this file alone does not turn it
+//! on), and, while the report is collected (`FIBERIZE_REPORT`), its top blocking
 //! sites and contended locks as labelled counters (at most [`TOP_SITES`] per kind, so
 //! the number of series stays bounded however many locks the program has; entries that
 //! share a name are summed, since one series per label set is the format's rule) and

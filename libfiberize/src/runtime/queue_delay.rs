@@ -6,14 +6,16 @@
 //! queued, shifted left by [`SOURCE_BITS`], with the [`Source`] in the low bits. It is
 //! written where the fiber is queued and read where a worker takes it
 //! (`scheduler::run_fiber`); the queue's own Release/Acquire orders the two, so the
-//! word is Relaxed. Only while [`on`] (`FIBERIZE_STATS`, `FIBERIZE_REPORT` or
-//! `FIBERIZE_METRICS`): otherwise queueing and running cost one Relaxed load and a
-//! branch each, no clock read.
+//! word is Relaxed. Only while [`on`] (`FIBERIZE_STATS` or `FIBERIZE_REPORT`): otherwise
+//! queueing and running cost one Relaxed load and a branch each, no clock read. The
+//! clock reads cost a switch-heavy program (`bench_core pingpong`) about a third of its
+//! rate on the 2-vCPU VM (`scripts/bench-metrics.sh`), so the metrics file, which costs
+//! the workers nothing, does not turn the measurement on by itself.
 //!
 //! Per source: count, total and longest wait; over all sources, a histogram by decade
 //! (< 10 µs, < 100 µs, < 1 ms, < 10 ms, < 100 ms, < 1 s, longer). Printed in the stats
 //! line (`queue_<source>=count/mean_us/max_us`, `queue_hist=...`), in the dump and in
-//! the metrics file (`FIBERIZE_METRICS`, which turns the measurement on as well).
+//! the metrics file (`FIBERIZE_METRICS`).
 //! Plain shared atomics, not sharded like `base::stats`: they are bumped only while
 //! somebody asked for statistics.
 

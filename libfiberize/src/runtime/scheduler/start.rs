@@ -68,7 +68,7 @@ fn start_pool() {
         monitor_word: AtomicU32::new(0),
         initial_sigmask,
     }));
-    if cfg.stats || cfg.report.is_some() || cfg.metrics.is_some() {
+    if cfg.stats || cfg.report.is_some() {
         crate::runtime::queue_delay::enable();
     }
     crate::runtime::poller::init();
