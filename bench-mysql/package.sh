@@ -71,6 +71,12 @@ if [ -n "${DUMP_SIGNAL:-}" ]; then
 fi
 wait $SB_PID || die "sysbench: $(tail -5 "$WORK/sysbench.log")"
 grep -E "transactions:|95th" "$WORK/sysbench.log"
+# What the metrics cost: the writer thread's CPU time (schedstat: ns on a CPU).
+for t in /proc/$SRV_PID/task/*; do
+    [ "$(cat "$t/comm" 2>/dev/null)" = fiberize-metric ] || continue
+    WRITER_NS=$(cut -d" " -f1 "$t/schedstat")
+    echo "package: the metrics writer thread used $(awk -v ns="$WRITER_NS" 'BEGIN { printf "%.1f", ns / 1e6 }') ms of CPU in $(($(date +%s) - $(stat -c %Y "$WORK/pid-pkg"))) s, writing every $INTERVAL"
+done
 promtool check metrics <"$WORK/during.prom" || die "promtool on the file written under load"
 echo "package: promtool check metrics passed on the file written under load ($(grep -c '^fiberize_' "$WORK/during.prom") samples)"
 stop_mariadb pkg

@@ -7,7 +7,9 @@
 #   stats    FIBERIZE_STATS (to /dev/null), for comparison: it turns on the queue-wait
 #            measurement (a clock read per queueing and per run of a fiber), as
 #            FIBERIZE_REPORT does; the metrics file alone does not
-# metrics/plain is the file's cost; stats/plain the measurement's.
+# metrics/plain is the file's cost; stats/plain the measurement's. "paired": the median
+# of the per-round ratios (a round's three runs follow each other, so they share the
+# machine's load better than medians of whole columns on a shared machine).
 #   scripts/bench-metrics.sh [scenario...]     ROUNDS=5 INTERVAL=100ms
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -35,8 +37,12 @@ for s in $SCENARIOS; do
     done
     declare -A med=()
     for c in "${CONFIGS[@]}"; do med[$c]=$(tr ' ' '\n' <<<"${runs[$c]}" | grep . | median); done
-    printf "%-12s %12s %12s %12s %13sx %11sx\n" "$s" "${med[plain]}" "${med[metrics]}" "${med[stats]}" \
-        "$(ratio "${med[plain]}" "${med[metrics]}")" "$(ratio "${med[plain]}" "${med[stats]}")"
+    paired() { paste -d' ' <(tr ' ' '\n' <<<"${runs[plain]}" | grep .) <(tr ' ' '\n' <<<"${runs[$1]}" | grep .) |
+        awk '{ printf "%.3f\n", $2 / $1 }' | median; }
+    printf "%-12s %12s %12s %12s %13sx %11sx   paired: metrics/plain %sx, stats/plain %sx\n" "$s" \
+        "${med[plain]}" "${med[metrics]}" "${med[stats]}" \
+        "$(ratio "${med[plain]}" "${med[metrics]}")" "$(ratio "${med[plain]}" "${med[stats]}")" \
+        "$(paired metrics)" "$(paired stats)"
     for c in "${CONFIGS[@]}"; do echo "    $c: ${runs[$c]}"; done
 done
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -8,9 +8,9 @@
 //! (`scheduler::run_fiber`); the queue's own Release/Acquire orders the two, so the
 //! word is Relaxed. Only while [`on`] (`FIBERIZE_STATS` or `FIBERIZE_REPORT`): otherwise
 //! queueing and running cost one Relaxed load and a branch each, no clock read. The
-//! clock reads cost a switch-heavy program (`bench_core pingpong`) about a third of its
-//! rate on the 2-vCPU VM (`scripts/bench-metrics.sh`), so the metrics file, which costs
-//! the workers nothing, does not turn the measurement on by itself.
+//! clock reads cost a switch-heavy program: `bench_core pingpong` ran at 0.5-0.8x of its
+//! rate in 4 runs of `scripts/bench-metrics.sh` on the shared 2-vCPU VM; so the metrics
+//! file, which costs the workers nothing, does not turn the measurement on by itself.
 //!
 //! Per source: count, total and longest wait; over all sources, a histogram by decade
 //! (< 10 µs, < 100 µs, < 1 ms, < 10 ms, < 100 ms, < 1 s, longer). Printed in the stats
