@@ -17,8 +17,8 @@
 //!
 //! # Who writes it, and when
 //!
-//! A runtime thread of its own (`scheduler::spawn_runtime_thread`: the real
-//! `pthread_create`, every signal blocked; never a fiber), started with the pool, wakes
+//! A runtime thread of its own, `fiberize-metric` (`scheduler::spawn_runtime_thread`:
+//! the real `pthread_create`, every signal blocked; never a fiber), started with the pool, wakes
 //! every interval and writes the file; the exit handler writes it once more, last.
 //! The workers never wait for it: it reads relaxed counters, the fiber registry's
 //! length (one short hold of the registry lock, as `pthread_create` takes it) and the
@@ -43,7 +43,8 @@
 //! Only the forking thread exists in a forked child, so the child has no writer
 //! thread (and a writer caught mid-write by the fork left nothing the child uses: the
 //! child never writes metrics, like the stats line, whose exit handler skips
-//! children).
+//! children); the atfork child hook closes the child's copy of the lock's descriptor
+//! ([`let_go_in_forked_child`]).
 
 use core::fmt::Write as _;
 use core::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, Ordering};
