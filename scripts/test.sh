@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-need=()
+need=() need_alone=()
 command -v cc >/dev/null || need+=(gcc)
 command -v c++ >/dev/null || need+=(g++)
 command -v gdb >/dev/null || need+=(gdb)
@@ -17,15 +17,23 @@ command -v zic >/dev/null || [ -x /usr/sbin/zic ] || need+=(libc-bin) # tests/mk
 command -v redis-server >/dev/null || need+=(redis-server)
 command -v redis-benchmark >/dev/null || need+=(redis-tools)
 [ -x /usr/sbin/apache2 ] || need+=(apache2) # test-apps/tests/apache.rs
-if [ ${#need[@]} -gt 0 ]; then
-    echo "== installing ${need[*]}"
+# The package (scripts/package.sh) and its test: dpkg-architecture and dpkg-shlibdeps,
+# lintian (~16 s on 2 CPUs), promtool for the metrics file (prometheus: ~96 MB
+# installed: Debian ships promtool only with the server).
+command -v dpkg-shlibdeps >/dev/null || need+=(dpkg-dev)
+command -v lintian >/dev/null || need+=(lintian)
+command -v promtool >/dev/null || need_alone+=(prometheus) # without node-exporter (recommended)
+if [ $((${#need[@]} + ${#need_alone[@]})) -gt 0 ]; then
+    echo "== installing ${need[*]} ${need_alone[*]}"
     export DEBIAN_FRONTEND=noninteractive
     apt-get -o DPkg::Lock::Timeout=600 update -qq
-    apt-get -o DPkg::Lock::Timeout=600 install -y -qq "${need[@]}" >/dev/null
+    [ ${#need[@]} = 0 ] || apt-get -o DPkg::Lock::Timeout=600 install -y -qq "${need[@]}" >/dev/null
+    [ ${#need_alone[@]} = 0 ] || apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "${need_alone[@]}" >/dev/null
     # The package may start its own service; the tests run private instances.
     (systemctl stop mariadb || service mariadb stop) >/dev/null 2>&1 || true
     (systemctl stop redis-server || service redis-server stop) >/dev/null 2>&1 || true
     (systemctl stop apache2 || service apache2 stop) >/dev/null 2>&1 || true
+    (systemctl stop prometheus || service prometheus stop) >/dev/null 2>&1 || true
 fi
 
 echo "== format, lints and layers (cargo fmt --check, cargo clippy -D warnings, scripts/layers.py)"

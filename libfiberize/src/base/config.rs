@@ -6,6 +6,7 @@
 //! | `FIBERIZE_WORKERS=N`  | worker threads (default: CPUs in the affinity mask, capped by the cgroup CPU quota) |
 //! | `FIBERIZE_STATS=1`    | print one `fiberize: stats …` line to stderr at exit (a value with a `/` is a file to append it to) |
 //! | `FIBERIZE_REPORT=PATH` | write the report (`crate::observe::report`) to PATH (`-`: stderr) at exit and on the dump signal |
+//! | `FIBERIZE_METRICS=PATH[,INTERVAL]` | write the counters in Prometheus' text format to PATH every INTERVAL (default 10s; `500ms`, `30s`, `1m`) and at exit (`crate::observe::metrics`); queue waits only while `FIBERIZE_STATS` or `FIBERIZE_REPORT` measure them |
 //! | `FIBERIZE_DUMP_SIGNAL=N` | on signal N, print every fiber (state, wait, origin) to stderr |
 //! | `FIBERIZE_DUMP_AT_EXIT=1` | print the fiber dump at exit as well                 |
 //! | `FIBERIZE_WATCHDOG=SECONDS` | stall watchdog (read by `crate::observe::watchdog`; `FIBERIZE_WATCHDOG_FILE` for its output) |
@@ -142,6 +143,9 @@ pub struct Config {
     pub stats_to: Output,
     /// `FIBERIZE_REPORT`: where the report goes; None: no report (the default).
     pub report: Option<Output>,
+    /// `FIBERIZE_METRICS`: the Prometheus metrics file and how often it is written;
+    /// None: no metrics (the default).
+    pub metrics: Option<Metrics>,
     pub dump_signal: i32,
     pub dump_at_exit: bool,
     /// Idle rounds a worker spins before it sleeps (`FIBERIZE_SPIN`); `None`: the
@@ -173,6 +177,7 @@ static mut CONFIG: Config = Config {
     stats: false,
     stats_to: Output::Stderr,
     report: None,
+    metrics: None,
     dump_signal: 0,
     dump_at_exit: false,
     spin_rounds: None,
@@ -228,6 +233,7 @@ pub fn config() -> &'static Config {
             stats: stats_file.is_some() || env_switch(b"FIBERIZE_STATS\0", false),
             stats_to: stats_file.map_or(Output::Stderr, Output::File),
             report,
+            metrics: env_metrics(),
             dump_signal,
             dump_at_exit: env_switch(b"FIBERIZE_DUMP_AT_EXIT\0", false),
             spin_rounds: env_optional_number(b"FIBERIZE_SPIN\0", 0, 100_000).map(|n| n as u32),
@@ -350,6 +356,68 @@ fn env_number_in(name_nul: &'static [u8], min: u64, max: u64, default: u64, defa
     }
 }
 
+/// Where and how often the metrics file is written (`FIBERIZE_METRICS=PATH[,INTERVAL]`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Metrics {
+    /// The file (lives in the environment block, like [`Output::File`]'s path).
+    pub path: &'static [u8],
+    pub interval_ms: u64,
+}
+
+/// `FIBERIZE_METRICS`' interval when none is given. Origin: Prometheus' common scrape
+/// interval is 15 s to 1 min; a file a little fresher than that costs one small write.
+pub const DEFAULT_METRICS_INTERVAL_MS: u64 = 10_000;
+/// Bounds of the interval. Origin: below 100 ms the file would be rewritten faster than
+/// anybody reads it; above an hour it is stale for any dashboard.
+const METRICS_INTERVAL_MS: (u64, u64) = (100, 3_600_000);
+
+fn env_metrics() -> Option<Metrics> {
+    let raw = env_str(b"FIBERIZE_METRICS\0")?;
+    if raw.is_empty() || is_off(raw) {
+        return None;
+    }
+    let (path, interval) = match raw.iter().rposition(|&c| c == b',') {
+        Some(i) => (&raw[..i], Some(&raw[i + 1..])),
+        None => (raw, None),
+    };
+    if path.is_empty() {
+        warn(&[b"FIBERIZE_METRICS=", raw, b" names no file: no metrics"]);
+        return None;
+    }
+    if path[0] != b'/' {
+        // Still used: a test or a one-off run in its own folder is fine.
+        warn(&[b"FIBERIZE_METRICS=", raw, b": a relative path follows the program's working directory (servers change it)"]);
+    }
+    let interval_ms = match interval.map(parse_interval_ms) {
+        None => DEFAULT_METRICS_INTERVAL_MS,
+        Some(Some(ms)) if (METRICS_INTERVAL_MS.0..=METRICS_INTERVAL_MS.1).contains(&ms) => ms,
+        Some(_) => {
+            warn(&[
+                b"FIBERIZE_METRICS=",
+                raw,
+                b": the interval is not 100ms..1h (e.g. 500ms, 10s, 1m; a bare number is seconds): using 10s",
+            ]);
+            DEFAULT_METRICS_INTERVAL_MS
+        }
+    };
+    Some(Metrics { path, interval_ms })
+}
+
+/// `500ms`, `10s`, `10`, `1m`, `1h` in ms; None when it is none of these.
+fn parse_interval_ms(text: &[u8]) -> Option<u64> {
+    let text = core::str::from_utf8(text).ok()?.trim();
+    let split = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let scale = match unit {
+        "ms" => 1,
+        "" | "s" => 1_000,
+        "m" => 60_000,
+        "h" => 3_600_000,
+        _ => return None,
+    };
+    number.parse::<u64>().ok()?.checked_mul(scale)
+}
+
 /// An on/off switch: `1`/`on`/`true`/`yes`/`enable(d)` or the `is_off` words; anything
 /// else gets a warning and `default`.
 fn env_switch(name_nul: &'static [u8], default: bool) -> bool {
@@ -420,4 +488,21 @@ fn cgroup_cpu_limit() -> Option<usize> {
 fn read_small_file<'a>(path_nul: &'static [u8], buf: &'a mut [u8]) -> Option<&'a str> {
     let n = crate::base::sys::read_file_nul(path_nul, buf)?;
     core::str::from_utf8(&buf[..n]).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_interval_ms;
+
+    #[test]
+    fn metrics_intervals_take_a_unit_or_seconds() {
+        assert_eq!(parse_interval_ms(b"500ms"), Some(500));
+        assert_eq!(parse_interval_ms(b"10s"), Some(10_000));
+        assert_eq!(parse_interval_ms(b" 10 "), Some(10_000));
+        assert_eq!(parse_interval_ms(b"2m"), Some(120_000));
+        assert_eq!(parse_interval_ms(b"1h"), Some(3_600_000));
+        for bad in [&b""[..], b"s", b"-1s", b"1.5s", b"10x", b"99999999999999999999h"] {
+            assert_eq!(parse_interval_ms(bad), None, "{:?}", core::str::from_utf8(bad));
+        }
+    }
 }

@@ -7,11 +7,15 @@
 //! written where the fiber is queued and read where a worker takes it
 //! (`scheduler::run_fiber`); the queue's own Release/Acquire orders the two, so the
 //! word is Relaxed. Only while [`on`] (`FIBERIZE_STATS` or `FIBERIZE_REPORT`): otherwise
-//! queueing and running cost one Relaxed load and a branch each, no clock read.
+//! queueing and running cost one Relaxed load and a branch each, no clock read. The
+//! clock reads cost a switch-heavy program: `bench_core pingpong` ran at 0.5-0.8x of its
+//! rate in 4 runs of `scripts/bench-metrics.sh` on the shared 2-vCPU VM; so the metrics
+//! file, which costs the workers nothing, does not turn the measurement on by itself.
 //!
 //! Per source: count, total and longest wait; over all sources, a histogram by decade
 //! (< 10 µs, < 100 µs, < 1 ms, < 10 ms, < 100 ms, < 1 s, longer). Printed in the stats
-//! line (`queue_<source>=count/mean_us/max_us`, `queue_hist=...`) and in the dump.
+//! line (`queue_<source>=count/mean_us/max_us`, `queue_hist=...`), in the dump and in
+//! the metrics file (`FIBERIZE_METRICS`).
 //! Plain shared atomics, not sharded like `base::stats`: they are bumped only while
 //! somebody asked for statistics.
 
@@ -114,6 +118,30 @@ fn bucket(waited_ns: u64) -> usize {
     b
 }
 
+/// One source's waits so far: its name (as in the stats line), count, total and
+/// longest wait in ns.
+pub struct SourceWaits {
+    pub name: &'static str,
+    pub count: u64,
+    pub total_ns: u64,
+    pub max_ns: u64,
+}
+
+/// The upper bounds of the histogram's buckets in ns, the last (longer waits) unbounded.
+pub const BUCKET_LIMITS_NS: [u64; BUCKETS - 1] = [10_000, 100_000, 1_000_000, 10_000_000, 100_000_000, 1_000_000_000];
+
+/// The waits so far, per source, and the histogram's bucket counts (not cumulative), for
+/// the metrics file (`crate::observe::metrics`).
+pub fn snapshot() -> ([SourceWaits; SOURCES], [u64; BUCKETS]) {
+    let per_source = core::array::from_fn(|i| SourceWaits {
+        name: NAMES[i],
+        count: BY_SOURCE[i].count.load(Relaxed),
+        total_ns: BY_SOURCE[i].total_ns.load(Relaxed),
+        max_ns: BY_SOURCE[i].max_ns.load(Relaxed),
+    });
+    (per_source, core::array::from_fn(|i| HISTOGRAM[i].load(Relaxed)))
+}
+
 /// ` queue_<source>=count/mean_us/max_us ... queue_hist=<10us,<100us,...` (empty when off).
 pub fn render() -> String {
     if !on() {
@@ -143,6 +171,10 @@ mod tests {
         assert_eq!(bucket(1_000_000), 3);
         assert_eq!(bucket(150_000_000), 5);
         assert_eq!(bucket(u64::MAX), BUCKETS - 1);
+        for (i, &limit) in BUCKET_LIMITS_NS.iter().enumerate() {
+            assert_eq!(bucket(limit - 1), i);
+            assert_eq!(bucket(limit), i + 1);
+        }
     }
 
     #[test]

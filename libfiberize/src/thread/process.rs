@@ -1,5 +1,5 @@
 //! Process-level hooks: `fork` and `vfork` children, the dump signal, and the
-//! exit-time stats line and dump.
+//! exit-time stats line, metrics file and dump.
 //!
 //! # Children
 //!
@@ -21,8 +21,8 @@
 //!   a thread (`config::mark_forked_child`); runtime state copied from the parent that
 //!   refers to threads that do not exist here is dropped — parking-lot queues and their
 //!   bucket locks (another thread may have held one at the fork), the fiber registry,
-//!   the timer heap — and the parent's epoll set is let go of (`reactor`); then a
-//!   forking fiber moves to its donor's frames and the child continues as a process of
+//!   the timer heap — and the parent's epoll set and the metrics file's lock are let
+//!   go of (`reactor`, `observe::metrics`); then a forking fiber moves to its donor's frames and the child continues as a process of
 //!   one plain thread, which ends as glibc's last thread does (exit status 0).
 //!
 //! A parent that never started the pool (a daemon forks before its first thread) has
@@ -92,6 +92,7 @@ extern "C" fn child_after_fork() {
         }
     }
     crate::runtime::poller::detach_in_forked_child();
+    crate::observe::metrics::let_go_in_forked_child();
     if let Some(f) = forking_fiber {
         crate::thread::donor_sleep::move_to_donor_in_forked_child(f);
     }
@@ -136,6 +137,8 @@ extern "C" fn at_exit() {
     if cfg.dump_at_exit {
         dump::dump_all();
     }
+    // Before the stats line: the file's counters are then at most the line's.
+    crate::observe::metrics::write_at_exit();
     if cfg.stats {
         let line = format!(
             "fiberize: stats workers={} live_fibers={}{}{}\n",
@@ -159,6 +162,7 @@ pub fn after_pool_started() {
     install_fork_hooks();
     let cfg = config::config();
     crate::observe::report::start_if_wanted();
+    crate::observe::metrics::start_if_wanted();
     // SAFETY: registering plain extern "C" callbacks with libc.
     unsafe {
         libc::atexit(at_exit);
