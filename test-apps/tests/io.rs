@@ -160,6 +160,19 @@ fn descriptors_closed_in_bulk_or_out_of_sight_then_reused() {
     assert!(stat(&parked, "parks") > 0, "{}", parked.stderr);
 }
 
+/// Issue 25: an `SA_RESTART` handler (given to `sigaction` or set by `siginterrupt`)
+/// does not make a blocking accept or pipe read fail with EINTR, in the main (plain)
+/// thread as in a fiber; without it both fail with EINTR. Same output as natively.
+/// (The main thread's wait in `poll` turned every handler into EINTR, and glibc's
+/// `siginterrupt` changed the flag behind the library's back.)
+#[test]
+fn sa_restart_restarts_accept_and_read_in_plain_threads_and_fibers() {
+    let (native, pre) = same_both_ways("io_restart", &[]);
+    assert_eq!(native.stdout.lines().count(), 16, "{}", native.stdout);
+    assert!(!native.stdout.contains("handler ran no"), "{}", native.stdout);
+    assert!(stat(&pre, "fibers_created") >= 17, "{}", pre.stderr);
+}
+
 /// The time limit of one run of a test app.
 const LIMIT: std::time::Duration = std::time::Duration::from_secs(120);
 

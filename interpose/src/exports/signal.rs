@@ -290,6 +290,30 @@ pub unsafe extern "C" fn sigaction(sig: c_int, act: *const libc::sigaction, old:
     unsafe { fiberize_rt::base::real::sigaction(sig, act, old) }
 }
 
+/// `siginterrupt`: glibc's sets `SA_RESTART` through its internal `__sigaction`, which
+/// the library never sees, so a fiber's restart rule kept the old flag (issue 25:
+/// CPython's `test_siginterrupt_off`). Here it is a read and a write of the program's
+/// action through [`sigaction`], as POSIX describes it.
+///
+/// # Safety
+/// As glibc's `siginterrupt` (no pointers).
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn siginterrupt(sig: c_int, interrupt: c_int) -> c_int {
+    // SAFETY: all-zero is a valid `struct sigaction` to be filled in.
+    let mut act: libc::sigaction = unsafe { core::mem::zeroed() };
+    // SAFETY: `act` is a valid out-parameter; a bad `sig` fails with EINVAL, as glibc's does.
+    if unsafe { sigaction(sig, core::ptr::null(), &mut act) } < 0 {
+        return -1;
+    }
+    if interrupt != 0 {
+        act.sa_flags &= !libc::SA_RESTART;
+    } else {
+        act.sa_flags |= libc::SA_RESTART;
+    }
+    // SAFETY: `act` is the program's own action, read just above, with one flag changed.
+    unsafe { sigaction(sig, &act, core::ptr::null_mut()) }
+}
+
 /// `signal` with glibc's (BSD) semantics: `SA_RESTART`, the signal blocked in its handler.
 ///
 /// # Safety

@@ -335,11 +335,16 @@ fn nonblocking_read(fd: c_int, requested: usize, attempt: impl FnOnce() -> isize
     r
 }
 
-/// The owned, blocking-in-the-program's-view state of `fd`, if it needs our loop.
+/// The owned, blocking-in-the-program's-view state of `fd`, if the calling fiber needs our
+/// loop (None for a plain thread: see below).
 #[inline]
 fn needs_loop(fd: c_int) -> Option<&'static FdState> {
     let st = fdtable::lookup(fd)?;
-    fiber::current_or_demote();
+    // A plain thread (the main thread, a demoted fiber) makes the program's own call:
+    // the kernel blocks it, restarts the call after an `SA_RESTART` handler, applies
+    // the socket timeouts, exactly as natively. (Its wait in `poll` used to turn every
+    // handler, the library's own dump signal included, into EINTR.)
+    fiber::current_or_demote()?;
     let f = st.flags.load(Ordering::Acquire);
     if f & OWNED == 0 || f & (USER_NONBLOCK | EPOLL_FD) != 0 {
         return None;
