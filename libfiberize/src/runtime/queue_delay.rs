@@ -14,7 +14,7 @@
 //!
 //! Per source: count, total and longest wait; over all sources, a histogram by decade
 //! (< 10 µs, < 100 µs, < 1 ms, < 10 ms, < 100 ms, < 1 s, longer). Printed in the stats
-//! line (`queue_<source>=count/mean_us/max_us`, `queue_hist=...`), in the dump and in
+//! line (`queue_<source>=count/mean_us/max_us/migrated`, the last: runs on another worker than the previous one, `queue_hist=...`), in the dump and in
 //! the metrics file (`FIBERIZE_METRICS`).
 //! Plain shared atomics, not sharded like `base::stats`: they are bumped only while
 //! somebody asked for statistics.
@@ -56,6 +56,9 @@ static ON: AtomicBool = AtomicBool::new(false);
 
 struct PerSource {
     count: AtomicU64,
+    /// Of those, runs on another worker than the fiber's previous run (issue 24: which
+    /// queue path moves connections between cores).
+    migrated: AtomicU64,
     total_ns: AtomicU64,
     max_ns: AtomicU64,
 }
@@ -63,7 +66,7 @@ struct PerSource {
 #[allow(clippy::declare_interior_mutable_const)]
 const ZERO: AtomicU64 = AtomicU64::new(0);
 #[allow(clippy::declare_interior_mutable_const)]
-const EMPTY: PerSource = PerSource { count: ZERO, total_ns: ZERO, max_ns: ZERO };
+const EMPTY: PerSource = PerSource { count: ZERO, migrated: ZERO, total_ns: ZERO, max_ns: ZERO };
 static BY_SOURCE: [PerSource; SOURCES] = [EMPTY; SOURCES];
 static HISTOGRAM: [AtomicU64; BUCKETS] = [ZERO; BUCKETS];
 
@@ -90,18 +93,21 @@ pub fn stamp(source: Source) -> u64 {
 
 /// Records the wait of a fiber that a worker is about to run, from its `stamp`.
 #[inline]
-pub fn record(stamp: u64) {
+pub fn record(stamp: u64, migrated: bool) {
     if stamp == 0 {
         return;
     }
-    record_slow(stamp);
+    record_slow(stamp, migrated);
 }
 
 #[cold]
-fn record_slow(stamp: u64) {
+fn record_slow(stamp: u64, migrated: bool) {
     let waited = sys::now_ns().saturating_sub(stamp >> SOURCE_BITS);
     let s = &BY_SOURCE[((stamp & ((1 << SOURCE_BITS) - 1)) as usize).min(SOURCES - 1)];
     s.count.fetch_add(1, Relaxed);
+    if migrated {
+        s.migrated.fetch_add(1, Relaxed);
+    }
     s.total_ns.fetch_add(waited, Relaxed);
     s.max_ns.fetch_max(waited, Relaxed);
     HISTOGRAM[bucket(waited)].fetch_add(1, Relaxed);
@@ -142,7 +148,7 @@ pub fn snapshot() -> ([SourceWaits; SOURCES], [u64; BUCKETS]) {
     (per_source, core::array::from_fn(|i| HISTOGRAM[i].load(Relaxed)))
 }
 
-/// ` queue_<source>=count/mean_us/max_us ... queue_hist=<10us,<100us,...` (empty when off).
+/// ` queue_<source>=count/mean_us/max_us/migrated ... queue_hist=<10us,<100us,...` (empty when off).
 pub fn render() -> String {
     if !on() {
         return String::new();
@@ -151,10 +157,11 @@ pub fn render() -> String {
     for (name, src) in NAMES.iter().zip(BY_SOURCE.iter()) {
         let n = src.count.load(Relaxed);
         let mean_us = src.total_ns.load(Relaxed).checked_div(n).unwrap_or(0) / 1000;
-        s.push_str(&format!(" queue_{name}={n}/{mean_us}/{}", src.max_ns.load(Relaxed) / 1000));
+        s.push_str(&format!(" queue_{name}={n}/{mean_us}/{}/{}", src.max_ns.load(Relaxed) / 1000, src.migrated.load(Relaxed)));
     }
     let h: Vec<String> = HISTOGRAM.iter().map(|b| b.load(Relaxed).to_string()).collect();
     s.push_str(&format!(" queue_hist={}", h.join(",")));
+
     s
 }
 
@@ -182,8 +189,9 @@ mod tests {
         enable();
         let st = stamp(Source::Preempt);
         assert_eq!(st & ((1 << SOURCE_BITS) - 1), Source::Preempt as u64);
-        record(st);
+        record(st, true);
         assert!(BY_SOURCE[Source::Preempt as usize].count.load(Relaxed) >= 1);
+        assert!(BY_SOURCE[Source::Preempt as usize].migrated.load(Relaxed) >= 1);
         assert!(render().contains("queue_preempt="));
     }
 }

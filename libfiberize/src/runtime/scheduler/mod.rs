@@ -91,6 +91,10 @@ pub const SPIN_ROUNDS: u32 = 16;
 /// Every this many dequeues a worker looks at the global queues first, so that a busy
 /// local deque cannot starve the injector (the constant Go uses).
 const GLOBAL_CHECK_INTERVAL: u32 = 61;
+/// Every this many dequeues a busy worker polls its readiness set if it is stale
+/// (`poller::STALE_NS`). Origin: a fiber run of a server is ~10–50 µs, so four of them
+/// are about one `STALE_NS`; the monitor's 1 ms poll is the fallback.
+const POLL_CHECK_INTERVAL: u32 = 4;
 /// Fibers a worker runs in a row from its lifo slot while its local deque is not
 /// empty; the next wakee then goes to the back of the deque. Origin: tokio's
 /// `MAX_LIFO_POLLS_PER_TICK` (3): a lock or a message handed round a group of fibers
