@@ -20,7 +20,7 @@ pub fn start(hooks: &'static crate::runtime::hooks::Hooks) -> &'static Runtime {
 }
 
 fn start_pool() {
-    sys::detect_fsbase_method();
+    sys::detect_thread_pointer_method();
     let cfg = crate::base::config::config();
     let n = cfg.workers;
     // SAFETY: querying the mask into a valid out-parameter.
