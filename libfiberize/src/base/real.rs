@@ -69,4 +69,5 @@ real_fns! {
     fn pthread_create(t: *mut libc::pthread_t, a: *const libc::pthread_attr_t,
         f: extern "C" fn(*mut libc::c_void) -> *mut libc::c_void, arg: *mut libc::c_void) -> libc::c_int;
     fn pthread_detach(t: libc::pthread_t) -> libc::c_int;
+    fn sched_yield() -> libc::c_int;
 }
