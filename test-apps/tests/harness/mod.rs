@@ -60,6 +60,12 @@ pub fn rust_bin(name: &str) -> PathBuf {
     p.unwrap_or_else(|| panic!("{name} not built in {dirs:?}"))
 }
 
+/// Whether the apps run under an emulator (qemu-user): `/proc/TID/syscall` then shows
+/// the emulator's host system calls, not the app's.
+pub fn emulated() -> bool {
+    cross().is_some()
+}
+
 /// A command that runs the app `bin` (under qemu-user for a cross-built app).
 pub fn command(bin: &Path) -> Command {
     match cross() {
