@@ -93,6 +93,17 @@ pub fn static_tls_range_fits(off: usize, size: usize, static_size: usize) -> boo
     off.checked_add(size).is_some_and(|end| end <= static_size)
 }
 
+/// How many bytes before a return address [`is_call_before`] looks at.
+pub const CALL_LOOKBACK: usize = 4;
+
+/// Whether the instruction word `b` that ends at a return address is a call: `bl`
+/// (`100101` and a 26-bit offset) or `blr Xn` (`d63f0000 | n << 5`).
+#[inline]
+pub fn is_call_before(b: &[u8]) -> bool {
+    let insn = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+    insn & 0xfc00_0000 == 0x9400_0000 || insn & 0xffff_fc1f == 0xd63f_0000
+}
+
 /// The runtime's kick signal (`crate::runtime::kick`): SIGRTMAX - 2. qemu-user, which
 /// runs aarch64 programs on other machines (the project's tests, multi-architecture
 /// container builds), has no host signal left for the guest's two highest real-time
@@ -245,3 +256,19 @@ core::arch::global_asm!(
     sys_futex = const libc::SYS_futex,
     woken = const super::DONOR_WOKEN_IN_FORKED_CHILD,
 );
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn calls_are_recognized_before_a_return_address() {
+        let call = |insn: u32| is_call_before(&insn.to_le_bytes());
+        assert!(call(0x9400_0010), "bl +0x40");
+        assert!(call(0x97ff_fff0), "bl -0x40");
+        assert!(call(0xd63f_0100), "blr x8");
+        assert!(!call(0xd65f_03c0), "ret");
+        assert!(!call(0x1400_0010), "b +0x40");
+        assert!(!call(0xd61f_0100), "br x8");
+    }
+}

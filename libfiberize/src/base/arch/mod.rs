@@ -15,6 +15,7 @@
 //! | `fiberize_donor_sleep`, `fiberize_donor_wake_in_child` | the donor's resumable futex sleep (assembly) |
 //! | [`vfork_naked_asm!`](crate::vfork_naked_asm), [`tail_call_naked_asm!`](crate::tail_call_naked_asm) | `vfork`'s body |
 //! | [`VFORK_SYSCALL`]                 | the system call `vfork` makes                       |
+//! | [`is_call_before`], [`CALL_LOOKBACK`] | whether a code address follows a call (the report's call sites) |
 //! | [`KICK_SIGNAL`]                   | the runtime's kick signal (SIGRTMAX; SIGRTMAX-2 on aarch64, for qemu-user) |
 //! | [`SYS_IO_PGETEVENTS`]             | a system call number the `libc` crate lacks         |
 //!

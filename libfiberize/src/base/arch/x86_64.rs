@@ -109,6 +109,17 @@ pub fn static_tls_range_fits(off: usize, size: usize, _static_size: usize) -> bo
     off >= size
 }
 
+/// How many bytes before a return address [`is_call_before`] looks at.
+pub const CALL_LOOKBACK: usize = 7;
+
+/// Whether the [`CALL_LOOKBACK`] bytes `b` that end at a return address end with a
+/// call: `e8` with a 32-bit displacement, or an indirect `ff /2` of 2, 3, 6 or 7 bytes.
+#[inline]
+pub fn is_call_before(b: &[u8]) -> bool {
+    let indirect = |at: usize| b[at] == 0xff && (b[at + 1] >> 3) & 7 == 2;
+    b[2] == 0xe8 || indirect(5) || indirect(4) || indirect(1) || indirect(0)
+}
+
 /// The runtime's kick signal (`crate::runtime::kick`): SIGRTMAX.
 pub const KICK_SIGNAL: libc::c_int = 64;
 
