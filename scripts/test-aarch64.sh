@@ -54,7 +54,7 @@ echo "== the app tests, apps cross-built and run under qemu-aarch64-static, nati
 export FIBERIZE_TEST_ARCH=aarch64
 status=0
 cargo test --release --no-fail-fast -p test-apps \
-    --test core --test sync_family --test io --test fork --test wtls_report \
+    --test core --test sync_family --test io --test fork --test wtls_report --test preempt \
     -- --test-threads=2 --skip stress_two_thousand_threads --skip fork_exec_stress_all_children_reaped || status=1
 cargo test --release -p test-apps --test mktime -- --test-threads=2 \
     tz_changes_are_picked_up fiberize_tz_off_passes_through || status=1
