@@ -1,4 +1,4 @@
-//! # glibc-layout: what glibc's pthread objects look like in memory (x86_64)
+//! # glibc-layout: what glibc's pthread objects look like in memory (x86_64, aarch64)
 //!
 //! fiberize replaces the pthread *functions* by symbol interposition, but it cannot
 //! replace the pthread *objects*: a program's `pthread_mutex_t`, `pthread_cond_t` and
@@ -28,8 +28,10 @@
 //! `tests/c_layout.rs`, which compiles a C program against the real headers, runs the
 //! real `pthread_*_init` functions and compares every offset and byte with this crate.
 //!
-//! Only x86_64 Linux with glibc is described; on any other target the crate does not
-//! compile (the const assertions fail), which is intended.
+//! x86_64 and aarch64 Linux with glibc are described (their differences are listed in
+//! `mirrors.rs`); on any other target the crate does not compile (no layout constants),
+//! which is intended. On aarch64 the test compiles the C program with
+//! `aarch64-linux-gnu-gcc` and, cross-built, runs it under `qemu-aarch64-static`.
 //!
 //! Objects glibc keeps for itself (robust, priority-inheritance, priority-protect or
 //! process-shared mutexes, see [`mutex_kind_is_delegated`]) keep glibc's full layout and

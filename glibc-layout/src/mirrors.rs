@@ -1,5 +1,16 @@
-//! `#[repr(C)]` mirrors of glibc 2.36's x86_64 pthread structs, and size/alignment facts
-//! for the opaque unions, all checked against `libc` at compile time.
+//! `#[repr(C)]` mirrors of glibc 2.36's pthread structs on x86_64 and aarch64, and
+//! size/alignment facts for the opaque unions, all checked against `libc` at compile
+//! time.
+//!
+//! The two architectures agree on every offset the runtime uses. They differ in:
+//!
+//! | what                          | x86_64                        | aarch64 (generic glibc)          |
+//! |-------------------------------|-------------------------------|----------------------------------|
+//! | `pthread_mutex_t`             | 40 bytes                      | 48 bytes (`__data` 40 + 8 tail)  |
+//! | mutex @20                     | `short __spins, __elision`    | `int __spins`                    |
+//! | rwlock @32                    | `schar __rwelision`, `__pad1[7]` | `ulong __pad1`                |
+//! | `pthread_{mutex,cond,barrier}attr_t` | 4 bytes               | 8 bytes (4-aligned)              |
+//! | `pthread_attr_t`              | 56 bytes                      | 64 bytes                         |
 //!
 //! Field names are glibc's without the leading `__`.
 
@@ -7,7 +18,8 @@ use core::mem::{align_of, size_of};
 use memoffset::offset_of;
 
 /// `struct __pthread_mutex_s`, the `__data` member of `pthread_mutex_t`
-/// (`bits/struct_mutex.h`). 40 bytes, 8-aligned.
+/// (`bits/struct_mutex.h`). 40 bytes, 8-aligned; on aarch64 the union is 48 bytes and
+/// the mirror ends with its 8-byte tail, and bytes 20..24 are one `int __spins`.
 ///
 /// | byte | field      | type      | meaning in glibc                                |
 /// |------|------------|-----------|-------------------------------------------------|
@@ -33,11 +45,19 @@ pub struct GlibcMutex {
     /// `__kind` @16.
     pub kind: i32,
     /// `__spins` @20.
+    #[cfg(target_arch = "x86_64")]
     pub spins: i16,
     /// `__elision` @22.
+    #[cfg(target_arch = "x86_64")]
     pub elision: i16,
+    /// `__spins` @20.
+    #[cfg(target_arch = "aarch64")]
+    pub spins: i32,
     /// `__list` @24: `__prev`, `__next` (as addresses).
     pub list: [usize; 2],
+    /// @40: the rest of the 48-byte union (`__size`), beyond `__data`.
+    #[cfg(target_arch = "aarch64")]
+    pub union_tail: u64,
 }
 
 /// `struct __pthread_cond_s`, the `__data` member of `pthread_cond_t`
@@ -72,7 +92,8 @@ pub struct GlibcCond {
 }
 
 /// `struct __pthread_rwlock_arch_t`, the `__data` member of `pthread_rwlock_t`
-/// (`bits/struct_rwlock.h`, x86_64 branch). 56 bytes, 8-aligned.
+/// (`bits/struct_rwlock.h`, x86_64 branch; aarch64's generic one has an 8-byte `__pad1`
+/// at 32 where x86_64 has `__rwelision` and `__pad1[7]`). 56 bytes, 8-aligned.
 ///
 /// | byte | field            | type       | meaning in glibc                          |
 /// |------|------------------|------------|-------------------------------------------|
@@ -108,9 +129,14 @@ pub struct GlibcRwlock {
     /// `__shared` @28.
     pub shared: i32,
     /// `__rwelision` @32.
+    #[cfg(target_arch = "x86_64")]
     pub rwelision: i8,
     /// `__pad1` @33.
+    #[cfg(target_arch = "x86_64")]
     pub pad1: [u8; 7],
+    /// `__pad1` @32.
+    #[cfg(target_arch = "aarch64")]
+    pub pad1: u64,
     /// `__pad2` @40.
     pub pad2: u64,
     /// `__flags` @48.
@@ -126,7 +152,7 @@ pub struct TypeLayout {
     pub align: usize,
 }
 
-/// Sizes and alignments of glibc's opaque pthread types on x86_64 (from
+/// Sizes and alignments of glibc's opaque pthread types on this architecture (from
 /// `bits/pthreadtypes-arch.h`; the alignment is that of the union's `long int __align`
 /// or `int __align` member).
 pub mod layouts {
@@ -134,22 +160,30 @@ pub mod layouts {
     const fn l(size: usize, align: usize) -> TypeLayout {
         TypeLayout { size, align }
     }
+    /// The sizes that differ between x86_64 and aarch64 (`__SIZEOF_PTHREAD_*`).
+    #[cfg(target_arch = "x86_64")]
+    const ARCH: (usize, usize, usize) = (40, 4, 56);
+    #[cfg(target_arch = "aarch64")]
+    const ARCH: (usize, usize, usize) = (48, 8, 64);
+    const MUTEX: usize = ARCH.0;
+    const SMALL_ATTR: usize = ARCH.1;
+    const ATTR: usize = ARCH.2;
     /// `pthread_mutex_t`.
-    pub const PTHREAD_MUTEX_T: TypeLayout = l(40, 8);
+    pub const PTHREAD_MUTEX_T: TypeLayout = l(MUTEX, 8);
     /// `pthread_cond_t`.
     pub const PTHREAD_COND_T: TypeLayout = l(48, 8);
     /// `pthread_rwlock_t`.
     pub const PTHREAD_RWLOCK_T: TypeLayout = l(56, 8);
     /// `pthread_mutexattr_t`.
-    pub const PTHREAD_MUTEXATTR_T: TypeLayout = l(4, 4);
+    pub const PTHREAD_MUTEXATTR_T: TypeLayout = l(SMALL_ATTR, 4);
     /// `pthread_condattr_t`.
-    pub const PTHREAD_CONDATTR_T: TypeLayout = l(4, 4);
+    pub const PTHREAD_CONDATTR_T: TypeLayout = l(SMALL_ATTR, 4);
     /// `pthread_rwlockattr_t`.
     pub const PTHREAD_RWLOCKATTR_T: TypeLayout = l(8, 8);
     /// `pthread_barrier_t`.
     pub const PTHREAD_BARRIER_T: TypeLayout = l(32, 8);
     /// `pthread_barrierattr_t`.
-    pub const PTHREAD_BARRIERATTR_T: TypeLayout = l(4, 4);
+    pub const PTHREAD_BARRIERATTR_T: TypeLayout = l(SMALL_ATTR, 4);
     /// `sem_t`.
     pub const SEM_T: TypeLayout = l(32, 8);
     /// `pthread_once_t` (a plain `int`).
@@ -157,7 +191,7 @@ pub mod layouts {
     /// `pthread_spinlock_t` (a plain `volatile int`).
     pub const PTHREAD_SPINLOCK_T: TypeLayout = l(4, 4);
     /// `pthread_attr_t`.
-    pub const PTHREAD_ATTR_T: TypeLayout = l(56, 8);
+    pub const PTHREAD_ATTR_T: TypeLayout = l(ATTR, 8);
 }
 
 /// Compile-time check that a Rust type has a [`TypeLayout`].
@@ -191,6 +225,7 @@ const _: () = {
     assert!(offset_of!(GlibcMutex, nusers) == 12);
     assert!(offset_of!(GlibcMutex, kind) == 16);
     assert!(offset_of!(GlibcMutex, spins) == 20);
+    #[cfg(target_arch = "x86_64")]
     assert!(offset_of!(GlibcMutex, elision) == 22);
     assert!(offset_of!(GlibcMutex, list) == 24);
 
@@ -210,8 +245,12 @@ const _: () = {
     assert!(offset_of!(GlibcRwlock, pad4) == 20);
     assert!(offset_of!(GlibcRwlock, cur_writer) == 24);
     assert!(offset_of!(GlibcRwlock, shared) == 28);
+    #[cfg(target_arch = "x86_64")]
     assert!(offset_of!(GlibcRwlock, rwelision) == 32);
+    #[cfg(target_arch = "x86_64")]
     assert!(offset_of!(GlibcRwlock, pad1) == 33);
+    #[cfg(target_arch = "aarch64")]
+    assert!(offset_of!(GlibcRwlock, pad1) == 32);
     assert!(offset_of!(GlibcRwlock, pad2) == 40);
     assert!(offset_of!(GlibcRwlock, flags) == 48);
 };
@@ -229,6 +268,6 @@ macro_rules! bytes_conversions {
         }
     };
 }
-bytes_conversions!(GlibcMutex, 40);
-bytes_conversions!(GlibcCond, 48);
-bytes_conversions!(GlibcRwlock, 56);
+bytes_conversions!(GlibcMutex, layouts::PTHREAD_MUTEX_T.size);
+bytes_conversions!(GlibcCond, layouts::PTHREAD_COND_T.size);
+bytes_conversions!(GlibcRwlock, layouts::PTHREAD_RWLOCK_T.size);

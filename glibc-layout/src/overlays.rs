@@ -23,7 +23,8 @@ pub const INIT_READY: u32 = 2;
 /// `init_state`: destroyed, or found with an invalid `kind`; operations fail with EINVAL.
 pub const INIT_DESTROYED: u32 = 3;
 
-/// The runtime's view of a `pthread_mutex_t` (40 bytes, 8-aligned).
+/// The runtime's view of a `pthread_mutex_t` (40 bytes, 8-aligned; 48 on aarch64,
+/// whose last 8 are unused).
 ///
 /// | byte | field        | glibc field            | content                                |
 /// |------|--------------|------------------------|----------------------------------------|
@@ -61,6 +62,9 @@ pub struct MutexOverlay {
     pub init_state: AtomicU32,
     /// @24 (`__list`) unused, zero.
     pub reserved: [AtomicU64; 2],
+    /// @40 (aarch64 only: the 48-byte union's tail beyond `__data`) unused.
+    #[cfg(target_arch = "aarch64")]
+    pub union_tail: AtomicU64,
 }
 
 impl MutexOverlay {
@@ -120,6 +124,8 @@ impl MutexOverlay {
         self.count.store(0, Ordering::Relaxed);
         self.owner.store(0, Ordering::Relaxed);
         self.reserved.iter().for_each(|r| r.store(0, Ordering::Relaxed));
+        #[cfg(target_arch = "aarch64")]
+        self.union_tail.store(0, Ordering::Relaxed);
         self.kind.store(kind, Ordering::Relaxed);
         self.init_state.store(INIT_READY, Ordering::Release);
     }
@@ -239,7 +245,7 @@ const _: () = {
     assert!(offset_of!(RwlockOverlay, writer) == offset_of!(GlibcRwlock, wrphase_futex));
     assert!(offset_of!(RwlockOverlay, reserved) == offset_of!(GlibcRwlock, pad3));
     assert!(offset_of!(RwlockOverlay, shared) == offset_of!(GlibcRwlock, shared));
-    assert!(offset_of!(RwlockOverlay, reserved2) == offset_of!(GlibcRwlock, rwelision));
+    assert!(offset_of!(RwlockOverlay, reserved2) == 32);
     assert!(offset_of!(RwlockOverlay, flags) == offset_of!(GlibcRwlock, flags));
     assert!(offset_of!(RwlockOverlay, reserved3) == 52);
 };
@@ -250,9 +256,9 @@ mod tests {
     use crate::*;
 
     /// A pthread_mutex_t holding `bytes`, as a static initializer would leave it.
-    fn mutex_from(bytes: [u8; 40]) -> Box<libc::pthread_mutex_t> {
+    fn mutex_from(bytes: [u8; layouts::PTHREAD_MUTEX_T.size]) -> Box<libc::pthread_mutex_t> {
         // SAFETY: same size; pthread_mutex_t is plain bytes.
-        Box::new(unsafe { core::mem::transmute::<[u8; 40], libc::pthread_mutex_t>(bytes) })
+        Box::new(unsafe { core::mem::transmute::<[u8; layouts::PTHREAD_MUTEX_T.size], libc::pthread_mutex_t>(bytes) })
     }
 
     #[test]

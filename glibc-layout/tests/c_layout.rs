@@ -70,7 +70,10 @@ int main(void) {
     OFF(pthread_mutex_t, "mutex", __lock); OFF(pthread_mutex_t, "mutex", __count);
     OFF(pthread_mutex_t, "mutex", __owner); OFF(pthread_mutex_t, "mutex", __nusers);
     OFF(pthread_mutex_t, "mutex", __kind); OFF(pthread_mutex_t, "mutex", __spins);
-    OFF(pthread_mutex_t, "mutex", __elision); OFF(pthread_mutex_t, "mutex", __list);
+#ifdef __x86_64__
+    OFF(pthread_mutex_t, "mutex", __elision);
+#endif
+    OFF(pthread_mutex_t, "mutex", __list);
     OFF(pthread_cond_t, "cond", __wseq); OFF(pthread_cond_t, "cond", __g1_start);
     OFF(pthread_cond_t, "cond", __g_refs); OFF(pthread_cond_t, "cond", __g_size);
     OFF(pthread_cond_t, "cond", __g1_orig_size); OFF(pthread_cond_t, "cond", __wrefs);
@@ -80,7 +83,10 @@ int main(void) {
     OFF(pthread_rwlock_t, "rwlock", __writers_futex);
     OFF(pthread_rwlock_t, "rwlock", __pad3); OFF(pthread_rwlock_t, "rwlock", __pad4);
     OFF(pthread_rwlock_t, "rwlock", __cur_writer); OFF(pthread_rwlock_t, "rwlock", __shared);
-    OFF(pthread_rwlock_t, "rwlock", __rwelision); OFF(pthread_rwlock_t, "rwlock", __pad1);
+#ifdef __x86_64__
+    OFF(pthread_rwlock_t, "rwlock", __rwelision);
+#endif
+    OFF(pthread_rwlock_t, "rwlock", __pad1);
     OFF(pthread_rwlock_t, "rwlock", __pad2); OFF(pthread_rwlock_t, "rwlock", __flags);
 
     { pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER; hex("PTHREAD_MUTEX_INITIALIZER", &m, sizeof m); }
@@ -122,13 +128,32 @@ int main(void) {
 }
 "#;
 
+/// The C compiler for this test's own architecture: Debian's name for the aarch64 gcc
+/// (native or cross), plain `cc` on x86_64.
+const CC: &str = if cfg!(target_arch = "aarch64") { "aarch64-linux-gnu-gcc" } else { "cc" };
+
+/// Runs the compiled C program. A cross-built aarch64 test runs under qemu-user, which
+/// cannot start another aarch64 program without binfmt_misc (the spawn's child exits
+/// with 127): then it runs the program under `qemu-aarch64-static` itself.
+fn run_program(exe: &std::path::Path) -> std::process::Output {
+    let out = Command::new(exe).output();
+    let exec_failed = match &out {
+        Ok(o) => o.status.code() == Some(127) && o.stdout.is_empty(),
+        Err(_) => true,
+    };
+    if cfg!(target_arch = "aarch64") && exec_failed {
+        return Command::new("qemu-aarch64-static").arg(exe).output().expect("run the C program under qemu");
+    }
+    out.expect("run the C program")
+}
+
 /// Builds and runs the C program; returns its `key value` lines.
 fn run_c_program() -> BTreeMap<String, String> {
     let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("glibc-layout-c");
     std::fs::create_dir_all(&dir).unwrap();
     let (src, exe) = (dir.join("layout.c"), dir.join("layout"));
     std::fs::write(&src, PROGRAM).unwrap();
-    let cc = Command::new("cc")
+    let cc = Command::new(CC)
         .args(["-std=gnu11", "-O0", "-Wall", "-Werror", "-o"])
         .arg(&exe)
         .arg(&src)
@@ -136,7 +161,7 @@ fn run_c_program() -> BTreeMap<String, String> {
         .output()
         .expect("run cc");
     assert!(cc.status.success(), "cc failed:\n{}", String::from_utf8_lossy(&cc.stderr));
-    let out = Command::new(&exe).output().expect("run the C program");
+    let out = run_program(&exe);
     assert!(out.status.success());
     let text = String::from_utf8(out.stdout).unwrap();
     let mut map = BTreeMap::new();
@@ -190,10 +215,14 @@ fn glibc_matches_the_crate() {
             $(put(concat!("off.", $name, ".__", stringify!($f)), offset_of!($ty, $f).to_string());)*
         };
     }
-    offsets!(GlibcMutex, "mutex": lock, count, owner, nusers, kind, spins, elision, list);
+    offsets!(GlibcMutex, "mutex": lock, count, owner, nusers, kind, spins, list);
+    #[cfg(target_arch = "x86_64")]
+    offsets!(GlibcMutex, "mutex": elision);
     offsets!(GlibcCond, "cond": wseq, g1_start, g_refs, g_size, g1_orig_size, wrefs, g_signals);
     offsets!(GlibcRwlock, "rwlock": readers, writers, wrphase_futex, writers_futex, pad3, pad4,
-        cur_writer, shared, rwelision, pad1, pad2, flags);
+        cur_writer, shared, pad1, pad2, flags);
+    #[cfg(target_arch = "x86_64")]
+    offsets!(GlibcRwlock, "rwlock": rwelision);
 
     for (name, bytes) in [
         ("PTHREAD_MUTEX_INITIALIZER", &PTHREAD_MUTEX_INITIALIZER),
@@ -224,7 +253,7 @@ fn glibc_matches_the_crate() {
         ("mutex_init_pshared", MUTEX_KIND_PSHARED, 0),
         ("mutex_init_recursive_pshared", MUTEX_KIND_RECURSIVE | MUTEX_KIND_PSHARED, 0),
     ] {
-        let b: [u8; 40] = words(&[(0, lock), (offset_of!(MutexOverlay, kind), kind as u32)]);
+        let b: [u8; layouts::PTHREAD_MUTEX_T.size] = words(&[(0, lock), (offset_of!(MutexOverlay, kind), kind as u32)]);
         put(&format!("bytes.{name}"), hex(&b));
         let delegated = kind & !(MUTEX_KIND_TYPE_MASK | MUTEX_KIND_NO_ELISION) != 0 && kind != -1;
         assert_eq!(mutex_kind_is_delegated(kind), delegated, "{name}");

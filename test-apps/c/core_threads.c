@@ -41,7 +41,14 @@ static void key_dtor(void *v) {
  * syscall(SYS_gettid) give a fiber its own id (its donor's) under the preload. */
 static int running_kernel_tid(void) {
     long r;
+#if defined(__aarch64__)
+    register long x8 __asm__("x8") = SYS_gettid;
+    register long x0 __asm__("x0");
+    __asm__ volatile("svc 0" : "=r"(x0) : "r"(x8) : "memory");
+    r = x0;
+#else
     __asm__ volatile("syscall" : "=a"(r) : "a"((long)SYS_gettid) : "rcx", "r11", "memory");
+#endif
     return (int)r;
 }
 
@@ -135,7 +142,8 @@ static void lifecycle(void) {
     CHECK(pthread_timedjoin_np(s, &rv, &dl) == ETIMEDOUT);
     release_slow = 1;
     CHECK(pthread_join(s, &rv) == 0 && rv == (void *)77);
-    size_t sizes[2] = {64 * 1024, 1024 * 1024};
+    /* 64 KiB, or the architecture's minimum if larger (128 KiB on aarch64). */
+    size_t sizes[2] = {PTHREAD_STACK_MIN > 64 * 1024 ? PTHREAD_STACK_MIN : 64 * 1024, 1024 * 1024};
     for (int i = 0; i < 2; i++) {
         pthread_attr_t a; pthread_attr_init(&a); CHECK(pthread_attr_setstacksize(&a, sizes[i]) == 0);
         pthread_attr_setguardsize(&a, 8192);

@@ -186,6 +186,14 @@ static long raw_sigtimedwait_ms(long ms) {
     __asm__ volatile("syscall" : "=a"(ret) : "0"((long)SYS_rt_sigtimedwait), "D"(&set), "S"(0L), "d"(&ts), "r"(r10)
                      : "rcx", "r11", "memory");
     return ret;
+#elif defined(__aarch64__)
+    register long x8 __asm__("x8") = SYS_rt_sigtimedwait;
+    register long x0 __asm__("x0") = (long)&set;
+    register long x1 __asm__("x1") = 0;
+    register long x2 __asm__("x2") = (long)&ts;
+    register long x3 __asm__("x3") = 8;
+    __asm__ volatile("svc #0" : "+r"(x0) : "r"(x8), "r"(x1), "r"(x2), "r"(x3) : "memory");
+    return x0;
 #else
     return syscall(SYS_rt_sigtimedwait, &set, NULL, &ts, 8);
 #endif

@@ -13,6 +13,15 @@
 #include <string.h>
 #include "sync_common.h"
 
+/* The spin-wait hint of the processor (a spin loop in program code, as in redis). */
+static inline void cpu_relax(void) {
+#if defined(__x86_64__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ volatile("yield");
+#endif
+}
+
 static int nthreads = 8, rounds = 4;
 static atomic_int step;
 static atomic_int round_done[64];
@@ -28,7 +37,7 @@ static void *spinner(void *arg) {
             if (spin_in_libc)
                 CHECK(memchr(zeros, 1, sizeof zeros) == NULL, "memchr");
             else
-                __builtin_ia32_pause();
+                cpu_relax();
         }
         atomic_fetch_add(&round_done[r], 1);
         atomic_store_explicit(&step, target + 1, memory_order_release);

@@ -5,16 +5,7 @@
 mod harness;
 use harness::*;
 
-use std::path::PathBuf;
 use std::time::Duration;
-
-fn rust_bin(name: &str) -> PathBuf {
-    // Cargo builds the package's binaries before its integration tests.
-    let p = workspace().join("target/release").join(name);
-    let p = if p.exists() { p } else { workspace().join("target/debug").join(name) };
-    assert!(p.exists(), "{} not built", p.display());
-    p
-}
 
 #[test]
 fn five_hundred_threads_keep_their_identity() {

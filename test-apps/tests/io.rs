@@ -43,7 +43,11 @@ fn pipes_poll_select_epoll_and_a_stuck_syscall() {
     assert!(stat(&pre, "fibers_demoted") >= 1, "{}", pre.stderr);
     // The completion waiter was caught once in rt_sigtimedwait (inline syscall) and
     // marked for demotion on that first episode; the 2 s stuck sleeps count as long blocks.
-    assert!(stat(&pre, "demotions_completion_wait") >= 1, "{}", pre.stderr);
+    // Under qemu-user the monitor reads the host's system call numbers from
+    // /proc/TID/syscall (qemu's own call), so it cannot tell that wait apart there.
+    if !emulated() {
+        assert!(stat(&pre, "demotions_completion_wait") >= 1, "{}", pre.stderr);
+    }
     assert!(stat(&pre, "demotions_long_block") >= 1, "{}", pre.stderr);
     // 8 threads x 16 O_DIRECT pwrite+pread pairs ran on their donors (where the file
     // system takes O_DIRECT at all).

@@ -53,7 +53,7 @@ fn preload_lib() -> String {
 /// Runs mktime_compare with `args`, zone `tz` and extra `env`, without any inherited
 /// preload or fiberize settings, killing it after TIMEOUT; it must succeed.
 fn run(args: &[&str], tz: Option<&str>, env: &[(&str, &str)]) -> Run {
-    let mut cmd = Command::new(build_c("mktime_compare"));
+    let mut cmd = command(&build_c("mktime_compare"));
     cmd.args(args);
     for k in ["LD_PRELOAD", "FIBERIZE", "FIBERIZE_TZ", "FIBERIZE_WORKERS", "TZ", "TZDIR"] {
         cmd.env_remove(k);

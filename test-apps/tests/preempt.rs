@@ -48,9 +48,11 @@ fn spin_inside_libc_falls_back_to_a_spare_worker() {
 #[test]
 fn without_preemption_spinners_livelock() {
     let bin = build_c("sync_spin_handoff");
+    let app = command(&bin); // the app, or qemu and the app
     let out = Command::new("timeout")
         .args(["3"])
-        .arg(&bin)
+        .arg(app.get_program())
+        .args(app.get_args())
         .args(["8", "4"])
         .env("LD_PRELOAD", lib_path())
         .env("GLIBC_TUNABLES", "glibc.pthread.rseq=0")

@@ -82,13 +82,16 @@ fn report_names_the_blocking_call_and_the_hot_lock_first() {
     assert!(pre.stderr.contains("preloaded=1"), "{}", pre.stderr);
     assert!(!pre.stderr.contains("==== report"), "the report went to stderr, not the file:\n{}", pre.stderr);
     let blocked = list_after(&report, "calls that blocked a worker");
+    // Under qemu-user the monitor sees qemu's own system call and stack in
+    // /proc/TID/syscall, and call sites cannot be found: qemu does not implement
+    // process_vm_readv (ENOSYS), with which the library reads stacks.
     assert!(
-        blocked.first().is_some_and(|l| l.contains("nanosleep") && l.contains("blocker_in_raw_sleep")),
+        emulated() || blocked.first().is_some_and(|l| l.contains("nanosleep") && l.contains("blocker_in_raw_sleep")),
         "the raw nanosleep is not first:\n{report}"
     );
     let locks = list_after(&report, "most contended locks");
     assert!(
-        locks.first().is_some_and(|l| l.contains("mutex") && l.contains("hot_lock_user")),
+        locks.first().is_some_and(|l| l.contains("mutex") && (emulated() || l.contains("hot_lock_user"))),
         "the hot lock is not first:\n{report}"
     );
     assert!(report.contains("worker time (sampled every 1 ms): running fibers"), "{report}");

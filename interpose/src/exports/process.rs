@@ -9,41 +9,15 @@
 //! (`fiberize_rt::thread::process::vfork_enter`/`vfork_leave`): the child shares our memory
 //! and must not touch the runtime's tables (see `fiberize_rt::thread::process`).
 
-// vfork():
-//   pop  rdi               return address, out of the child's reach
-//   push rdi / sub rsp, 8  (aligned call) vfork_enter(): mark the TCB
-//   syscall vfork          the parent sleeps until the child exec'd or exited
-//   push rdi               both: the return address back in place
-//   child (rax == 0):      ret
-//   parent:                vfork_leave(rax) -> pid, or -1 with errno; ret
+// The assembly, one per architecture, is `fiberize_rt::vfork_naked_asm!` (in
+// `fiberize_rt::base::arch`, with a diagram of each).
 /// # Safety
 /// As glibc's `vfork`: the child may only call `_exit` or an `exec` function (and, in
 /// practice, the async-signal-safe calls spawning code makes before them).
 #[cfg_attr(not(test), no_mangle)]
 #[unsafe(naked)]
 pub unsafe extern "C" fn vfork() -> libc::pid_t {
-    core::arch::naked_asm!(
-        "pop rdi",
-        "push rdi",
-        "sub rsp, 8",
-        "call {enter}",
-        "add rsp, 8",
-        "pop rdi",
-        "mov eax, {sys_vfork}",
-        "syscall",
-        "push rdi",
-        "test rax, rax",
-        "jz 2f",
-        "push rax",
-        "mov rdi, rax",
-        "call {leave}",
-        "add rsp, 8",
-        "2:",
-        "ret",
-        enter = sym fiberize_rt::thread::process::vfork_enter,
-        leave = sym fiberize_rt::thread::process::vfork_leave,
-        sys_vfork = const libc::SYS_vfork,
-    )
+    fiberize_rt::vfork_naked_asm!(fiberize_rt::thread::process::vfork_enter, fiberize_rt::thread::process::vfork_leave)
 }
 
 /// glibc's other name for `vfork`.
@@ -53,7 +27,7 @@ pub unsafe extern "C" fn vfork() -> libc::pid_t {
 #[cfg_attr(not(test), no_mangle)]
 #[unsafe(naked)]
 pub unsafe extern "C" fn __vfork() -> libc::pid_t {
-    core::arch::naked_asm!("jmp {vfork}", vfork = sym vfork)
+    fiberize_rt::tail_call_naked_asm!(vfork)
 }
 
 /// Runs when the library is loaded: registers the fork hooks before the program can

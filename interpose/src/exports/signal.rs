@@ -9,8 +9,8 @@ use crate::gate::{fiber, set_errno};
 
 mod real {
     use super::*;
+    pub use fiberize_rt::base::real::pthread_sigmask;
     fiberize_rt::real_fns! {
-        fn pthread_sigmask(how: c_int, set: *const sigset_t, old: *mut sigset_t) -> c_int;
         fn sigprocmask(how: c_int, set: *const sigset_t, old: *mut sigset_t) -> c_int;
         fn sched_getcpu() -> c_int;
         fn pthread_kill(t: libc::pthread_t, sig: c_int) -> c_int;

@@ -8,8 +8,8 @@ use fiberize_rt::sync::sleep;
 
 mod real {
     use super::*;
+    pub use fiberize_rt::base::real::sched_yield;
     fiberize_rt::real_fns! {
-        fn sched_yield() -> c_int;
         fn nanosleep(req: *const timespec, rem: *mut timespec) -> c_int;
         fn clock_nanosleep(c: clockid_t, flags: c_int, req: *const timespec, rem: *mut timespec) -> c_int;
         fn usleep(us: useconds_t) -> c_int;

@@ -4,14 +4,10 @@ use libc::{c_int, c_void, clockid_t, pthread_attr_t, pthread_t, timespec};
 
 use fiberize_rt::thread::pthread::{self, StartRoutine};
 
+/// glibc's own functions, declared once in the runtime.
 mod real {
-    use super::*;
-    fiberize_rt::real_fns! {
-    fn pthread_create(t: *mut pthread_t, a: *const pthread_attr_t, f: StartRoutine, arg: *mut c_void) -> c_int;
-    fn pthread_join(t: pthread_t, r: *mut *mut c_void) -> c_int;
-    fn pthread_timedjoin_np(t: pthread_t, r: *mut *mut c_void, ts: *const timespec) -> c_int;
-    fn pthread_clockjoin_np(t: pthread_t, r: *mut *mut c_void, c: clockid_t, ts: *const timespec) -> c_int;
-    }
+    pub use fiberize_rt::base::real::pthread_create;
+    pub use fiberize_rt::thread::pthread::{pthread_clockjoin_np, pthread_join, pthread_timedjoin_np};
 }
 
 /// # Safety

@@ -209,11 +209,11 @@ pub fn config() -> &'static Config {
             n => n,
         };
         let dump_signal = env_number_in(b"FIBERIZE_DUMP_SIGNAL\0", 1, 64, 0, "no dump signal", false) as i32;
-        let dump_signal = if dump_signal == libc::SIGRTMAX() {
+        let dump_signal = if dump_signal == crate::base::arch::KICK_SIGNAL {
             warn(&[
                 b"FIBERIZE_DUMP_SIGNAL=",
                 trim(&digits(dump_signal as u64)),
-                b" is the library's own kick signal (SIGRTMAX): no dump signal",
+                b" is the library's own kick signal: no dump signal",
             ]);
             0
         } else {

@@ -13,6 +13,11 @@ use core::sync::atomic::{AtomicUsize, Ordering};
 /// broken installation, not something a caller can handle.
 #[cold]
 pub fn resolve(name: &'static str, version: Option<&'static str>, slot: &AtomicUsize) -> usize {
+    // The versions asked for are x86_64's compatibility splits (`pthread_cond_*` has
+    // GLIBC_2.2.5 and GLIBC_2.3.2 there); aarch64's glibc begins at GLIBC_2.17 with one
+    // version of each symbol, the default one.
+    #[cfg(target_arch = "aarch64")]
+    let version: Option<&'static str> = version.and(None);
     // SAFETY: `name` and `version` are NUL-terminated literals (built by `real_fns!`).
     let p = unsafe {
         match version {
@@ -29,7 +34,7 @@ pub fn resolve(name: &'static str, version: Option<&'static str>, slot: &AtomicU
 
 /// Declares real libc functions: `real_fns! { fn name(a: T) -> R; }` defines
 /// `unsafe fn name(a: T) -> R` that calls the next definition of `name` after ours.
-/// `@"GLIBC_2.3.2" fn name(..)` asks for a specific symbol version.
+/// `@"GLIBC_2.3.2" fn name(..)` asks for a specific symbol version (on x86_64).
 #[macro_export]
 macro_rules! real_fns {
     ($( $(@$ver:literal)? fn $name:ident($($arg:ident: $ty:ty),* $(,)?) -> $ret:ty; )*) => {
@@ -64,4 +69,5 @@ real_fns! {
     fn pthread_create(t: *mut libc::pthread_t, a: *const libc::pthread_attr_t,
         f: extern "C" fn(*mut libc::c_void) -> *mut libc::c_void, arg: *mut libc::c_void) -> libc::c_int;
     fn pthread_detach(t: libc::pthread_t) -> libc::c_int;
+    fn sched_yield() -> libc::c_int;
 }

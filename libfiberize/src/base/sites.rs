@@ -313,22 +313,22 @@ pub fn in_main_executable(addr: usize) -> bool {
     RANGES[..MAIN_RANGES.load(Relaxed)].iter().any(|(s, e, _)| addr >= s.load(Relaxed) && addr < e.load(Relaxed))
 }
 
-/// Whether the instruction before `ret` (in the program's code) is a call: `e8` with a
-/// 32-bit displacement, or an indirect `ff /2` of 2, 3, 6 or 7 bytes. A stack also
-/// holds code addresses that are no return address (function pointers, registers
-/// saved by a variadic function such as `syscall`).
+/// Whether the instruction before `ret` (in the program's code) is a call
+/// ([`crate::base::arch::is_call_before`]). A stack also holds code addresses that are
+/// no return address (function pointers, registers saved by a variadic function such
+/// as `syscall`).
 fn follows_a_call(ret: usize) -> bool {
+    use crate::base::arch::{is_call_before, CALL_LOOKBACK};
     let n = NUM_RANGES.load(Relaxed);
     let Some(start) = RANGES[..n].iter().map(|(s, e, _)| (s.load(Relaxed), e.load(Relaxed))).find(|(s, e)| ret > *s && ret <= *e)
     else {
         return false;
     };
-    if ret - start.0 < 7 {
+    if ret - start.0 < CALL_LOOKBACK {
         return false;
     }
-    // SAFETY: the 7 bytes before `ret` lie in a mapped executable segment of a loaded
-    // object (checked above), which is readable.
-    let b = unsafe { core::slice::from_raw_parts((ret - 7) as *const u8, 7) };
-    let indirect = |at: usize| b[at] == 0xff && (b[at + 1] >> 3) & 7 == 2;
-    b[2] == 0xe8 || indirect(5) || indirect(4) || indirect(1) || indirect(0)
+    // SAFETY: the CALL_LOOKBACK bytes before `ret` lie in a mapped executable segment of
+    // a loaded object (checked above), which is readable.
+    let b = unsafe { core::slice::from_raw_parts((ret - CALL_LOOKBACK) as *const u8, CALL_LOOKBACK) };
+    is_call_before(b)
 }

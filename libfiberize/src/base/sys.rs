@@ -3,35 +3,20 @@
 //! Two rules shape this module:
 //!
 //! * **No exports.** `libfiberize.so` shadows `syscall`, `nanosleep`, `sched_yield`, …;
-//!   the runtime must never reach those by name. Everything here is an inline `syscall`
+//!   the runtime must never reach those by name. Everything here is an inline system call
 //!   instruction or a libc function we do not shadow (`clock_gettime`, `getauxval`).
 //! * **No TLS.** A donor thread that has just handed its fiber back to the pool shares
 //!   its TLS block with that fiber, which may already run on a worker. The donor's code
 //!   from that point on may only use these functions: they touch neither `errno` nor any
 //!   `thread_local`, and they never allocate. Errors come back as `-errno` values.
+//!
+//! The system call instruction, the thread pointer and everything else that depends on
+//! the processor come from [`crate::base::arch`]; a call that one architecture lacks
+//! (aarch64 has no `poll` or `epoll_wait`) is replaced inside its wrapper here.
 
-use core::arch::asm;
-use core::sync::atomic::{AtomicU32, AtomicU8, Ordering};
+use core::sync::atomic::AtomicU32;
 
-/// Executes `syscall` with six integer arguments, returning the raw kernel result
-/// (`-errno` on failure). Never touches `errno`.
-///
-/// # Safety
-/// The caller must uphold the contract of system call `nr` for these arguments.
-#[inline]
-pub unsafe fn syscall6(nr: usize, a1: usize, a2: usize, a3: usize, a4: usize, a5: usize, a6: usize) -> isize {
-    let ret: isize;
-    // SAFETY: the x86_64 Linux system call ABI: number in rax, arguments in rdi, rsi,
-    // rdx, r10, r8, r9; the kernel clobbers rcx and r11. The caller vouches for the call.
-    unsafe {
-        asm!("syscall",
-            inlateout("rax") nr as isize => ret,
-            in("rdi") a1, in("rsi") a2, in("rdx") a3, in("r10") a4, in("r8") a5, in("r9") a6,
-            lateout("rcx") _, lateout("r11") _,
-            options(nostack));
-    }
-    ret
-}
+pub use crate::base::arch::{detect_thread_pointer_method, set_thread_pointer, syscall6, thread_pointer};
 
 // The kernel's futex operation codes, from `libc` (the one definition the runtime uses).
 const FUTEX_WAIT: usize = libc::FUTEX_WAIT as usize;
@@ -117,56 +102,6 @@ pub fn timespec_to_ns(ts: &libc::timespec) -> u64 {
 #[inline]
 pub fn ns_to_timespec(ns: u64) -> libc::timespec {
     libc::timespec { tv_sec: (ns / 1_000_000_000) as libc::time_t, tv_nsec: (ns % 1_000_000_000) as libc::c_long }
-}
-
-/// The thread pointer of the current OS thread (or fiber): glibc keeps the TCB's own
-/// address in its first word (`tcbhead_t.tcb`), so `fs:0` is the FS base itself.
-#[inline]
-pub fn thread_pointer() -> usize {
-    let tp: usize;
-    // SAFETY: on x86_64 glibc, FS always points at a valid TCB whose first word is
-    // its own address.
-    unsafe { asm!("mov {}, qword ptr fs:[0]", out(reg) tp, options(nostack, readonly, preserves_flags)) };
-    tp
-}
-
-// `FSBASE_METHOD`: how this process writes the FS base register.
-/// Not decided yet (`detect_fsbase_method` runs before the first switch).
-const FSBASE_UNKNOWN: u8 = 0;
-/// `wrfsbase` (the kernel enabled FSGSBASE): a few cycles.
-const FSBASE_INSTRUCTION: u8 = 1;
-/// `arch_prctl(ARCH_SET_FS)`: a system call per switch.
-const FSBASE_SYSCALL: u8 = 2;
-static FSBASE_METHOD: AtomicU8 = AtomicU8::new(FSBASE_UNKNOWN);
-
-/// Decides once whether the kernel lets user space run `WRFSBASE`
-/// (`getauxval(AT_HWCAP2) & HWCAP2_FSGSBASE`, bit 1). Must run before the first
-/// switch; [`crate::runtime::scheduler`] calls it while starting the pool.
-pub fn detect_fsbase_method() {
-    // SAFETY: getauxval has no preconditions.
-    let hwcap2 = unsafe { libc::getauxval(libc::AT_HWCAP2) };
-    let m = if hwcap2 & 2 != 0 { FSBASE_INSTRUCTION } else { FSBASE_SYSCALL };
-    FSBASE_METHOD.store(m, Ordering::Relaxed);
-}
-
-/// Points FS at another TCB: from now on every TLS access (errno, `pthread_self`,
-/// malloc's tcache, every `thread_local`) of this OS thread reaches `tp`'s block.
-///
-/// # Safety
-/// `tp` must be the thread pointer of a live glibc thread whose TLS no other OS thread
-/// uses until FS is switched away again. The caller must not touch TLS it obtained
-/// before the switch (addresses of thread_locals are cached by compilers).
-#[inline(always)]
-pub unsafe fn set_thread_pointer(tp: usize) {
-    if FSBASE_METHOD.load(Ordering::Relaxed) == FSBASE_INSTRUCTION {
-        // SAFETY: the kernel enabled FSGSBASE (checked in detect_fsbase_method); the
-        // caller guarantees `tp` is a valid TCB for exclusive use.
-        unsafe { asm!("wrfsbase {}", in(reg) tp, options(nostack, preserves_flags)) };
-    } else {
-        const ARCH_SET_FS: usize = 0x1002;
-        // SAFETY: as above; arch_prctl(ARCH_SET_FS) is the slow equivalent.
-        unsafe { syscall6(libc::SYS_arch_prctl as usize, ARCH_SET_FS, tp, 0, 0, 0, 0) };
-    }
 }
 
 /// The kernel thread id of the calling OS thread (not cached by glibc).
@@ -286,6 +221,41 @@ pub fn ppoll_until(fds: &mut [libc::pollfd], deadline_ns: u64) -> isize {
     // SAFETY: `fds` is a valid array of its length; `tsp` is null or a live timespec;
     // a null sigmask keeps the thread's mask.
     unsafe { syscall6(libc::SYS_ppoll as usize, fds.as_mut_ptr() as usize, fds.len(), tsp as usize, 0, 8, 0) }
+}
+
+/// `epoll_wait` by a raw system call (aarch64 has only `epoll_pwait`; a null signal
+/// mask makes it the same call). The kernel's result (negative errno on failure).
+///
+/// # Safety
+/// `events` must be writable for `max_events` entries.
+#[inline]
+pub unsafe fn epoll_wait(ep: i32, events: *mut libc::epoll_event, max_events: usize, timeout_ms: i32) -> isize {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: the caller vouches for `events`.
+    let r =
+        unsafe { syscall6(libc::SYS_epoll_wait as usize, ep as usize, events as usize, max_events, timeout_ms as usize, 0, 0) };
+    #[cfg(target_arch = "aarch64")]
+    // SAFETY: the caller vouches for `events`; a null sigmask keeps the thread's mask.
+    let r =
+        unsafe { syscall6(libc::SYS_epoll_pwait as usize, ep as usize, events as usize, max_events, timeout_ms as usize, 0, 8) };
+    r
+}
+
+/// `poll` by a raw system call (aarch64 has only `ppoll`: the timeout becomes a
+/// relative timespec, a negative one none). The kernel's result.
+pub fn poll(fds: &mut [libc::pollfd], timeout_ms: i32) -> isize {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: `fds` is a valid array of its length.
+    let r = unsafe { syscall6(libc::SYS_poll as usize, fds.as_mut_ptr() as usize, fds.len(), timeout_ms as usize, 0, 0, 0) };
+    #[cfg(target_arch = "aarch64")]
+    let r = {
+        let ts = ns_to_timespec(timeout_ms.max(0) as u64 * 1_000_000);
+        let tsp = if timeout_ms < 0 { core::ptr::null() } else { &ts as *const libc::timespec };
+        // SAFETY: `fds` is a valid array of its length; `tsp` is null or a live
+        // timespec; a null sigmask keeps the thread's mask.
+        unsafe { syscall6(libc::SYS_ppoll as usize, fds.as_mut_ptr() as usize, fds.len(), tsp as usize, 0, 8, 0) }
+    };
+    r
 }
 
 /// The calling thread's errno (a fiber's own: FS is its donor's TCB).

@@ -213,8 +213,7 @@ pub fn write_all(fd: i32, bytes: &[u8]) {
         if r == -(libc::EAGAIN as isize) && retries < WRITE_MAX_RETRIES {
             retries += 1;
             let mut p = [libc::pollfd { fd, events: libc::POLLOUT, revents: 0 }];
-            // SAFETY: one valid pollfd; a plain poll with a timeout.
-            unsafe { sys::syscall6(libc::SYS_poll as usize, p.as_mut_ptr() as usize, 1, WRITE_RETRY_MS as usize, 0, 0, 0) };
+            sys::poll(&mut p, WRITE_RETRY_MS);
             continue;
         }
         if r <= 0 {

@@ -72,13 +72,16 @@ fn syscall_name(nr: u64) -> String {
         libc::SYS_write => "write",
         libc::SYS_pread64 => "pread64",
         libc::SYS_pwrite64 => "pwrite64",
+        #[cfg(target_arch = "x86_64")]
         libc::SYS_poll => "poll",
         libc::SYS_ppoll => "ppoll",
+        #[cfg(target_arch = "x86_64")]
         libc::SYS_select => "select",
         libc::SYS_pselect6 => "pselect6",
         libc::SYS_nanosleep => "nanosleep",
         libc::SYS_clock_nanosleep => "clock_nanosleep",
         libc::SYS_futex => "futex",
+        #[cfg(target_arch = "x86_64")]
         libc::SYS_epoll_wait => "epoll_wait",
         libc::SYS_epoll_pwait => "epoll_pwait",
         libc::SYS_io_uring_enter => "io_uring_enter",

@@ -1,4 +1,4 @@
-//! The kick: the runtime's own signal (SIGRTMAX), sent to one worker to make it look
+//! The kick: the runtime's own signal ([`KICK_SIGNAL`]), sent to one worker to make it look
 //! at the fiber it runs *now*, without waiting for that fiber to switch.
 //!
 //! Two reasons, both looked at by the handler ([`on_kick`]) in the fiber's own context:
@@ -33,8 +33,9 @@ pub fn kick(target: &Fiber) {
 }
 
 /// The signal the library uses to make a worker deliver a fiber's pending signals
-/// now: the highest real-time signal (glibc reserves the lowest ones for itself).
-pub const KICK_SIGNAL: c_int = 64;
+/// now: a high real-time signal (glibc reserves the lowest ones for itself); SIGRTMAX
+/// on x86_64, see [`crate::base::arch::KICK_SIGNAL`].
+pub const KICK_SIGNAL: c_int = crate::base::arch::KICK_SIGNAL;
 
 /// Handler of [`KICK_SIGNAL`]: runs on a worker, in whatever context it interrupted.
 /// `fiber::current()` reads the running fiber through its own TLS, so a pending

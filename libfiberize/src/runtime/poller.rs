@@ -237,9 +237,7 @@ pub fn poll(set: usize, deadline: Option<u64>) -> usize {
         d => crate::base::time::ms_until(d) as isize,
     };
     // SAFETY: `events` is a writable array of MAX_EVENTS entries.
-    let n = unsafe {
-        syscall6(libc::SYS_epoll_wait as usize, ep as usize, events.as_mut_ptr() as usize, MAX_EVENTS, timeout_ms as usize, 0, 0)
-    };
+    let n = unsafe { sys::epoll_wait(ep, events.as_mut_ptr(), MAX_EVENTS, timeout_ms as i32) };
     s.last_poll_ns.store(sys::now_ns(), Ordering::Relaxed);
     bump(&STATS.epoll_waits);
     if n <= 0 {

@@ -249,7 +249,7 @@ fn safe_to_leave(f: &Fiber, w: &WorkerShared, uc: *mut c_void) -> bool {
     if uc.uc_stack.ss_flags & libc::SS_ONSTACK != 0 {
         return false;
     }
-    if in_refused_object(uc.uc_mcontext.gregs[libc::REG_RIP as usize] as usize) {
+    if in_refused_object(crate::base::arch::interrupted_pc(uc)) {
         return false;
     }
     if crate::runtime::fiber::in_vfork_child() {

@@ -85,9 +85,7 @@ pub fn release_dead_pages(f: &Fiber, sleep_ns: u64) {
     if sleep_ns < after {
         return;
     }
-    let sp: usize;
-    // SAFETY: reads the stack pointer; no memory access, no flags changed.
-    unsafe { core::arch::asm!("mov {}, rsp", out(reg) sp, options(nomem, nostack, preserves_flags)) };
+    let sp = crate::base::arch::stack_pointer();
     let (limit, base) = f.stack_bounds();
     let Some((start, len)) = dead_range(limit, base, sp) else { return };
     // SAFETY: `[start, start + len)` is whole pages of this fiber's own stack, all of them

@@ -14,7 +14,7 @@
 //!   the same offset in the TLS block of the worker that runs the caller now. Every
 //!   thread's static TLS has the same layout, so `fiber_tp - addr` is the variable's
 //!   offset below the thread pointer in every block (x86-64 puts static TLS just below
-//!   the TCB). Addresses outside the static block (dynamic TLS of a `dlopen`ed module
+//!   the TCB; aarch64 just above it, and the offset is `addr - fiber_tp`). Addresses outside the static block (dynamic TLS of a `dlopen`ed module
 //!   without static room, or not TLS at all) come back unchanged. After an `addr_of`
 //!   the fiber is **pinned** until its next switch: the kick handler refuses to preempt
 //!   it (`crate::runtime::preempt`), so a pool operation on the worker's block is never
@@ -46,6 +46,7 @@
 //! a worker's TLS while the worker runs another fiber on it was the original authors'
 //! race.
 
+use crate::base::arch;
 use crate::runtime::fiber::{self, Fiber};
 
 /// Largest registered variable, in bytes. Origin: the swaps run at every switch of a
@@ -58,7 +59,7 @@ pub const MAX_REGISTERED_BYTES: usize = 256;
 /// suspended inside that worker's `resume`.
 #[derive(Default)]
 pub struct FiberWtls {
-    /// Registered variables: (offset below the thread pointer, size).
+    /// Registered variables: (offset from the thread pointer, size).
     registered: Vec<(usize, usize)>,
     /// `addr_of` was called since the fiber's last switch: do not preempt.
     pinned: bool,
@@ -84,11 +85,10 @@ fn static_tls_size() -> usize {
     })
 }
 
-/// The offset of `addr` below the thread pointer `tp`, if it lies in the static TLS
-/// block.
+/// The offset of `addr` from the thread pointer `tp` (below it on x86_64, above it on
+/// aarch64: `crate::base::arch`), if it lies in the static TLS block.
 fn static_offset(addr: usize, tp: usize) -> Option<usize> {
-    let off = tp.checked_sub(addr)?;
-    (off > 0 && off <= static_tls_size()).then_some(off)
+    arch::static_tls_offset(addr, tp, static_tls_size())
 }
 
 /// The running fiber and the thread pointers of its block and of its worker's, if the
@@ -117,7 +117,7 @@ pub fn addr_of(addr: usize) -> usize {
     let Some((f, fiber_tp, worker_tp)) = fiber_on_worker() else { return addr };
     let Some(off) = static_offset(addr, fiber_tp) else { return addr };
     state_of(f).pinned = true;
-    worker_tp - off
+    arch::static_tls_addr(worker_tp, off)
 }
 
 /// `fiberize_wtls_register`: 0, or `EINVAL` (too large, or not static TLS).
@@ -130,7 +130,7 @@ pub fn register(addr: usize, size: usize) -> i32 {
         return if static_offset(addr, crate::base::sys::thread_pointer()).is_some() { 0 } else { libc::EINVAL };
     };
     let Some(off) = static_offset(addr, fiber_tp) else { return libc::EINVAL };
-    if off < size {
+    if !arch::static_tls_range_fits(off, size, static_tls_size()) {
         return libc::EINVAL; // runs into the TCB
     }
     crate::base::shield::enter(); // no preemption between the swap and the entry
@@ -140,7 +140,7 @@ pub fn register(addr: usize, size: usize) -> i32 {
         // donor and our worker) and do not overlap; only this fiber's runner (us)
         // touches the fiber's block, and the worker's block is not read by the worker
         // while it runs us.
-        unsafe { swap_bytes(fiber_tp - off, worker_tp - off, size) };
+        unsafe { swap_bytes(arch::static_tls_addr(fiber_tp, off), arch::static_tls_addr(worker_tp, off), size) };
         st.registered.push((off, size));
     }
     crate::base::shield::exit();
@@ -195,7 +195,7 @@ pub unsafe fn swap_registered(f: &Fiber, fiber_tp: usize, worker_tp: usize) {
     st.pinned = false;
     for &(off, size) in &st.registered {
         // SAFETY: checked at registration to lie in static TLS; both blocks are alive.
-        unsafe { swap_bytes(fiber_tp - off, worker_tp - off, size) };
+        unsafe { swap_bytes(arch::static_tls_addr(fiber_tp, off), arch::static_tls_addr(worker_tp, off), size) };
     }
 }
 

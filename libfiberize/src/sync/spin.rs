@@ -14,6 +14,11 @@
 //! Because the encoding and the operations are glibc's, process-shared spinlocks
 //! need no delegation: another process running glibc's code interoperates with ours.
 //!
+//! On aarch64 glibc uses its generic encoding (`nptl/pthread_spin_*.c`), and so do we
+//! there: 0 unlocked (a zero-filled spinlock is *unlocked*), 1 locked; `lock` is an
+//! exchange with 1 that owns the lock if the old value was 0, `trylock` a CAS 0 → 1.
+//! The two encodings are the [`encoding`] module, one per architecture.
+//!
 //! The only difference is what a waiter does while the lock is held. glibc spins
 //! forever; a fiber that did so would hold its worker, and if the owner is a fiber
 //! queued on that same worker it would never run (docs/DESIGN.md §2.8, "Spin-waits"). So after
@@ -25,6 +30,7 @@ use core::sync::atomic::{AtomicI32, Ordering};
 
 use libc::{c_int, pthread_spinlock_t};
 
+use crate::base::real::sched_yield;
 use crate::base::sys;
 use crate::runtime::fiber;
 use crate::runtime::scheduler;
@@ -33,11 +39,46 @@ use crate::runtime::scheduler;
 /// a handful of instructions; ~100 pauses (a few µs) cover an owner running on another
 /// CPU, beyond that the owner is most likely descheduled.
 const SPINS_BEFORE_YIELD: u32 = 100;
-/// glibc's x86_64 "unlocked" value.
-pub const UNLOCKED: i32 = 1;
+pub use encoding::UNLOCKED;
 
-crate::real_fns! {
-    fn sched_yield() -> c_int;
+/// glibc's encoding of a spinlock on this architecture (see the module docs).
+#[cfg(target_arch = "x86_64")]
+mod encoding {
+    use core::sync::atomic::{AtomicI32, Ordering};
+    /// glibc's x86_64 "unlocked" value.
+    pub const UNLOCKED: i32 = 1;
+    /// One attempt of `lock`: decrement; owned if the old value was [`UNLOCKED`].
+    #[inline]
+    pub fn try_take(w: &AtomicI32) -> bool {
+        w.fetch_sub(1, Ordering::Acquire) == UNLOCKED
+    }
+    /// Whether a value means "held" (waiters spin while it does).
+    #[inline]
+    pub fn is_held(v: i32) -> bool {
+        v <= 0
+    }
+    /// The value `trylock` stores when it takes the lock.
+    pub const TAKEN: i32 = 0;
+}
+
+/// glibc's generic encoding, used on aarch64.
+#[cfg(target_arch = "aarch64")]
+mod encoding {
+    use core::sync::atomic::{AtomicI32, Ordering};
+    /// glibc's generic "unlocked" value.
+    pub const UNLOCKED: i32 = 0;
+    /// One attempt of `lock`: exchange with [`TAKEN`]; owned if it was [`UNLOCKED`].
+    #[inline]
+    pub fn try_take(w: &AtomicI32) -> bool {
+        w.swap(TAKEN, Ordering::Acquire) == UNLOCKED
+    }
+    /// Whether a value means "held" (waiters spin while it does).
+    #[inline]
+    pub fn is_held(v: i32) -> bool {
+        v != UNLOCKED
+    }
+    /// The value a taken lock holds.
+    pub const TAKEN: i32 = 1;
 }
 
 /// glibc's own functions (looked up with dlsym/dlvsym), for the objects and
@@ -94,7 +135,7 @@ pub unsafe fn lock(l: *mut pthread_spinlock_t) -> c_int {
         // SAFETY: an address we do not use as a word: glibc's lock gets the program's `l`.
         return unsafe { real::pthread_spin_lock(l) };
     };
-    if w.fetch_sub(1, Ordering::Acquire) == UNLOCKED {
+    if encoding::try_take(w) {
         return 0;
     }
     lock_slow(w);
@@ -105,7 +146,7 @@ pub unsafe fn lock(l: *mut pthread_spinlock_t) -> c_int {
 fn lock_slow(w: &AtomicI32) {
     loop {
         let mut spins = 0;
-        while w.load(Ordering::Relaxed) <= 0 {
+        while encoding::is_held(w.load(Ordering::Relaxed)) {
             if spins == SPINS_BEFORE_YIELD {
                 yield_now();
                 spins = 0;
@@ -114,7 +155,7 @@ fn lock_slow(w: &AtomicI32) {
                 spins += 1;
             }
         }
-        if w.fetch_sub(1, Ordering::Acquire) == UNLOCKED {
+        if encoding::try_take(w) {
             return;
         }
     }
@@ -141,7 +182,7 @@ pub unsafe fn trylock(l: *mut pthread_spinlock_t) -> c_int {
         // SAFETY: an address we do not use as a word: glibc's trylock gets the program's `l`.
         return unsafe { real::pthread_spin_trylock(l) };
     };
-    match w.compare_exchange(UNLOCKED, 0, Ordering::Acquire, Ordering::Relaxed) {
+    match w.compare_exchange(UNLOCKED, encoding::TAKEN, Ordering::Acquire, Ordering::Relaxed) {
         Ok(_) => 0,
         Err(_) => libc::EBUSY,
     }
@@ -173,6 +214,7 @@ mod tests {
     use super::*;
 
     #[test]
+    #[cfg(target_arch = "x86_64")]
     fn glibc_x86_64_encoding() {
         let mut l: pthread_spinlock_t = 0;
         // SAFETY: a live, aligned spinlock on our stack.
@@ -185,6 +227,24 @@ mod tests {
             assert_eq!(trylock(&mut l), libc::EBUSY);
             assert_eq!(unlock(&mut l), 0);
             assert_eq!(l, UNLOCKED);
+        }
+    }
+
+    #[test]
+    #[cfg(target_arch = "aarch64")]
+    fn glibc_generic_encoding() {
+        let mut l: pthread_spinlock_t = 0;
+        // SAFETY: a live, aligned spinlock on our stack.
+        unsafe {
+            assert_eq!(trylock(&mut l), 0, "zero means unlocked in glibc's generic encoding");
+            assert_eq!(l, 1);
+            assert_eq!(trylock(&mut l), libc::EBUSY);
+            assert_eq!(unlock(&mut l), 0);
+            assert_eq!(l, UNLOCKED);
+            assert_eq!(init(&mut l, 0), 0);
+            assert_eq!(lock(&mut l), 0);
+            assert_eq!(l, 1);
+            assert_eq!(unlock(&mut l), 0);
         }
     }
 }

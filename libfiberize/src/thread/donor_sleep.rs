@@ -10,88 +10,14 @@ use crate::runtime::fiber::{self, Fiber, Switch};
 use crate::runtime::fiber_state::DonorHandoff;
 
 /// What [`donor_sleep`] returns in the copy of the donor that a forked child resumed.
-pub(super) const WOKEN_IN_FORKED_CHILD: usize = 1;
+pub(super) const WOKEN_IN_FORKED_CHILD: usize = crate::base::arch::DONOR_WOKEN_IN_FORKED_CHILD;
 
 // fiberize_donor_sleep(word: *const u32, expected: u32, sp_slot: *mut usize) -> usize
-//   Saves rbp, rbx, r12-r15, MXCSR and the x87 control word (everything the SysV ABI
-//   makes callee-saved) on the stack, publishes the stack pointer in *sp_slot, waits
-//   with FUTEX_WAIT_PRIVATE (no timeout) while *word == expected, clears *sp_slot and
-//   returns 0.
+//   Saves every callee-saved register, publishes the stack pointer in *sp_slot, waits
+//   with FUTEX_WAIT_PRIVATE while *word == expected, clears *sp_slot and returns 0.
 // fiberize_donor_wake_in_child(sp: usize) -> !
 //   Loads such a published stack pointer and returns 1 from that donor_sleep.
-core::arch::global_asm!(
-    ".pushsection .text.fiberize_donor_sleep,\"ax\",@progbits",
-    ".p2align 4",
-    ".globl fiberize_donor_sleep",
-    ".hidden fiberize_donor_sleep",
-    ".type fiberize_donor_sleep,@function",
-    "fiberize_donor_sleep:",
-    ".cfi_startproc",
-    "push rbp",
-    ".cfi_adjust_cfa_offset 8",
-    ".cfi_rel_offset rbp, 0",
-    "push rbx",
-    ".cfi_adjust_cfa_offset 8",
-    ".cfi_rel_offset rbx, 0",
-    "push r12",
-    ".cfi_adjust_cfa_offset 8",
-    ".cfi_rel_offset r12, 0",
-    "push r13",
-    ".cfi_adjust_cfa_offset 8",
-    ".cfi_rel_offset r13, 0",
-    "push r14",
-    ".cfi_adjust_cfa_offset 8",
-    ".cfi_rel_offset r14, 0",
-    "push r15",
-    ".cfi_adjust_cfa_offset 8",
-    ".cfi_rel_offset r15, 0",
-    "sub rsp, 8",
-    ".cfi_adjust_cfa_offset 8",
-    "stmxcsr [rsp]",
-    "fnstcw [rsp + 4]",
-    "mov r8, rdx",
-    "mov [r8], rsp",
-    "mov edx, esi",
-    "mov esi, {futex_wait_private}",
-    "xor r10d, r10d",
-    "mov eax, {sys_futex}",
-    "syscall",
-    "mov qword ptr [r8], 0",
-    "xor eax, eax",
-    ".Lfiberize_donor_sleep_return:",
-    "ldmxcsr [rsp]",
-    "fldcw [rsp + 4]",
-    "add rsp, 8",
-    ".cfi_adjust_cfa_offset -8",
-    "pop r15",
-    ".cfi_adjust_cfa_offset -8",
-    "pop r14",
-    ".cfi_adjust_cfa_offset -8",
-    "pop r13",
-    ".cfi_adjust_cfa_offset -8",
-    "pop r12",
-    ".cfi_adjust_cfa_offset -8",
-    "pop rbx",
-    ".cfi_adjust_cfa_offset -8",
-    "pop rbp",
-    ".cfi_adjust_cfa_offset -8",
-    "ret",
-    ".cfi_endproc",
-    ".size fiberize_donor_sleep, . - fiberize_donor_sleep",
-    ".p2align 4",
-    ".globl fiberize_donor_wake_in_child",
-    ".hidden fiberize_donor_wake_in_child",
-    ".type fiberize_donor_wake_in_child,@function",
-    "fiberize_donor_wake_in_child:",
-    "mov rsp, rdi",
-    "mov eax, {woken}",
-    "jmp .Lfiberize_donor_sleep_return",
-    ".size fiberize_donor_wake_in_child, . - fiberize_donor_wake_in_child",
-    ".popsection",
-    futex_wait_private = const libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
-    sys_futex = const libc::SYS_futex,
-    woken = const WOKEN_IN_FORKED_CHILD,
-);
+// Both are assembly, one per architecture, in `crate::base::arch`.
 
 extern "C" {
     fn fiberize_donor_sleep(word: *const AtomicU32, expected: u32, sp_slot: *const AtomicUsize) -> usize;

@@ -1,5 +1,11 @@
 //! Shared helpers of the test-app tests: build an app, run it natively and under
 //! the preload with a hard time limit, compare, read the stats line.
+//!
+//! With `FIBERIZE_TEST_ARCH=aarch64` (scripts/test-aarch64.sh) the same tests, still
+//! built for and run on the host, cross-compile the apps with Debian's aarch64 gcc into
+//! `target/test-apps-aarch64/`, run them under `qemu-aarch64-static` (which passes its
+//! environment, `LD_PRELOAD` included, to the emulated program) and preload the
+//! aarch64 library.
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
@@ -10,11 +16,66 @@ pub fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
 }
 
+/// The architecture the apps are built for and run on, when it is not the host's.
+struct Cross {
+    cc: &'static str,
+    cxx: &'static str,
+    runner: &'static str,
+    apps_dir: &'static str,
+    lib: &'static str,
+    rust_bins: &'static str,
+}
+
+fn cross() -> Option<&'static Cross> {
+    const AARCH64: Cross = Cross {
+        cc: "aarch64-linux-gnu-gcc",
+        cxx: "aarch64-linux-gnu-g++",
+        runner: "qemu-aarch64-static",
+        apps_dir: "target/test-apps-aarch64",
+        lib: "target/aarch64-unknown-linux-gnu/release/libfiberize.so",
+        rust_bins: "target/aarch64-unknown-linux-gnu/release",
+    };
+    match std::env::var("FIBERIZE_TEST_ARCH").as_deref() {
+        Ok("aarch64") => Some(&AARCH64),
+        Ok(other) if !other.is_empty() => panic!("FIBERIZE_TEST_ARCH={other}: only aarch64 is known"),
+        _ => None,
+    }
+}
+
 pub fn lib_path() -> PathBuf {
-    let p =
-        std::env::var_os("FIBERIZE_LIB").map(PathBuf::from).unwrap_or_else(|| workspace().join("target/release/libfiberize.so"));
+    let default = cross().map_or("target/release/libfiberize.so", |c| c.lib);
+    let p = std::env::var_os("FIBERIZE_LIB").map(PathBuf::from).unwrap_or_else(|| workspace().join(default));
     assert!(p.exists(), "{} is missing: run `cargo build --release -p interpose` first", p.display());
     p
+}
+
+/// Where cargo put the package's Rust programs (built before the integration tests; for
+/// aarch64 by scripts/test-aarch64.sh).
+pub fn rust_bin(name: &str) -> PathBuf {
+    let dirs: &[&str] = match cross() {
+        Some(c) => &[c.rust_bins],
+        None => &["target/release", "target/debug"],
+    };
+    let p = dirs.iter().map(|d| workspace().join(d).join(name)).find(|p| p.exists());
+    p.unwrap_or_else(|| panic!("{name} not built in {dirs:?}"))
+}
+
+/// Whether the apps run under an emulator (qemu-user): `/proc/TID/syscall` then shows
+/// the emulator's host system calls, not the app's.
+pub fn emulated() -> bool {
+    cross().is_some()
+}
+
+/// A command that runs the app `bin` (under qemu-user for a cross-built app).
+pub fn command(bin: &Path) -> Command {
+    match cross() {
+        Some(c) => {
+            let mut cmd = Command::new(c.runner);
+            cmd.arg(bin);
+            cmd
+        }
+        None => Command::new(bin),
+    }
 }
 
 /// Compiles `test-apps/c/<name>.c` (or `test-apps/cpp/<name>.cpp`) into
@@ -31,12 +92,12 @@ pub fn build_c(name: &str) -> PathBuf {
     }
     let c = workspace().join("test-apps/c").join(format!("{name}.c"));
     let cpp = workspace().join("test-apps/cpp").join(format!("{name}.cpp"));
-    let dir = workspace().join("target/test-apps");
+    let dir = workspace().join(cross().map_or("target/test-apps", |c| c.apps_dir));
     std::fs::create_dir_all(&dir).unwrap();
     let out = dir.join(name);
     let tmp = dir.join(format!(".{name}.{}", std::process::id()));
     let st = if c.exists() {
-        Command::new("cc")
+        Command::new(cross().map_or("cc", |c| c.cc))
             .args(["-O2", "-g", "-pthread", "-Wall", "-I"])
             .arg(workspace().join("interpose/include"))
             .arg("-o")
@@ -45,7 +106,7 @@ pub fn build_c(name: &str) -> PathBuf {
             .args(["-ldl", "-lm"])
             .status()
     } else {
-        Command::new("c++")
+        Command::new(cross().map_or("c++", |c| c.cxx))
             .args(["-O2", "-g", "-pthread", "-std=c++20", "-Wall", "-I"])
             .arg(workspace().join("interpose/include"))
             .arg("-o")
@@ -75,7 +136,7 @@ pub fn run(bin: &Path, args: &[&str], preload: bool, limit: Duration) -> Run {
 /// `run` with extra environment variables. The native run inherits no preload and no
 /// fiberize settings from the test's own environment.
 pub fn run_with(bin: &Path, args: &[&str], preload: bool, env: &[(&str, &str)], limit: Duration) -> Run {
-    let mut cmd = Command::new(bin);
+    let mut cmd = command(bin);
     cmd.args(args);
     for k in ["LD_PRELOAD", "GLIBC_TUNABLES", "FIBERIZE", "FIBERIZE_WORKERS", "FIBERIZE_STATS"] {
         cmd.env_remove(k);

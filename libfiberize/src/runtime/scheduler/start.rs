@@ -26,7 +26,7 @@ pub fn pool_never_started() -> bool {
 }
 
 fn start_pool() {
-    sys::detect_fsbase_method();
+    sys::detect_thread_pointer_method();
     let cfg = crate::base::config::config();
     let n = cfg.workers;
     // SAFETY: querying the mask into a valid out-parameter.
