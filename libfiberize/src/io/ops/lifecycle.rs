@@ -261,6 +261,13 @@ pub unsafe fn fclose(f: *mut libc::FILE) -> c_int {
     unsafe { super::fclose(f) }
 }
 
+/// `dup2` as a system call: x86_64 has one; aarch64 has only `dup3` (its glibc makes
+/// `dup2` from `dup3` or `fcntl`), so no number matches there.
+#[cfg(target_arch = "x86_64")]
+const SYS_DUP2: libc::c_long = libc::SYS_dup2;
+#[cfg(not(target_arch = "x86_64"))]
+const SYS_DUP2: libc::c_long = -1;
+
 /// `close`, `close_range`, `dup2` and `dup3` made through `syscall(2)` (`raw(a1, a2,
 /// a3)`: the real `syscall` with the program's arguments, the first three as given):
 /// the fd table follows them as it follows the functions. None for other system calls.
@@ -290,7 +297,7 @@ pub unsafe fn fd_syscall(
                 raw(a as libc::c_long, b as libc::c_long, f as libc::c_long)
             })
         },
-        libc::SYS_dup2 | libc::SYS_dup3 => {
+        SYS_DUP2 | libc::SYS_dup3 => {
             if a != b {
                 release(b);
             }
