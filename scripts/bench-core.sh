@@ -8,8 +8,11 @@
 # The last line is a summary: "core goals: N of M met".
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo build --release -p interpose >/dev/null 2>&1 || cargo build --release -p interpose
-LIB=$PWD/target/release/libfiberize.so
+# FIBERIZE_LIB: another build of the library (an A/B against this one is two runs).
+if [ -z "${FIBERIZE_LIB:-}" ]; then
+    cargo build --release -p interpose >/dev/null 2>&1 || cargo build --release -p interpose
+fi
+LIB=${FIBERIZE_LIB:-$PWD/target/release/libfiberize.so}
 TMP=$(mktemp -d); trap 'rm -rf "$TMP"' EXIT
 cc -O2 -pthread -o "$TMP/bench_core" test-apps/bench/bench_core.c
 ROUNDS=${ROUNDS:-3}
