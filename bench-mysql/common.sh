@@ -160,5 +160,5 @@ locality_per_txn() { # NAME TXNS
             END { if (!t || !("switches" in v)) { print "== " n " locality: no stats line"; exit }
                   printf "== %s locality per transaction (%d transactions): runs %.2f, migrations %.2f, cross-worker wake-ups %.2f, steals %.3f, eventfd writes %.2f, epoll_wait calls %.2f (%.2f events each), fd moves %.3f\n",
                       n, t, v["switches"] / t, v["migrations"] / t, v["cross_worker_wakes"] / t, v["steals"] / t, v["eventfd_writes"] / t,
-                      v["epoll_waits"] / t, (v["epoll_waits"] ? v["epoll_events"] / v["epoll_waits"] : 0), v["fd_moves"] / t }'
+                      v["epoll_waits"] / t, (v["epoll_waits"] ? v["epoll_events"] / v["epoll_waits"] : 0), v["fd_moves"] / t }' || true
 }

@@ -93,7 +93,7 @@ cleanup; trap - EXIT
 rm -rf "$WORK"/data-*
 for c in $CONFIGS; do
     n=${c%%=*}
-    [ "$n" = native ] && continue
+    [ "$n" = native ] || [ "$n" = pool ] && continue
     locality_per_txn "$n" "$(cat "$WORK"/ps-"$n"-*.log "$WORK"/rw-"$n"-*.log 2>/dev/null | awk '/transactions:/ { t += $2 } END { printf "%d", t }')"
     echo "== $n stats:" $(grep -h "fiberize: stats" "$WORK/out-$n.log" "$WORK/err-$n.log" 2>/dev/null | tr ' ' '\n' |
         grep -E "^(switches|parks|steals|lifo_capped|donor_handoffs|preemptions|turns_ended|queue_)" || true)
