@@ -54,7 +54,7 @@ set +e
 cargo test --release --workspace --no-run 2>&1 | tee "$LIST" | grep -v '^ *Executable'
 set -e
 expected=$(grep -c '^ *Executable' "$LIST" || true)
-echo "== tests ($expected test binaries plus doc-tests, about 6 minutes on 2 CPUs)"
+echo "== tests ($expected test binaries plus doc-tests, about 9 minutes on 2 CPUs)"
 set +e
 # --no-fail-fast: a failing binary does not stop the ones after it.
 cargo test --release --workspace --no-fail-fast -- --test-threads=2 2>&1 | tee "$LOG"
