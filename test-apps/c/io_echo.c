@@ -23,20 +23,7 @@ static long total_ok;
 static int tids[65536]; static int ntids;
 static pthread_mutex_t tid_lock = PTHREAD_MUTEX_INITIALIZER;
 
-/* The kernel thread running this code, by a raw system call: gettid() and
- * syscall(SYS_gettid) give a fiber its own id (its donor's) under the preload. */
-static int running_kernel_tid(void) {
-    long r;
-#if defined(__aarch64__)
-    register long x8 __asm__("x8") = SYS_gettid;
-    register long x0 __asm__("x0");
-    __asm__ volatile("svc 0" : "=r"(x0) : "r"(x8) : "memory");
-    r = x0;
-#else
-    __asm__ volatile("syscall" : "=a"(r) : "a"((long)SYS_gettid) : "rcx", "r11", "memory");
-#endif
-    return (int)r;
-}
+#include "kernel_tid.h"
 
 static void note_tid(void) {
     int t = running_kernel_tid();

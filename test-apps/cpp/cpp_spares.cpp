@@ -16,20 +16,7 @@
 #include <thread>
 #include <vector>
 
-/* The kernel thread running this code, by a raw system call: gettid() and
- * syscall(SYS_gettid) name a fiber's own (donor) thread under the preload. */
-static long running_kernel_tid() {
-    long r;
-#if defined(__aarch64__)
-    register long x8 __asm__("x8") = SYS_gettid;
-    register long x0 __asm__("x0");
-    __asm__ volatile("svc 0" : "=r"(x0) : "r"(x8) : "memory");
-    r = x0;
-#else
-    __asm__ volatile("syscall" : "=a"(r) : "a"((long)SYS_gettid) : "rcx", "r11", "memory");
-#endif
-    return r;
-}
+#include "../c/kernel_tid.h"
 
 int main(int argc, char** argv) {
     const int pairs = 100, rounds = argc > 1 ? atoi(argv[1]) : 300;
