@@ -177,22 +177,26 @@ fn release_queued(rt: &Runtime, w: &WorkerShared) {
 /// malloc arena) still count: their holder may be a fiber parked on this very worker,
 /// which only a spare can run.
 fn mark_blocked_unless_internal_wait(rt: &Runtime, w: &WorkerShared, tid: u32) {
-    if let Some(call) = BlockedCall::of(tid) {
-        if call.nr == libc::SYS_futex && crate::base::rawlock::is_internal_wait(call.args[0] as usize) {
-            bump(&STATS.internal_lock_waits);
-            return;
-        }
+    let call = BlockedCall::of(tid);
+    if call.as_ref().is_some_and(|c| c.nr == libc::SYS_futex && crate::base::rawlock::is_internal_wait(c.args[0] as usize)) {
+        bump(&STATS.internal_lock_waits);
+        return;
     }
-    mark_blocked(rt, w);
+    mark_blocked_in(rt, w, call);
 }
 
 /// Declares `w` blocked and brings a spare in if the pool is short.
 pub(crate) fn mark_blocked(rt: &Runtime, w: &WorkerShared) {
+    mark_blocked_in(rt, w, BlockedCall::of(w.tid.load(Ordering::Relaxed)));
+}
+
+/// [`mark_blocked`], with the call the worker's thread was found in (read once by the
+/// caller from `/proc/self/task/TID/syscall`).
+fn mark_blocked_in(rt: &Runtime, w: &WorkerShared, call: Option<BlockedCall>) {
     if !w.role.mark_blocked() {
         return;
     }
     bump(&STATS.workers_blocked);
-    let call = BlockedCall::of(w.tid.load(Ordering::Relaxed));
     if crate::base::sites::on() {
         if let Some(call) = &call {
             note_blocking_call(w, call);
