@@ -106,6 +106,38 @@ start_config() { # config
     esac
 }
 
+# The set-up of the scripts that run the servers of a CONFIGS list side by side (mix.sh,
+# tails.sh): prerequisites, pinning, the work directory /tmp/fiberize-TAG.*, a port per
+# server, the prepared datadir, and every server started (with CONFIG_ENV, if the caller
+# set it, in each preloaded server's environment).
+start_configs_side_by_side() { # script-name tag
+    require_lib_and_mariadb
+    pin_from_env "$1"
+    WORK=$(mktemp -d "/tmp/fiberize-$2.XXXXXX")
+    ports_for_configs
+    prepare_datadir
+    local c
+    for c in $CONFIGS; do start_config "$c"; done
+}
+
+# The end of such a script: stops the servers, removes the datadirs, and prints each
+# preloaded server's scheduling counters (from its stats line, written at exit); with
+# TXNS_FN, a function that prints a server's transactions, its locality per transaction
+# first (locality_per_txn).
+finish_configs() { # [txns-fn]
+    cleanup; trap - EXIT
+    rm -rf "$WORK"/data-*
+    local c n
+    for c in $CONFIGS; do
+        n=${c%%=*}
+        [ "$n" = native ] || [ "$n" = pool ] && continue
+        [ -z "${1:-}" ] || locality_per_txn "$n" "$("$1" "$n")"
+        echo "== $n stats:" $(grep -h "fiberize: stats" "$WORK/out-$n.log" "$WORK/err-$n.log" 2>/dev/null | tr ' ' '\n' |
+            grep -E "^(switches|parks|migrations|steals|lifo_capped|donor_handoffs|preemptions|turns_ended|fair_later|fair_kickups|queue_)" || true)
+    done
+    echo "== logs in $WORK"
+}
+
 # Optional pinning: sets SERVER_PIN and CLIENT_PIN (taskset prefixes) from SERVER_CPUS and
 # CLIENT_CPUS, both or neither; warns when the two sets overlap.
 pin_from_env() { # script-name

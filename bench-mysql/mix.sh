@@ -28,14 +28,9 @@ TABLES=${TABLES:-4}; TABLE_SIZE=${TABLE_SIZE:-10000}; WAREHOUSES=0; WORKLOADS=sy
 SERVER_OPTS=${SERVER_OPTS:-"--innodb-buffer-pool-size=256M"}
 LIB=${FIBERIZE_LIB:-$ROOT/target/release/libfiberize.so}
 . bench-mysql/common.sh
-require_lib_and_mariadb
-pin_from_env mix.sh
 read -ra EXTRA_ENV <<<"${SERVER_ENV:-}"
-WORK=$(mktemp -d /tmp/fiberize-mix.XXXXXX)
-ports_for_configs
-prepare_datadir
 CONFIG_ENV=(FIBERIZE_DUMP_SIGNAL=12 ${EXTRA_ENV[@]+"${EXTRA_ENV[@]}"})
-for c in $CONFIGS; do start_config "$c"; done
+start_configs_side_by_side mix.sh mix
 echo "== work directory $WORK; point_select x$PS_THREADS + read_write x$RW_THREADS for ${MIX_SECONDS}s per run, $ROUNDS rounds"
 
 # Per-second reports of a sysbench log over seconds [FROM, TO] -> "tps p95 zero_seconds":
@@ -89,13 +84,8 @@ for c in $CONFIGS; do
         'BEGIN { if (a == "FATAL" || b == "FATAL") { print "mix: " n ": a run failed" ; exit }
                  printf "mix: %s/%s read_write tps %.2fx, p95 %.2fx, point_select tps %.2fx\n", n, f, (a > 0 ? b / a : 0), (pa > 0 ? pb / pa : 0), (sa > 0 ? sb / sa : 0) }'
 done
-cleanup; trap - EXIT
-rm -rf "$WORK"/data-*
-for c in $CONFIGS; do
-    n=${c%%=*}
-    [ "$n" = native ] || [ "$n" = pool ] && continue
-    locality_per_txn "$n" "$(cat "$WORK"/ps-"$n"-*.log "$WORK"/rw-"$n"-*.log 2>/dev/null | awk '/transactions:/ { t += $2 } END { printf "%d", t }')"
-    echo "== $n stats:" $(grep -h "fiberize: stats" "$WORK/out-$n.log" "$WORK/err-$n.log" 2>/dev/null | tr ' ' '\n' |
-        grep -E "^(switches|parks|steals|lifo_capped|donor_handoffs|preemptions|turns_ended|queue_)" || true)
-done
-echo "== logs in $WORK"
+# Transactions both sysbench runs got from server NAME, over all rounds.
+transactions_of() { # name
+    cat "$WORK"/ps-"$1"-*.log "$WORK"/rw-"$1"-*.log 2>/dev/null | awk '/transactions:/ { t += $2 } END { printf "%d", t }'
+}
+finish_configs transactions_of

@@ -15,7 +15,13 @@ const LIMIT: Duration = Duration::from_secs(60);
 /// Runs `sync_spin_handoff args` natively and preloaded with `workers` workers;
 /// asserts the same stdout and exit status; returns the preloaded run.
 fn handoffs(args: &[&str], workers: &str) -> Run {
-    let bin = build_c("sync_spin_handoff");
+    same_as_native("sync_spin_handoff", args, workers)
+}
+
+/// Runs C app `name` natively and preloaded with `workers` workers; asserts the same
+/// stdout and exit status (0) and that the preload took effect; returns the preloaded run.
+fn same_as_native(name: &str, args: &[&str], workers: &str) -> Run {
+    let bin = build_c(name);
     let native = run(&bin, args, false, LIMIT);
     assert_eq!(native.status, Some(0), "native run failed:\n{}{}", native.stdout, native.stderr);
     let pre = run_with(&bin, args, true, &[("FIBERIZE_WORKERS", workers)], LIMIT);
@@ -61,4 +67,26 @@ fn without_preemption_spinners_livelock() {
         .output()
         .expect("run timeout");
     assert_eq!(out.status.code(), Some(124), "expected a livelock without preemption: {}", String::from_utf8_lossy(&out.stdout));
+}
+
+/// Issue 27, the run order by CPU time: computing threads that yield between chunks,
+/// next to a client/echo pair of threads doing round trips through pipes and a thread
+/// spinning on `sched_yield`. The computing fibers use more than their share and wait
+/// in their worker's later queue; everything must still finish as natively (a fiber in
+/// the later queue is never stranded), on one worker and on two.
+fn fair_order(workers: &str) -> Run {
+    let pre = same_as_native("sched_fair", &["4", "200"], workers);
+    assert!(pre.stdout.contains("hogs that computed and stopped: 4 of 4"), "{}", pre.stdout);
+    pre
+}
+
+#[test]
+fn fibers_ahead_of_their_share_wait_but_are_not_stranded_one_worker() {
+    let pre = fair_order("1");
+    assert!(stat(&pre, "fair_later") > 0, "the computing fibers never went to the later queue:\n{}", pre.stderr);
+}
+
+#[test]
+fn fibers_ahead_of_their_share_wait_but_are_not_stranded_two_workers() {
+    fair_order("2");
 }

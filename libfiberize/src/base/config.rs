@@ -168,6 +168,9 @@ pub struct Config {
     /// Each worker sleeps in a readiness set of its own, holding the descriptors of the
     /// fibers that run on it (`FIBERIZE_POLL_PER_WORKER=1`; see `runtime::poller`).
     pub poll_per_worker: bool,
+    /// The run order by CPU time (`FIBERIZE_FAIR=0` turns it off; see
+    /// `runtime::scheduler::fair`).
+    pub fair: bool,
 }
 
 static CONFIG_ONCE: RawOnce = RawOnce::new();
@@ -186,6 +189,7 @@ static mut CONFIG: Config = Config {
     stack_release_ms: None,
     turn_us: None,
     poll_per_worker: false,
+    fair: true,
 };
 
 /// The configuration, read on first use. Every variable is checked once here: a value
@@ -242,6 +246,7 @@ pub fn config() -> &'static Config {
             stack_release_ms: env_optional_number(b"FIBERIZE_STACK_RELEASE_MS\0", 0, 3_600_000),
             turn_us: env_optional_number(b"FIBERIZE_TURN_US\0", 0, 1_000_000),
             poll_per_worker: env_switch(b"FIBERIZE_POLL_PER_WORKER\0", false),
+            fair: env_switch(b"FIBERIZE_FAIR\0", true),
         };
         // SAFETY: written once, inside the RawOnce, before any reader passes is_done().
         unsafe { *core::ptr::addr_of_mut!(CONFIG) = c };

@@ -87,6 +87,11 @@ counters! {
     /// Runtime-internal lock waits the monitor found a worker in and did not count as
     /// blocked (`scheduler::monitor`: no spare for them).
     internal_lock_waits,
+    // The order by CPU time (issue 27, `runtime::scheduler::fair`).
+    /// Fibers queued in a later queue: they had used more than their share of the CPU.
+    fair_later,
+    /// Later-queue heads run because they had waited the kickup time.
+    fair_kickups,
 }
 
 /// One shard: a slot for every counter, padded so that two shards never share a line.

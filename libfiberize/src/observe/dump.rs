@@ -127,10 +127,10 @@ fn produce(reason: Option<&str>, flush: &mut dyn FnMut(&str)) {
     let _ = writeln!(out, "fiberize: {}", crate::observe::report::locality_line());
     if let Some(rt) = scheduler::try_runtime() {
         for w in rt.workers() {
-            let (deque, lifo) = w.queued();
+            let (deque, later, lifo) = w.queued();
             let _ = writeln!(
                 out,
-                "fiberize: worker {} tid {} {} running fiber {} switches {} deferred-signals {:#x} deque {} lifo {}",
+                "fiberize: worker {} tid {} {} running fiber {} switches {} deferred-signals {:#x} deque {} later {} lifo {}",
                 w.index,
                 w.tid.load(Ordering::Relaxed),
                 w.state_name(),
@@ -138,6 +138,7 @@ fn produce(reason: Option<&str>, flush: &mut dyn FnMut(&str)) {
                 w.progress.load(Ordering::Relaxed),
                 w.deferred_signals(),
                 deque,
+                later,
                 u8::from(lifo)
             );
         }

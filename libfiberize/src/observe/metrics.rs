@@ -116,6 +116,8 @@ const METRICS: &[Metric] = &[
     stat!(migrations, "Runs of a fiber on another worker than its previous run."),
     stat!(cross_worker_wakes, "Fibers made runnable by code on another worker than the one they last ran on."),
     stat!(eventfd_writes, "Writes to an eventfd to wake a sleeping worker or end a direct wait."),
+    stat!(fair_later, "Fibers queued behind the others because they had used more than their share of the CPU."),
+    stat!(fair_kickups, "Fibers run from the later queue because they had waited the kickup time."),
     stat!(epoll_waits, "epoll_wait calls on the runtime's readiness sets."),
     stat!(epoll_events, "Events those epoll_wait calls returned (wake-up eventfds included)."),
     stat!(fd_moves, "Descriptors moved to the readiness set of the worker their only waiter runs on (FIBERIZE_POLL_PER_WORKER)."),

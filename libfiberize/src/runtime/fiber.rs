@@ -171,6 +171,8 @@ pub struct Fiber {
     /// When and from where the fiber was last queued (`crate::runtime::queue_delay`;
     /// 0 while that is off). Relaxed: the queue it goes through orders it.
     queued: AtomicU64,
+    /// CPU time charged to the fiber, for the run order (`scheduler::fair`).
+    pub(crate) cpu: crate::runtime::cpu_account::CpuAccount,
 }
 
 impl Drop for Fiber {
@@ -213,6 +215,7 @@ impl Fiber {
             stack_limit: AtomicUsize::new(0),
             stack_base: AtomicUsize::new(0),
             queued: AtomicU64::new(0),
+            cpu: Default::default(),
         }
     }
 

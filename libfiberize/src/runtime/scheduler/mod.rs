@@ -43,6 +43,7 @@
 //! | [`monitor`] | the monitor thread: stuck workers, blocked workers and spares, preemption requests |
 //! | [`lifo`] | the lifo slot: one fiber, owned as a raw `Arc` pointer, swapped in and out |
 //! | [`worker_role`] | a worker's role (ACTIVE, BLOCKED, SPARE) and its transitions |
+//! | [`fair`] | the run order by CPU time: virtual runtimes, the later queue of fibers that used more than their share |
 //! | [`turn`] | a fiber's turn: a fiber that keeps finding requests on its socket goes to the back after `FIBERIZE_TURN_US` |
 //!
 use core::cell::UnsafeCell;
@@ -61,6 +62,7 @@ use crate::runtime::sleep_state::{IdleCounts, SleepWord};
 use crate::runtime::timer;
 
 mod direct_wait;
+mod fair;
 mod lifo;
 mod monitor;
 mod start;
@@ -148,6 +150,11 @@ pub struct WorkerShared {
     pub running: Padded<AtomicU64>,
     /// Bumped at every fiber switch; the monitor's sign of life.
     pub progress: Padded<AtomicU64>,
+    /// Monitor ticks that found this worker running a fiber: the CPU-time samples
+    /// charged to the fibers it runs ([`fair`]). Written by the monitor only.
+    cpu_ticks: Padded<AtomicU64>,
+    /// Fibers that used more than their share of the CPU ([`fair`]).
+    later: fair::LaterQueue,
     /// The running fiber's turn (see [`turn`]): the `progress` value of the run it
     /// began in and when. Written only by fibers on the worker's own OS thread, so that
     /// a switch writes nothing here.
@@ -220,6 +227,8 @@ pub struct Runtime {
     pub target: usize,
     active: AtomicUsize,
     injector: Injector<FiberRef>,
+    /// The pool's virtual time for the order by CPU time ([`fair`]).
+    fair: fair::FairClock,
     handoff_head: AtomicPtr<Fiber>,
     idle: IdleCounts,
     /// The monitor sleeps on this word between ticks. It stays 0: nothing wakes the
@@ -287,9 +296,11 @@ impl Runtime {
         if me.is_some_and(|w| w.timers.next_deadline() <= sys::now_ns()) {
             return true;
         }
-        self.workers()
-            .iter()
-            .any(|w| !w.stealer.is_empty() || (w.role.peek() != Role::Active && w.lifo.is_occupied(Ordering::SeqCst)))
+        self.workers().iter().any(|w| {
+            !w.stealer.is_empty()
+                || !w.later.stealer.is_empty()
+                || (w.role.peek() != Role::Active && w.lifo.is_occupied(Ordering::SeqCst))
+        })
     }
 
     /// Forgets every worker's timers in a forked child.
@@ -337,10 +348,10 @@ impl WorkerShared {
         }
     }
 
-    /// Fibers in this worker's local deque, and whether its lifo slot holds one (for
-    /// the dump; a snapshot that may be stale at once).
-    pub fn queued(&self) -> (usize, bool) {
-        (self.stealer.len(), self.lifo.is_occupied(Ordering::Relaxed))
+    /// Fibers in this worker's local deque and later queue, and whether its lifo slot
+    /// holds one (for the dump; a snapshot that may be stale at once).
+    pub fn queued(&self) -> (usize, usize, bool) {
+        (self.stealer.len(), self.later.stealer.len(), self.lifo.is_occupied(Ordering::Relaxed))
     }
 
     /// Whether this worker is ACTIVE and runs a fiber on the CPU (not in a direct wait).

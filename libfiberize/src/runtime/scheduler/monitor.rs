@@ -119,6 +119,7 @@ pub(super) extern "C" fn monitor_main(_: *mut libc::c_void) -> *mut libc::c_void
             }
         }
         preempt_watch.tick(rt);
+        rt.fair_tick();
     }
 }
 
@@ -165,6 +166,7 @@ fn release_queued(rt: &Runtime, w: &WorkerShared) {
             Steal::Retry => continue,
         }
     }
+    moved |= w.later.move_all(&rt.injector);
     if moved {
         rt.notify();
     }

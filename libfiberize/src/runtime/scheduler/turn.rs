@@ -96,7 +96,11 @@ pub fn note_stream_read() {
         return;
     }
     let rt = runtime_unchecked();
-    if w.stealer.is_empty() && rt.injector.is_empty() && rt.handoff_head.load(Ordering::Relaxed).is_null() {
+    if w.stealer.is_empty()
+        && w.later.stealer.is_empty()
+        && rt.injector.is_empty()
+        && rt.handoff_head.load(Ordering::Relaxed).is_null()
+    {
         // Nobody waits: keep the worker, start a new turn.
         w.turn.started_ns.store(now, Ordering::Relaxed);
         return;

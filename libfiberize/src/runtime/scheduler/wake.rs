@@ -108,6 +108,7 @@ impl Runtime {
 pub fn push_from_donor(f: FiberRef) {
     f.mark_queued(Source::Donor);
     let rt = runtime_unchecked();
+    fair::note_woken(rt, &f);
     rt.push_handoff(Arc::into_raw(f));
     rt.notify();
 }
@@ -119,6 +120,7 @@ pub fn unpark(f: &FiberRef) {
         UnparkAction::Schedule => {
             bump(&STATS.unparks);
             f.set_life(Life::Runnable);
+            fair::note_woken(runtime_unchecked(), f);
             schedule(f.clone());
         }
         UnparkAction::Notified => {
@@ -146,6 +148,12 @@ fn schedule(f: FiberRef) {
         if let Some(w) = super::worker_of(cur) {
             note_wake_locality(&f, w);
             f.mark_queued(Source::FiberWake);
+            if fair::is_ahead(rt, &f) {
+                // It used more than its share: behind the others (fair.rs).
+                // SAFETY: `w` runs the caller, so we are on w's OS thread, shielded.
+                unsafe { w.later.push(rt, f) };
+                return;
+            }
             if let Some(old) = w.lifo.replace(f) {
                 // SAFETY: `w` runs the caller, so we are on w's OS thread, and shielded:
                 // `local` is ours to use, as `owner_local` requires.
@@ -172,6 +180,11 @@ fn schedule(f: FiberRef) {
         let surplus = !local.is_empty();
         note_wake_locality(&f, w);
         f.mark_queued(Source::WorkerWake);
+        if fair::is_ahead(rt, &f) {
+            // SAFETY: as above.
+            unsafe { w.later.push(rt, f) };
+            return;
+        }
         local.push(f);
         if surplus {
             rt.notify();

@@ -80,6 +80,7 @@ fn rejoin_or_retire(rt: &Runtime, w: &WorkerShared) {
     while let Some(f) = local.pop() {
         rt.injector.push(f);
     }
+    w.later.move_all(&rt.injector);
     if let Some(f) = w.lifo.take() {
         rt.injector.push(f);
     }
@@ -114,6 +115,14 @@ fn find_work(rt: &Runtime, w: &WorkerShared, tick: u32, lifo_streak: &mut u32) -
             return Some(f);
         }
     }
+    // The later queue's head, once it is no longer ahead or has waited long (fair.rs).
+    if tick.is_multiple_of(fair::LATER_CHECK_INTERVAL) {
+        // SAFETY: we are w's OS thread, in its scheduler context.
+        if let Some(f) = unsafe { w.later.pop_due(rt) } {
+            *lifo_streak = 0;
+            return Some(f);
+        }
+    }
     if *lifo_streak < LIFO_STREAK_CAP || local.is_empty() {
         if let Some(f) = w.lifo.take() {
             *lifo_streak += 1;
@@ -132,15 +141,34 @@ fn find_work(rt: &Runtime, w: &WorkerShared, tick: u32, lifo_streak: &mut u32) -
     if let Some(f) = steal_global(rt, local) {
         return Some(f);
     }
-    steal_from_others(rt, w, local)
-}
-
-fn steal_global(rt: &Runtime, local: &Deque<FiberRef>) -> Option<FiberRef> {
-    if let Some(f) = rt.drain_handoff(local) {
+    if let Some(f) = steal_from_others(rt, w, local) {
         return Some(f);
     }
+    // Nothing but fibers that are ahead (fair.rs): the pool does not idle for them.
+    // SAFETY: as above.
+    if let Some(f) = unsafe { w.later.pop_any(rt) } {
+        return Some(f);
+    }
+    steal_later_from_others(rt, w)
+}
+
+/// Takes one fiber from another worker's later queue when nothing else is runnable
+/// anywhere (one: the rest stay behind the fibers that are not ahead).
+#[cold]
+fn steal_later_from_others(rt: &Runtime, w: &WorkerShared) -> Option<FiberRef> {
+    let all = rt.workers();
+    let n = all.len();
+    let f = (1..n).find_map(|k| retry_steal(|| all[(w.index + k) % n].later.stealer.steal()))?;
+    bump(&STATS.steals);
+    fair::catch_up(rt, &f);
+    Some(f)
+}
+
+/// Runs a steal until it does not ask to be retried.
+#[inline]
+fn retry_steal(mut steal: impl FnMut() -> Steal<FiberRef>) -> Option<FiberRef> {
     loop {
-        match rt.injector.steal_batch_and_pop(local) {
+        match steal() {
             Steal::Success(f) => return Some(f),
             Steal::Empty => return None,
             Steal::Retry => continue,
@@ -148,20 +176,21 @@ fn steal_global(rt: &Runtime, local: &Deque<FiberRef>) -> Option<FiberRef> {
     }
 }
 
+fn steal_global(rt: &Runtime, local: &Deque<FiberRef>) -> Option<FiberRef> {
+    if let Some(f) = rt.drain_handoff(local) {
+        return Some(f);
+    }
+    retry_steal(|| rt.injector.steal_batch_and_pop(local))
+}
+
 fn steal_from_others(rt: &Runtime, w: &WorkerShared, local: &Deque<FiberRef>) -> Option<FiberRef> {
     let all = rt.workers();
     let n = all.len();
     for k in 1..n {
         let victim = &all[(w.index + k) % n];
-        loop {
-            match victim.stealer.steal_batch_and_pop(local) {
-                Steal::Success(f) => {
-                    bump(&STATS.steals);
-                    return Some(f);
-                }
-                Steal::Empty => break,
-                Steal::Retry => continue,
-            }
+        if let Some(f) = retry_steal(|| victim.stealer.steal_batch_and_pop(local)) {
+            bump(&STATS.steals);
+            return Some(f);
         }
         // The lifo slot of a busy worker is left alone: its owner runs it as soon as
         // the waker switches out (stealing it would split a ping-pong pair across
@@ -214,6 +243,7 @@ pub(super) fn run_fiber(w: &WorkerShared, f: FiberRef) {
     // differs from the worker's costs the two system calls.
     let base = w.base_sigmask.load(Ordering::Relaxed);
     let own_mask = |f: &Fiber| f.signals.own_mask().map(|m| m & !crate::runtime::kick::KICK_BIT).filter(|&m| m != base);
+    let ticks_before = w.cpu_ticks.load(Ordering::Relaxed);
     let result = unsafe {
         let co = f.coroutine_mut();
         // WTLS registrations (crate::runtime::wtls): the worker's values in, the
@@ -234,14 +264,15 @@ pub(super) fn run_fiber(w: &WorkerShared, f: FiberRef) {
     };
     w.running.store(0, Ordering::Relaxed);
     w.progress.fetch_add(1, Ordering::Relaxed);
+    fair::charge(w, &f, ticks_before);
     bump(&STATS.switches);
     // SAFETY: we are w's OS thread, back in its scheduler context.
     let local = unsafe { w.owner_local() };
     match result {
         corosensei::CoroutineResult::Yield(Switch::Yield) => {
-            f.set_life(Life::Runnable);
-            f.mark_queued(Source::Yield);
-            local.push(f);
+            // Round robin: the back of the deque (or the later queue if it is ahead).
+            // SAFETY: w's OS thread, scheduler context.
+            unsafe { fair::requeue_on_worker(runtime_unchecked(), w, f, Source::Yield) };
         }
         corosensei::CoroutineResult::Yield(Switch::Park) => {
             f.set_life(Life::Parked);
@@ -262,22 +293,17 @@ pub(super) fn run_fiber(w: &WorkerShared, f: FiberRef) {
             f.donor.run_on_donor();
         }
         corosensei::CoroutineResult::Yield(Switch::Preempt) => {
-            // Suspended inside the kick handler (crate::runtime::preempt), whose mask this thread
-            // still has; to the back of the global queue, behind the fibers that waited.
+            // Suspended inside the kick handler (crate::runtime::preempt), whose mask this
+            // thread still has; behind the fibers that waited here, or in the later
+            // queue if it is ahead (fair.rs).
             sys::sigmask_set(base);
-            f.set_life(Life::Runnable);
-            f.mark_queued(Source::Preempt);
-            let rt = runtime_unchecked();
-            rt.injector.push(f);
-            rt.notify();
+            // SAFETY: w's OS thread, scheduler context.
+            unsafe { fair::requeue_on_worker(runtime_unchecked(), w, f, Source::Preempt) };
         }
         corosensei::CoroutineResult::Yield(Switch::EndTurn) => {
-            // Its turn is spent (turn.rs): behind everybody who waited, as a preempted fiber.
-            f.set_life(Life::Runnable);
-            f.mark_queued(Source::EndTurn);
-            let rt = runtime_unchecked();
-            rt.injector.push(f);
-            rt.notify();
+            // Its turn is spent (turn.rs): as a preempted fiber.
+            // SAFETY: w's OS thread, scheduler context.
+            unsafe { fair::requeue_on_worker(runtime_unchecked(), w, f, Source::EndTurn) };
         }
         corosensei::CoroutineResult::Yield(Switch::BackToPool) => {
             crate::fatal(&["fiber asked to return to the pool while on a worker"]);

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# Latency tails next to throughput (issue 27): oltp_point_select at a few connection
+# counts, over TCP loopback (how application servers connect) and over the unix socket,
+# against servers that run side by side (a native one and preloaded ones, the same
+# datadir copied for each). Every round runs each point once against each server, the
+# order rotating by round; the table gives the medians of the rounds: tps, p95 and p99
+# (ms, from sysbench's histogram of the whole run), and each server's ratio to the first.
+# Loopback only.
+#
+#   CONFIGS="native new=target/release/libfiberize.so" bash bench-mysql/tails.sh
+#
+# Environment (defaults in brackets): CONFIGS ["native new=target/release/libfiberize.so"]
+# (native, pool, NAME=LIB[+VAR=value...], as mix.sh), CONNS ["2 16 64"], PATHS ["tcp unix"],
+# ROUNDS [3], SECONDS_PER_RUN [10], TABLES/TABLE_SIZE [4 x 10000],
+# SERVER_OPTS [--innodb-buffer-pool-size=256M], SERVER_CPUS/CLIENT_CPUS (both or neither).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+CONFIGS=${CONFIGS:-"native new=$ROOT/target/release/libfiberize.so"}
+CONNS=${CONNS:-"2 16 64"}; PATHS=${PATHS:-"tcp unix"}
+ROUNDS=${ROUNDS:-3}; SECONDS_PER_RUN=${SECONDS_PER_RUN:-10}
+TABLES=${TABLES:-4}; TABLE_SIZE=${TABLE_SIZE:-10000}; WAREHOUSES=0; WORKLOADS=sysbench
+SERVER_OPTS=${SERVER_OPTS:-"--innodb-buffer-pool-size=256M"}
+LIB=${FIBERIZE_LIB:-$ROOT/target/release/libfiberize.so}
+. bench-mysql/common.sh
+CONFIG_ENV=()
+start_configs_side_by_side tails.sh tails
+echo "== work directory $WORK; point_select at $CONNS connections over $PATHS, ${SECONDS_PER_RUN}s per run, $ROUNDS rounds"
+
+# A sysbench log with --histogram -> "tps p95 p99" (ms; the percentiles from the
+# histogram's rows "value |*** count", counted over the whole run).
+summarize() { # log
+    awk '/transactions:/ { gsub(/[(]/, "", $3); tps = $3 + 0 }
+         /^ *[0-9.]+ \|/ { v[++n] = $1 + 0; c[n] = $NF + 0; total += $NF }
+         /FATAL/ { fatal = 1 }
+         END { if (fatal || !total) { print "FATAL FATAL FATAL"; exit }
+               for (i = 1; i <= n; i++) { s += c[i]; if (!p95 && s >= 0.95 * total) p95 = v[i]; if (!p99 && s >= 0.99 * total) p99 = v[i] }
+               printf "%.0f %.3f %.3f\n", tps, p95, p99 }' "$1"
+}
+: >"$WORK/results.txt"
+point_once() { # name round
+    local n=$1 r=$2 path conns where log
+    for path in $PATHS; do
+        for conns in $CONNS; do
+            if [ "$path" = tcp ]; then where=(--mysql-host=127.0.0.1 --mysql-port="${PORT[$n]}"); else where=(--mysql-socket="$WORK/sock-$n"); fi
+            log="$WORK/ps-$n-$path-$conns-$r.log"
+            ${CLIENT_PIN[@]+"${CLIENT_PIN[@]}"} sysbench --db-driver=mysql "${where[@]}" --mysql-user=root --mysql-db=sbtest \
+                --tables="$TABLES" --table-size="$TABLE_SIZE" --rand-type=uniform --histogram=on \
+                --threads="$conns" --time="$SECONDS_PER_RUN" oltp_point_select run >"$log" 2>&1 || true
+            read -r t p95 p99 <<<"$(summarize "$log")"
+            echo "round $r $n $path $conns tps=$t p95=$p95 p99=$p99" | tee -a "$WORK/results.txt"
+        done
+    done
+}
+each_config_rotating point_once
+
+median_of() { # name path conns field
+    { grep " $1 $2 $3 " "$WORK/results.txt" || true; } | tr ' ' '\n' | sed -n "s/^$4=//p" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'
+}
+read -r first _ <<<"$CONFIGS"; first=${first%%=*}
+echo "== medians of $ROUNDS rounds (p95/p99 in ms); ratio = server / $first"
+printf "%-5s %6s %-10s %9s %8s %8s   %s\n" path conns server tps p95 p99 "ratio tps / p95 / p99"
+for path in $PATHS; do
+    for conns in $CONNS; do
+        bt=$(median_of "$first" "$path" "$conns" tps); b95=$(median_of "$first" "$path" "$conns" p95); b99=$(median_of "$first" "$path" "$conns" p99)
+        for c in $CONFIGS; do
+            n=${c%%=*}
+            t=$(median_of "$n" "$path" "$conns" tps); p95=$(median_of "$n" "$path" "$conns" p95); p99=$(median_of "$n" "$path" "$conns" p99)
+            ratio=$(awk -v a="$bt" -v b="$t" -v a5="$b95" -v b5="$p95" -v a9="$b99" -v b9="$p99" 'BEGIN {
+                if (a == "FATAL" || b == "FATAL" || a == "" || b == "") { print "a run failed"; exit }
+                printf "%.2fx / %.2fx / %.2fx", (a > 0 ? b / a : 0), (a5 > 0 ? b5 / a5 : 0), (a9 > 0 ? b9 / a9 : 0) }')
+            printf "%-5s %6s %-10s %9s %8s %8s   %s\n" "$path" "$conns" "$n" "$t" "$p95" "$p99" "$ratio"
+        done
+    done
+done
+finish_configs

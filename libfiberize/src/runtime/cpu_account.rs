@@ -1,0 +1,48 @@
+//! A fiber's CPU account for the run order by CPU time (issue 27; the order and its
+//! rules are in `runtime::scheduler::fair`). Here only the two words and their
+//! accessors, below the fiber so that `runtime::fiber` depends on nothing above it.
+//!
+//! Both words are written by whoever holds the fiber at the time (its runner after a
+//! run, or the code queueing it), and read by the worker that dequeues it: the run
+//! queues' own Release/Acquire order them, so every access is Relaxed.
+
+use core::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+#[derive(Default)]
+pub struct CpuAccount {
+    /// Virtual runtime in ns: CPU time charged, lifted after waits (`scheduler::fair`).
+    vruntime: AtomicU64,
+    /// The pool's tick count when the fiber entered a later queue (the kickup rule).
+    later_since: AtomicU64,
+}
+
+impl CpuAccount {
+    #[inline]
+    pub fn vruntime(&self) -> u64 {
+        self.vruntime.load(Relaxed)
+    }
+
+    /// Adds `ns` of CPU time.
+    #[inline]
+    pub fn charge(&self, ns: u64) {
+        self.vruntime.fetch_add(ns, Relaxed);
+    }
+
+    /// Raises the vruntime to `floor` if it is lower (a wake-up's bounded head start).
+    #[inline]
+    pub fn lift_to(&self, floor: u64) {
+        if self.vruntime.load(Relaxed) < floor {
+            self.vruntime.store(floor, Relaxed);
+        }
+    }
+
+    #[inline]
+    pub fn later_since(&self) -> u64 {
+        self.later_since.load(Relaxed)
+    }
+
+    #[inline]
+    pub fn set_later_since(&self, tick: u64) {
+        self.later_since.store(tick, Relaxed);
+    }
+}

@@ -1,0 +1,287 @@
+//! The run order by CPU time (issue 27): a fiber that used more than its share of the
+//! CPU waits behind those that did not.
+//!
+//! # Why
+//!
+//! The queues are first-come per wake-up. The kernel orders its threads by the CPU time
+//! they used (EEVDF): a thread that ran little since it last waited is owed time and runs
+//! before one that kept the CPU. Without that order a server connection that serves a
+//! run of requests and a connection that needs one short statement between lock waits
+//! queue alike, and turns (`turn.rs`) and preemption sent the long runner to the back
+//! of the *global* queue, behind everybody and usually onto another worker: at 16
+//! connections over TCP loopback that trip was most of the p95.
+//!
+//! # The accounts
+//!
+//! (The fiber's two words live in `crate::runtime::cpu_account`.)
+//!
+//! ```text
+//!   fiber:   vruntime  (ns of CPU charged to it, virtual: see the clamp below)
+//!   pool:    V         (the vruntime of a fiber that got exactly its fair share)
+//!
+//!         V - SLEEP_CREDIT        V           V + AHEAD_LIMIT
+//!   ---------|--------------------|-----------------|------------------->
+//!   a fiber that wakes            |   runs in the   |  "ahead": waits in its
+//!   is lifted to here at least    |   normal order  |  worker's later queue
+//! ```
+//!
+//! * **Charging without a clock read.** A clock read per switch halves a switch-heavy
+//!   program's rate (`queue_delay`'s measurement), so CPU time is *sampled*, as the
+//!   BSD schedulers' statclock does: every monitor tick (1 ms) the monitor adds one to
+//!   `cpu_ticks` of each worker that is running a fiber on the CPU, and the worker,
+//!   when the fiber switches out, charges the ticks that passed during the run to the
+//!   fiber (`TICK_NS` each). A run of 30 µs is charged a whole tick with probability
+//!   3 %: over many runs the expected charge is the CPU time used. Two Relaxed loads per
+//!   switch of a line the monitor writes once a millisecond.
+//! * **The pool's virtual time V** advances every tick by `TICK_NS × busy / (busy +
+//!   runnable)`: with `busy` workers running fibers and `runnable` fibers queued, each
+//!   of those contenders would have received that much CPU in the tick if the pool
+//!   were perfectly fair (the virtual time of generalized processor sharing). Only the
+//!   monitor writes it; workers read it when they queue a fiber.
+//! * **Sleepers get a bounded head start.** A fiber that becomes runnable after a wait
+//!   (`unpark`, its donor handing it back, a new fiber) has its vruntime lifted to at
+//!   least `V - SLEEP_CREDIT_NS`: sleeping long earns no more than that.
+//! * **Ahead fibers wait.** A fiber queued by a worker (a wake-up, the end of a turn, a
+//!   preemption, a yield) whose vruntime is more than `AHEAD_LIMIT_NS` past V goes to
+//!   the worker's **later queue** instead of its lifo slot or local deque. The end of a
+//!   turn and a preemption no longer go to the global injector: a fiber that is not
+//!   ahead goes to the back of its own worker's deque (no migration, no trip behind
+//!   every runnable fiber of the pool); one that is ahead waits in the later queue.
+//!   Wake-ups from plain threads and donors still go through the injector and the
+//!   hand-off list (they are not on a worker).
+//!
+//! # Serving the later queue, and the bound on its wait
+//!
+//! Every `LATER_CHECK_INTERVAL`th dequeue a worker looks at the head of its later
+//! queue and runs it if it is no longer ahead (V caught up) or has waited
+//! `KICKUP_TICKS`; otherwise the head goes to the back. When a worker finds nothing
+//! else (lifo slot, deque, global queues, other workers' deques) it runs its later
+//! queue's head, then steals other workers' later queues, and V jumps to that fiber's
+//! vruntime less the limit (the pool is work-conserving: being ahead never leaves a CPU
+//! idle). So a fiber waits in a later queue at most `KICKUP_TICKS` ms plus the time
+//! its worker takes to reach `LATER_CHECK_INTERVAL` dequeues times the queue's length
+//! (each check rotates the head), and V grows while anyone runs, so an ahead fiber
+//! falls back into the normal order once the others have had their share. The monitor
+//! moves a stuck worker's later queue to the injector as it does its deque.
+//!
+//! MariaDB's pool-of-threads has the same two-level shape (a high-priority queue for
+//! connections inside a transaction, with `thread_pool_prio_kickup_timer` so that the
+//! low queue never starves); here the level is decided by CPU time, which a library can
+//! see, instead of transaction state, which it cannot.
+//!
+//! `FIBERIZE_FAIR=0` turns the order off: every fiber is "not ahead", turns and
+//! preemption go to the global injector as before (for A/B runs of one library).
+
+use super::*;
+use crate::runtime::queue_delay::Source;
+
+/// CPU time charged per sampled tick: the monitor's period.
+pub(super) const TICK_NS: u64 = MONITOR_TICK_NS;
+/// How far past V a fiber's vruntime may be before it waits in the later queue.
+/// Origin: two ticks, so that one unlucky sample (a short run caught by the tick) never
+/// demotes a fiber by itself; the kernel's EEVDF base slice is 3 ms on 8 CPUs.
+pub(super) const AHEAD_LIMIT_NS: u64 = 2 * TICK_NS;
+/// The most a fiber's vruntime may be behind V when it wakes: the head start a sleeper
+/// gets. Origin: CFS's sleeper credit, half its 6 ms latency target.
+const SLEEP_CREDIT_NS: u64 = 3 * TICK_NS;
+/// A later-queue head that has waited this many ticks runs at the next check whatever
+/// its vruntime. Origin: a tenth of MariaDB's `thread_pool_prio_kickup_timer` (1 s),
+/// since a round trip here is a fraction of a pool-of-threads statement.
+const KICKUP_TICKS: u64 = 100;
+/// Every this many dequeues a worker looks at its later queue's head first.
+pub(super) const LATER_CHECK_INTERVAL: u32 = 8;
+
+/// Whether the order by CPU time is on (`FIBERIZE_FAIR`, default on), read once.
+#[inline]
+pub(super) fn enabled() -> bool {
+    static ON: AtomicU32 = AtomicU32::new(2);
+    match ON.load(Ordering::Relaxed) {
+        2 => {
+            let on = crate::base::config::config().fair;
+            ON.store(on as u32, Ordering::Relaxed);
+            on
+        }
+        v => v == 1,
+    }
+}
+
+/// The pool's virtual time and tick count; written by the monitor only.
+#[derive(Default)]
+pub(super) struct FairClock {
+    v_ns: AtomicU64,
+    ticks: AtomicU64,
+}
+
+impl Runtime {
+    /// The monitor's tick: charges a tick to every worker running a fiber on the CPU and
+    /// advances V (module docs).
+    pub(super) fn fair_tick(&self) {
+        if !enabled() {
+            return;
+        }
+        let mut busy = 0u64;
+        let mut runnable = self.injector.len() as u64;
+        for w in self.workers() {
+            if w.runs_fiber_on_cpu() {
+                busy += 1;
+                // Only the monitor writes `cpu_ticks`.
+                w.cpu_ticks.store(w.cpu_ticks.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+            }
+            runnable += (w.stealer.len() + w.later.stealer.len()) as u64 + w.lifo.is_occupied(Ordering::Relaxed) as u64;
+        }
+        self.fair.ticks.store(self.fair.ticks.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+        if busy > 0 {
+            self.fair.v_ns.fetch_add(TICK_NS * busy / (busy + runnable), Ordering::Relaxed);
+        }
+    }
+
+    #[inline]
+    fn virtual_time(&self) -> u64 {
+        self.fair.v_ns.load(Ordering::Relaxed)
+    }
+}
+
+/// Charges the ticks sampled during a run of `f` on `w` that began when `w.cpu_ticks`
+/// was `ticks_before`. For `run_fiber`, after the switch out.
+#[inline]
+pub(super) fn charge(w: &WorkerShared, f: &Fiber, ticks_before: u64) {
+    let ticks = w.cpu_ticks.load(Ordering::Relaxed).wrapping_sub(ticks_before);
+    if ticks != 0 {
+        f.cpu.charge(ticks * TICK_NS);
+    }
+}
+
+/// A fiber becomes runnable after a wait (or is new): lifts its vruntime to at least
+/// `V - SLEEP_CREDIT_NS`. TLS-free (donors call it).
+#[inline]
+pub(super) fn note_woken(rt: &Runtime, f: &Fiber) {
+    if !enabled() {
+        return;
+    }
+    f.cpu.lift_to(rt.virtual_time().saturating_sub(SLEEP_CREDIT_NS));
+}
+
+/// Whether `f` used more than its share: it waits in a later queue.
+#[inline]
+pub(super) fn is_ahead(rt: &Runtime, f: &Fiber) -> bool {
+    enabled() && f.cpu.vruntime() > rt.virtual_time() + AHEAD_LIMIT_NS
+}
+
+/// A worker's later queue: fibers that are ahead (module docs). The deque is the
+/// owner's; others steal through `stealer`.
+pub(super) struct LaterQueue {
+    deque: UnsafeCell<Deque<FiberRef>>,
+    pub(super) stealer: Stealer<FiberRef>,
+}
+
+impl LaterQueue {
+    pub(super) fn new() -> LaterQueue {
+        let deque = Deque::new_fifo();
+        let stealer = deque.stealer();
+        LaterQueue { deque: UnsafeCell::new(deque), stealer }
+    }
+
+    /// # Safety
+    /// As `WorkerShared::owner_local`: only the owning worker's OS thread, shielded or
+    /// in scheduler context.
+    #[inline]
+    unsafe fn owner(&self) -> &Deque<FiberRef> {
+        // SAFETY: the caller is the only thread that touches the deque (contract above).
+        unsafe { &*self.deque.get() }
+    }
+
+    /// Queues an ahead fiber.
+    ///
+    /// # Safety
+    /// As [`Self::owner`].
+    pub(super) unsafe fn push(&self, rt: &Runtime, f: FiberRef) {
+        bump(&STATS.fair_later);
+        f.cpu.set_later_since(rt.fair.ticks.load(Ordering::Relaxed));
+        // SAFETY: forwarded from this fn's contract.
+        unsafe { self.owner() }.push(f);
+    }
+
+    /// The head, if V caught up with it or it waited `KICKUP_TICKS`; otherwise the head
+    /// goes to the back (so that one fiber far ahead does not hide the others).
+    ///
+    /// # Safety
+    /// As [`Self::owner`].
+    pub(super) unsafe fn pop_due(&self, rt: &Runtime) -> Option<FiberRef> {
+        // SAFETY: forwarded from this fn's contract.
+        let deque = unsafe { self.owner() };
+        let f = deque.pop()?;
+        if !is_ahead(rt, &f) {
+            return Some(f);
+        }
+        if rt.fair.ticks.load(Ordering::Relaxed).saturating_sub(f.cpu.later_since()) >= KICKUP_TICKS {
+            bump(&STATS.fair_kickups);
+            return Some(f);
+        }
+        deque.push(f);
+        None
+    }
+
+    /// The head whatever its vruntime (nothing else is runnable): V jumps to it.
+    ///
+    /// # Safety
+    /// As [`Self::owner`].
+    pub(super) unsafe fn pop_any(&self, rt: &Runtime) -> Option<FiberRef> {
+        // SAFETY: forwarded from this fn's contract.
+        let f = unsafe { self.owner() }.pop()?;
+        catch_up(rt, &f);
+        Some(f)
+    }
+
+    /// Moves everything to `to` (a retiring worker, or the monitor for a stuck one:
+    /// through the stealer, so any thread may call it). Returns whether it moved any.
+    pub(super) fn move_all(&self, to: &Injector<FiberRef>) -> bool {
+        let mut moved = false;
+        loop {
+            match self.stealer.steal() {
+                Steal::Success(f) => {
+                    to.push(f);
+                    moved = true;
+                }
+                Steal::Empty => return moved,
+                Steal::Retry => continue,
+            }
+        }
+    }
+}
+
+/// A fiber from a later queue runs because nothing else could: V jumps to its vruntime
+/// less the limit, so that the fibers behind it are judged against the work that is
+/// actually there.
+pub(super) fn catch_up(rt: &Runtime, f: &Fiber) {
+    if enabled() {
+        rt.fair.v_ns.fetch_max(f.cpu.vruntime().saturating_sub(AHEAD_LIMIT_NS), Ordering::Relaxed);
+    }
+}
+
+/// Queues a fiber that switched out runnable on its own worker `w` (a yield, the end of
+/// its turn, a preemption): the later queue if it is ahead, else the back of `w`'s
+/// deque; with the order off, turn ends and preemptions go to the injector as before.
+///
+/// # Safety
+/// `w`'s own OS thread, in its scheduler context.
+pub(super) unsafe fn requeue_on_worker(rt: &Runtime, w: &WorkerShared, f: FiberRef, source: Source) {
+    f.set_life(Life::Runnable);
+    f.mark_queued(source);
+    if !enabled() && source != Source::Yield {
+        rt.injector.push(f);
+        rt.notify();
+        return;
+    }
+    // SAFETY: we are w's OS thread in scheduler context (this fn's contract).
+    let local = unsafe { w.owner_local() };
+    if is_ahead(rt, &f) {
+        // SAFETY: as above.
+        unsafe { w.later.push(rt, f) };
+    } else {
+        local.push(f);
+    }
+    if source != Source::Yield && local.len() > 1 {
+        // A surplus: others may take what waits here while this worker runs the next.
+        rt.notify();
+    }
+}
