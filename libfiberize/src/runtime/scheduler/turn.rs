@@ -19,9 +19,8 @@
 //! (native 328 tps against 143, same runs). The kernel shares CPU *time* per thread
 //! (EEVDF): a connection that used little CPU per wake-up (a read_write statement
 //! between lock waits and commits) is owed time and runs before one that served a run
-//! of requests. The run queues here are FIFO per wake-up. A CPU-time-fair order
-//! (virtual runtime per fiber, or a short-burst queue served first with bounded
-//! starvation) is the next step; turns only bound the longest runs.
+//! of requests. The run queues were FIFO per wake-up; the order by CPU time
+//! (`fair.rs`, issue 27) is what addresses that; turns only bound the longest runs.
 //!
 //! # The rule
 //!
@@ -30,9 +29,16 @@
 //! the worker's `progress` count, so that a switch neither reads the clock nor writes
 //! anything for turns). At each later such read, if the turn has
 //! lasted `FIBERIZE_TURN_US` ([`DEFAULT_TURN_US`]) and other fibers wait in the worker's
-//! deque or the global queue, the fiber ends its turn (`Switch::EndTurn`): it goes to
-//! the back of the global injector with the request it just read, as a preempted fiber
-//! does, behind everybody who waited. A read is where a server is between two requests:
+//! queues or the global queue, the fiber ends its turn (`Switch::EndTurn`): it goes to
+//! the back of its worker's deque with the request it just read, as a preempted fiber
+//! does, or to the worker's later queue if the turn put it ahead of its share of the
+//! CPU (`fair.rs`). Until issue 27 it went to the back of the global injector, behind
+//! every runnable fiber of the pool and usually to another worker (with
+//! `FIBERIZE_FAIR=0` it still does). Tried with the order by CPU time and dropped:
+//! ending a turn only once the run put the fiber ahead of its share (turns of ~3 ms at
+//! 16 connections): point_select over TCP @16 fell to 0.46x native and @64 to 0.65x
+//! (`bench-mysql/tails.sh`, 2 rounds, the 2-vCPU VM loaded by other work), against
+//! 1.13x and 1.08x with plain 1 ms turns in the same runs. A read is where a server is between two requests:
 //! it holds no latch there (a transaction in progress keeps its row locks, as it does
 //! while its client thinks). A fiber with nobody waiting keeps going. The rule costs
 //! one clock read per stream read that returns data (~80 ns on the 2-vCPU VM).
