@@ -90,6 +90,8 @@ counters! {
     // The order by CPU time (issue 27, `runtime::scheduler::fair`).
     /// Fibers queued in a later queue: they had used more than their share of the CPU.
     fair_later,
+    /// Fibers queued in a soon queue: they had used clearly less than their share.
+    fair_soon,
     /// Later-queue heads run because they had waited the kickup time.
     fair_kickups,
 }

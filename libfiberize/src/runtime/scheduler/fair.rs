@@ -50,6 +50,22 @@
 //!   Wake-ups from plain threads and donors still go through the injector and the
 //!   hand-off list (they are not on a worker).
 //!
+//! * **Owed fibers go first.** A fiber woken in a worker's scheduler context (readiness
+//!   the worker harvested, a timer it fired) whose vruntime is more than `OWED_NS`
+//!   behind V used clearly less than its share (it slept through lock waits and
+//!   commits, as a read_write connection does, or waited long in the queues): it goes
+//!   to the worker's **soon queue**, which the worker serves before its deque, except
+//!   every `DEQUE_FIRST_INTERVAL`th dequeue (the deque's bound). This is EEVDF's "a
+//!   task with positive lag is eligible first", with two levels instead of a tree.
+//!   Fibers woken by fibers keep the lifo slot (a hand-off runs next anyway).
+//!
+//! ```text
+//!   find_work:  lifo slot (capped) -> soon -> deque -> global -> steal (soon, deque)
+//!               -> later (own, then stolen)
+//!               every 4th dequeue the deque before soon; every 8th the later head
+//!               if it is due; every 61st the global queues first
+//! ```
+//!
 //! # Serving the later queue, and the bound on its wait
 //!
 //! Every `LATER_CHECK_INTERVAL`th dequeue a worker looks at the head of its later
@@ -90,6 +106,14 @@ const SLEEP_CREDIT_NS: u64 = 3 * TICK_NS;
 const KICKUP_TICKS: u64 = 100;
 /// Every this many dequeues a worker looks at its later queue's head first.
 pub(super) const LATER_CHECK_INTERVAL: u32 = 8;
+/// How far behind V a fiber woken in a worker's scheduler context (readiness, a timer)
+/// must be to go to the worker's soon queue. Origin: one tick, half the sleeper credit's
+/// range, so that a fiber woken at the floor (it slept long, or used little CPU since
+/// it last waited) qualifies and one that is at par with the pool does not.
+const OWED_NS: u64 = TICK_NS;
+/// Every this many dequeues the deque goes before the soon queue, so that a stream of
+/// owed wake-ups cannot starve the deque (at least a quarter of the dequeues are its).
+pub(super) const DEQUE_FIRST_INTERVAL: u32 = 4;
 
 /// Whether the order by CPU time is on (`FIBERIZE_FAIR`, default on), read once.
 #[inline]
@@ -127,7 +151,8 @@ impl Runtime {
                 // Only the monitor writes `cpu_ticks`.
                 w.cpu_ticks.store(w.cpu_ticks.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
             }
-            runnable += (w.stealer.len() + w.later.stealer.len()) as u64 + w.lifo.is_occupied(Ordering::Relaxed) as u64;
+            runnable += (w.stealer.len() + w.soon.stealer.len() + w.later.stealer.len()) as u64
+                + w.lifo.is_occupied(Ordering::Relaxed) as u64;
         }
         self.fair.ticks.store(self.fair.ticks.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
         if busy > 0 {
@@ -161,44 +186,73 @@ pub(super) fn note_woken(rt: &Runtime, f: &Fiber) {
     f.cpu.lift_to(rt.virtual_time().saturating_sub(SLEEP_CREDIT_NS));
 }
 
+/// Whether `f` is owed CPU time: it used clearly less than its share (it slept, or
+/// waited in the queues) and goes to the soon queue.
+#[inline]
+pub(super) fn is_owed(rt: &Runtime, f: &Fiber) -> bool {
+    enabled() && f.cpu.vruntime() + OWED_NS < rt.virtual_time()
+}
+
 /// Whether `f` used more than its share: it waits in a later queue.
 #[inline]
 pub(super) fn is_ahead(rt: &Runtime, f: &Fiber) -> bool {
     enabled() && f.cpu.vruntime() > rt.virtual_time() + AHEAD_LIMIT_NS
 }
 
-/// A worker's later queue: fibers that are ahead (module docs). The deque is the
-/// owner's; others steal through `stealer`.
-pub(super) struct LaterQueue {
+/// One of a worker's two side queues ([`WorkerShared`]'s `soon` and `later`; module
+/// docs): a FIFO deque that only its owner pushes to and pops from; others steal
+/// through `stealer`.
+pub(super) struct SideQueue {
     deque: UnsafeCell<Deque<FiberRef>>,
     pub(super) stealer: Stealer<FiberRef>,
 }
 
-impl LaterQueue {
-    pub(super) fn new() -> LaterQueue {
+impl SideQueue {
+    pub(super) fn new() -> SideQueue {
         let deque = Deque::new_fifo();
         let stealer = deque.stealer();
-        LaterQueue { deque: UnsafeCell::new(deque), stealer }
+        SideQueue { deque: UnsafeCell::new(deque), stealer }
     }
 
     /// # Safety
     /// As `WorkerShared::owner_local`: only the owning worker's OS thread, shielded or
     /// in scheduler context.
     #[inline]
-    unsafe fn owner(&self) -> &Deque<FiberRef> {
+    pub(super) unsafe fn owner(&self) -> &Deque<FiberRef> {
         // SAFETY: the caller is the only thread that touches the deque (contract above).
         unsafe { &*self.deque.get() }
     }
 
-    /// Queues an ahead fiber.
+    /// Queues an ahead fiber (the later queue).
     ///
     /// # Safety
     /// As [`Self::owner`].
-    pub(super) unsafe fn push(&self, rt: &Runtime, f: FiberRef) {
+    pub(super) unsafe fn push_later(&self, rt: &Runtime, f: FiberRef) {
         bump(&STATS.fair_later);
         f.cpu.set_later_since(rt.fair.ticks.load(Ordering::Relaxed));
         // SAFETY: forwarded from this fn's contract.
         unsafe { self.owner() }.push(f);
+    }
+
+    /// Queues a fiber that is owed CPU time (the soon queue).
+    ///
+    /// # Safety
+    /// As [`Self::owner`].
+    #[inline]
+    pub(super) unsafe fn push_soon(&self, f: FiberRef) {
+        bump(&STATS.fair_soon);
+        // SAFETY: forwarded from this fn's contract.
+        unsafe { self.owner() }.push(f);
+    }
+
+    /// The owner's next fiber, in order.
+    ///
+    /// # Safety
+    /// As [`Self::owner`].
+    #[inline]
+    pub(super) unsafe fn pop(&self) -> Option<FiberRef> {
+        // SAFETY: forwarded from this fn's contract.
+        unsafe { self.owner() }.pop()
     }
 
     /// The head, if V caught up with it or it waited `KICKUP_TICKS`; otherwise the head
@@ -276,7 +330,7 @@ pub(super) unsafe fn requeue_on_worker(rt: &Runtime, w: &WorkerShared, f: FiberR
     let local = unsafe { w.owner_local() };
     if is_ahead(rt, &f) {
         // SAFETY: as above.
-        unsafe { w.later.push(rt, f) };
+        unsafe { w.later.push_later(rt, f) };
     } else {
         local.push(f);
     }

@@ -153,8 +153,10 @@ pub struct WorkerShared {
     /// Monitor ticks that found this worker running a fiber: the CPU-time samples
     /// charged to the fibers it runs ([`fair`]). Written by the monitor only.
     cpu_ticks: Padded<AtomicU64>,
+    /// Fibers owed CPU time, served before the deque ([`fair`]).
+    soon: fair::SideQueue,
     /// Fibers that used more than their share of the CPU ([`fair`]).
-    later: fair::LaterQueue,
+    later: fair::SideQueue,
     /// The running fiber's turn (see [`turn`]): the `progress` value of the run it
     /// began in and when. Written only by fibers on the worker's own OS thread, so that
     /// a switch writes nothing here.
@@ -298,6 +300,7 @@ impl Runtime {
         }
         self.workers().iter().any(|w| {
             !w.stealer.is_empty()
+                || !w.soon.stealer.is_empty()
                 || !w.later.stealer.is_empty()
                 || (w.role.peek() != Role::Active && w.lifo.is_occupied(Ordering::SeqCst))
         })
@@ -348,10 +351,10 @@ impl WorkerShared {
         }
     }
 
-    /// Fibers in this worker's local deque and later queue, and whether its lifo slot
-    /// holds one (for the dump; a snapshot that may be stale at once).
+    /// Fibers in this worker's local deque and soon queue, in its later queue, and
+    /// whether its lifo slot holds one (for the dump; a snapshot that may be stale at once).
     pub fn queued(&self) -> (usize, usize, bool) {
-        (self.stealer.len(), self.later.stealer.len(), self.lifo.is_occupied(Ordering::Relaxed))
+        (self.stealer.len() + self.soon.stealer.len(), self.later.stealer.len(), self.lifo.is_occupied(Ordering::Relaxed))
     }
 
     /// Whether this worker is ACTIVE and runs a fiber on the CPU (not in a direct wait).

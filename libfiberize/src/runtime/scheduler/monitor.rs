@@ -166,6 +166,7 @@ fn release_queued(rt: &Runtime, w: &WorkerShared) {
             Steal::Retry => continue,
         }
     }
+    moved |= w.soon.move_all(&rt.injector);
     moved |= w.later.move_all(&rt.injector);
     if moved {
         rt.notify();

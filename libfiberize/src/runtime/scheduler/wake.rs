@@ -151,7 +151,7 @@ fn schedule(f: FiberRef) {
             if fair::is_ahead(rt, &f) {
                 // It used more than its share: behind the others (fair.rs).
                 // SAFETY: `w` runs the caller, so we are on w's OS thread, shielded.
-                unsafe { w.later.push(rt, f) };
+                unsafe { w.later.push_later(rt, f) };
                 return;
             }
             if let Some(old) = w.lifo.replace(f) {
@@ -177,15 +177,21 @@ fn schedule(f: FiberRef) {
         // worker looks for work right after. Others are told only about a surplus.
         // SAFETY: WORKER is set only on w's own OS thread, in scheduler context.
         let local = unsafe { w.owner_local() };
-        let surplus = !local.is_empty();
+        let surplus = !local.is_empty() || !w.soon.stealer.is_empty();
         note_wake_locality(&f, w);
         f.mark_queued(Source::WorkerWake);
         if fair::is_ahead(rt, &f) {
             // SAFETY: as above.
-            unsafe { w.later.push(rt, f) };
+            unsafe { w.later.push_later(rt, f) };
             return;
         }
-        local.push(f);
+        if fair::is_owed(rt, &f) {
+            // It used clearly less than its share: before the deque (fair.rs).
+            // SAFETY: as above.
+            unsafe { w.soon.push_soon(f) };
+        } else {
+            local.push(f);
+        }
         if surplus {
             rt.notify();
         }

@@ -80,6 +80,7 @@ fn rejoin_or_retire(rt: &Runtime, w: &WorkerShared) {
     while let Some(f) = local.pop() {
         rt.injector.push(f);
     }
+    w.soon.move_all(&rt.injector);
     w.later.move_all(&rt.injector);
     if let Some(f) = w.lifo.take() {
         rt.injector.push(f);
@@ -123,7 +124,7 @@ fn find_work(rt: &Runtime, w: &WorkerShared, tick: u32, lifo_streak: &mut u32) -
             return Some(f);
         }
     }
-    if *lifo_streak < LIFO_STREAK_CAP || local.is_empty() {
+    if *lifo_streak < LIFO_STREAK_CAP || (local.is_empty() && w.soon.stealer.is_empty()) {
         if let Some(f) = w.lifo.take() {
             *lifo_streak += 1;
             return Some(f);
@@ -135,7 +136,19 @@ fn find_work(rt: &Runtime, w: &WorkerShared, tick: u32, lifo_streak: &mut u32) -
         local.push(f);
     }
     *lifo_streak = 0;
+    // Owed fibers before the deque, except every DEQUE_FIRST_INTERVAL-th dequeue (fair.rs).
+    let soon_first = !tick.is_multiple_of(fair::DEQUE_FIRST_INTERVAL);
+    // SAFETY: we are w's OS thread, in its scheduler context.
+    if soon_first {
+        if let Some(f) = unsafe { w.soon.pop() } {
+            return Some(f);
+        }
+    }
     if let Some(f) = local.pop() {
+        return Some(f);
+    }
+    // SAFETY: as above.
+    if let Some(f) = unsafe { w.soon.pop() } {
         return Some(f);
     }
     if let Some(f) = steal_global(rt, local) {
@@ -188,7 +201,9 @@ fn steal_from_others(rt: &Runtime, w: &WorkerShared, local: &Deque<FiberRef>) ->
     let n = all.len();
     for k in 1..n {
         let victim = &all[(w.index + k) % n];
-        if let Some(f) = retry_steal(|| victim.stealer.steal_batch_and_pop(local)) {
+        if let Some(f) =
+            retry_steal(|| victim.soon.stealer.steal()).or_else(|| retry_steal(|| victim.stealer.steal_batch_and_pop(local)))
+        {
             bump(&STATS.steals);
             return Some(f);
         }
