@@ -79,23 +79,18 @@ pub fn in_forked_child() -> bool {
 /// (`thread::process`).
 static RECORDED_PID: core::sync::atomic::AtomicI32 = core::sync::atomic::AtomicI32::new(0);
 
-fn raw_getpid() -> i32 {
-    // SAFETY: getpid has no arguments and cannot fail.
-    unsafe { crate::base::sys::syscall6(libc::SYS_getpid as usize, 0, 0, 0, 0, 0, 0) as i32 }
-}
-
 /// Whether we run in a child that no hook announced: made by a raw `clone`/`vfork`
 /// system call (not glibc's `fork`, not our `vfork`), which may share our memory. One
 /// system call; for rare calls only (`sigaction`).
 pub fn in_unannounced_child() -> bool {
     let recorded = RECORDED_PID.load(Ordering::Relaxed);
-    recorded != 0 && recorded != raw_getpid()
+    recorded != 0 && recorded != crate::base::sys::getpid()
 }
 
 /// Records the current process id as ours (the fork hooks: at load, and in every
 /// forked child).
 pub fn record_pid() {
-    RECORDED_PID.store(raw_getpid(), Ordering::Relaxed);
+    RECORDED_PID.store(crate::base::sys::getpid(), Ordering::Relaxed);
 }
 
 pub fn mark_forked_child() {
