@@ -259,8 +259,7 @@ fn warn(parts: &[&[u8]]) {
         buf[n] = b'\n';
         n += 1;
     }
-    // SAFETY: writing our own buffer to fd 2.
-    unsafe { crate::base::sys::syscall6(libc::SYS_write as usize, 2, buf.as_ptr() as usize, n, 0, 0, 0) };
+    crate::base::sys::write(2, &buf[..n]);
 }
 
 /// Decimal digits of `v` (up to 20), as a small array trimmed by [`trim`].
@@ -431,24 +430,10 @@ fn env_switch(name_nul: &'static [u8], default: bool) -> bool {
 /// CPUs in our affinity mask, capped by the cgroup (v2 `cpu.max`, v1 `cpu.cfs_*`) quota.
 pub fn default_workers() -> usize {
     // A raw system call: `sched_getaffinity` is one of our exports (docs/DESIGN.md §2.1).
-    // SAFETY: `set` is a valid out-parameter of the size we pass.
-    let cpus = unsafe {
-        let mut set: libc::cpu_set_t = core::mem::zeroed();
-        let r = crate::base::sys::syscall6(
-            libc::SYS_sched_getaffinity as usize,
-            0,
-            core::mem::size_of::<libc::cpu_set_t>(),
-            &mut set as *mut libc::cpu_set_t as usize,
-            0,
-            0,
-            0,
-        );
-        if r > 0 {
-            libc::CPU_COUNT(&set) as usize
-        } else {
-            1
-        }
-    };
+    // SAFETY: all-zero is a valid (empty) cpu_set_t.
+    let mut set: libc::cpu_set_t = unsafe { core::mem::zeroed() };
+    // SAFETY: CPU_COUNT reads the set the kernel filled.
+    let cpus = if crate::base::sys::sched_getaffinity(&mut set) > 0 { unsafe { libc::CPU_COUNT(&set) as usize } } else { 1 };
     let quota = cgroup_cpu_limit();
     let n = match quota {
         Some(q) => cpus.min(q),

@@ -493,6 +493,79 @@ pub unsafe fn rt_sigtimedwait(set: u64, info: *mut libc::siginfo_t, timeout: Opt
     unsafe { syscall6(libc::SYS_rt_sigtimedwait as usize, &set as *const u64 as usize, info as usize, ts as usize, 8, 0, 0) }
 }
 
+/// `kill(getpid(), sig)`: sends `sig` to this process.
+#[inline]
+pub fn kill(sig: i32) -> isize {
+    // SAFETY: kill takes no pointers.
+    unsafe { syscall6(libc::SYS_kill as usize, getpid() as usize, sig as usize, 0, 0, 0, 0) }
+}
+
+/// `rt_sigqueueinfo(getpid(), sig, info)`: queues `sig` with `info` to this process.
+#[inline]
+pub fn rt_sigqueueinfo(sig: i32, info: &libc::siginfo_t) -> isize {
+    // SAFETY: `info` is a live siginfo, which the kernel only reads.
+    unsafe {
+        syscall6(
+            libc::SYS_rt_sigqueueinfo as usize,
+            getpid() as usize,
+            sig as usize,
+            info as *const libc::siginfo_t as usize,
+            0,
+            0,
+            0,
+        )
+    }
+}
+
+/// `rt_tgsigqueueinfo(getpid(), tid, sig, info)`: queues `sig` with `info` to thread
+/// `tid` of this process.
+#[inline]
+pub fn rt_tgsigqueueinfo(tid: i32, sig: i32, info: &libc::siginfo_t) -> isize {
+    let info = info as *const libc::siginfo_t;
+    // SAFETY: `info` is a live siginfo, which the kernel only reads.
+    unsafe { syscall6(libc::SYS_rt_tgsigqueueinfo as usize, getpid() as usize, tid as usize, sig as usize, info as usize, 0, 0) }
+}
+
+/// `sched_getaffinity(0, size_of(set), set)`: the calling thread's CPU mask (the
+/// kernel's result is the size it wrote).
+#[inline]
+pub fn sched_getaffinity(set: &mut libc::cpu_set_t) -> isize {
+    // SAFETY: `set` is writable for the size we pass.
+    unsafe {
+        syscall6(
+            libc::SYS_sched_getaffinity as usize,
+            0,
+            core::mem::size_of::<libc::cpu_set_t>(),
+            set as *mut libc::cpu_set_t as usize,
+            0,
+            0,
+            0,
+        )
+    }
+}
+
+/// `process_vm_readv(getpid(), local, 1, remote, 1, 0)`: copies from our own memory
+/// at `remote` into `local`, the kernel checking that the remote range is mapped.
+///
+/// # Safety
+/// `local` must describe a writable buffer.
+#[inline]
+pub unsafe fn process_vm_readv(local: &libc::iovec, remote: &libc::iovec) -> isize {
+    // SAFETY: one local and one remote iovec; the caller vouches for the local buffer
+    // and the kernel checks the remote range.
+    unsafe {
+        syscall6(
+            libc::SYS_process_vm_readv as usize,
+            getpid() as usize,
+            local as *const libc::iovec as usize,
+            1,
+            remote as *const libc::iovec as usize,
+            1,
+            0,
+        )
+    }
+}
+
 /// `madvise(start, len, advice)`.
 ///
 /// # Safety

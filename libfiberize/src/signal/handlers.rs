@@ -238,7 +238,8 @@ extern "C" fn trampoline(sig: c_int, info: *mut siginfo_t, uc: *mut c_void) {
     if shield::depth() != 0 {
         // SAFETY: errno slot of this context; saved and restored around our calls.
         let saved_errno = unsafe { *libc::__errno_location() };
-        let bit = shield::defer(sig, info, uc);
+        // SAFETY: `info` and `uc` are the kernel's, for this delivery.
+        let bit = unsafe { shield::defer(sig, info, uc) };
         crate::runtime::scheduler::note_deferred_signal(sys::gettid() as u32, bit);
         // SAFETY: as above.
         unsafe { *libc::__errno_location() = saved_errno };
