@@ -15,8 +15,10 @@
 //! `write_seq` and wakes every fiber parked on that key.
 //!
 //! The epoll set itself, the sleeping and polling of idle workers, are the core's
-//! (`crate::runtime::poller`); this module registers descriptors in that set and turns
-//! the events a poller harvests into wake-ups ([`dispatch`], through the core's hooks).
+//! (`crate::runtime::poller`), and so is every `epoll_ctl` on it: this module decides
+//! what goes into which set (the event and its cookie) and asks the poller to add,
+//! modify, delete or move it, and turns the events a poller harvests into wake-ups
+//! ([`dispatch`], through the core's hooks).
 use core::sync::atomic::{AtomicU32, Ordering};
 
 use crate::io::epoll_membership::{self, EpollSet};
