@@ -15,13 +15,15 @@
 //! (aarch64 has no `poll` or `epoll_wait`) is replaced inside its wrapper here.
 //!
 //! Every system call the runtime makes has one wrapper here, named after the call;
-//! no other module names a `SYS_*` number to make a call. The thin wrappers return
-//! the kernel's result (`-errno` on failure) and are `#[inline]`: a call costs what
-//! the bare instruction did.
+//! the instruction itself ([`crate::base::arch`]'s `syscall6`) is visible only inside
+//! `base/` (`base/arch` makes `arch_prctl` itself), so a new call gets a wrapper here.
+//! The thin wrappers return the kernel's result (`-errno` on failure) and are
+//! `#[inline]`: a call costs what the bare instruction did.
 
 use core::sync::atomic::AtomicU32;
 
-pub use crate::base::arch::{detect_thread_pointer_method, set_thread_pointer, syscall6, thread_pointer};
+use crate::base::arch::syscall6;
+pub use crate::base::arch::{detect_thread_pointer_method, set_thread_pointer, thread_pointer};
 
 // The kernel's futex operation codes, from `libc` (the one definition the runtime uses).
 const FUTEX_WAIT: usize = libc::FUTEX_WAIT as usize;
