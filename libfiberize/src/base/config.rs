@@ -79,23 +79,18 @@ pub fn in_forked_child() -> bool {
 /// (`thread::process`).
 static RECORDED_PID: core::sync::atomic::AtomicI32 = core::sync::atomic::AtomicI32::new(0);
 
-fn raw_getpid() -> i32 {
-    // SAFETY: getpid has no arguments and cannot fail.
-    unsafe { crate::base::sys::syscall6(libc::SYS_getpid as usize, 0, 0, 0, 0, 0, 0) as i32 }
-}
-
 /// Whether we run in a child that no hook announced: made by a raw `clone`/`vfork`
 /// system call (not glibc's `fork`, not our `vfork`), which may share our memory. One
 /// system call; for rare calls only (`sigaction`).
 pub fn in_unannounced_child() -> bool {
     let recorded = RECORDED_PID.load(Ordering::Relaxed);
-    recorded != 0 && recorded != raw_getpid()
+    recorded != 0 && recorded != crate::base::sys::getpid()
 }
 
 /// Records the current process id as ours (the fork hooks: at load, and in every
 /// forked child).
 pub fn record_pid() {
-    RECORDED_PID.store(raw_getpid(), Ordering::Relaxed);
+    RECORDED_PID.store(crate::base::sys::getpid(), Ordering::Relaxed);
 }
 
 pub fn mark_forked_child() {
@@ -269,8 +264,7 @@ fn warn(parts: &[&[u8]]) {
         buf[n] = b'\n';
         n += 1;
     }
-    // SAFETY: writing our own buffer to fd 2.
-    unsafe { crate::base::sys::syscall6(libc::SYS_write as usize, 2, buf.as_ptr() as usize, n, 0, 0, 0) };
+    crate::base::sys::write(2, &buf[..n]);
 }
 
 /// Decimal digits of `v` (up to 20), as a small array trimmed by [`trim`].
@@ -441,24 +435,10 @@ fn env_switch(name_nul: &'static [u8], default: bool) -> bool {
 /// CPUs in our affinity mask, capped by the cgroup (v2 `cpu.max`, v1 `cpu.cfs_*`) quota.
 pub fn default_workers() -> usize {
     // A raw system call: `sched_getaffinity` is one of our exports (docs/DESIGN.md §2.1).
-    // SAFETY: `set` is a valid out-parameter of the size we pass.
-    let cpus = unsafe {
-        let mut set: libc::cpu_set_t = core::mem::zeroed();
-        let r = crate::base::sys::syscall6(
-            libc::SYS_sched_getaffinity as usize,
-            0,
-            core::mem::size_of::<libc::cpu_set_t>(),
-            &mut set as *mut libc::cpu_set_t as usize,
-            0,
-            0,
-            0,
-        );
-        if r > 0 {
-            libc::CPU_COUNT(&set) as usize
-        } else {
-            1
-        }
-    };
+    // SAFETY: all-zero is a valid (empty) cpu_set_t.
+    let mut set: libc::cpu_set_t = unsafe { core::mem::zeroed() };
+    // SAFETY: CPU_COUNT reads the set the kernel filled.
+    let cpus = if crate::base::sys::sched_getaffinity(&mut set) > 0 { unsafe { libc::CPU_COUNT(&set) as usize } } else { 1 };
     let quota = cgroup_cpu_limit();
     let n = match quota {
         Some(q) => cpus.min(q),

@@ -63,13 +63,10 @@ impl RawMutex {
         if self.state.swap(2, Ordering::Acquire) == 0 {
             return;
         }
-        let slot = claim_wait_slot();
-        let word = InternalWait::begin(&self.state);
+        let _sleep = RecordedSleep::begin(&self.state, true);
         while self.state.swap(2, Ordering::Acquire) != 0 {
             sys::futex_wait(&self.state, 2, None);
         }
-        drop(word);
-        release_wait_slot(slot);
     }
 
     #[inline]
@@ -96,78 +93,74 @@ impl Default for RawMutex {
 }
 
 // ---------------------------------------------------------------------------------
-// Long waits, for the stall watchdog (crate::observe::watchdog)
+// Sleeps on the runtime's own lock words: for the monitor (crate::runtime::scheduler)
+// and the stall watchdog (crate::observe::watchdog)
 // ---------------------------------------------------------------------------------
 
-/// Start times (CLOCK_MONOTONIC ns, 0 = free) of contended waits that went to sleep,
-/// while the watchdog is on. Origin of the size: more sleepers than this at once on
-/// runtime-internal locks is itself a sign of trouble, and one long wait is enough
-/// for the watchdog to see it; waiters that find every slot taken are not tracked.
-static WAIT_STARTS: [AtomicU64; 32] = [const { AtomicU64::new(0) }; 32];
+/// One thread asleep on a runtime-internal lock word right now.
+struct Sleep {
+    /// The lock word's address (0 = free slot). The monitor asks [`is_internal_wait`]
+    /// before it declares a worker blocked: a worker asleep on one of these waits for
+    /// a holder that never parks while holding it (it runs, or the kernel preempted
+    /// it), so a spare worker would only add a runnable thread to the CPUs the holder
+    /// needs (issue 24: spares for waits that are not blocking calls).
+    word: AtomicUsize,
+    /// When a contended [`RawMutex`] wait went to sleep (CLOCK_MONOTONIC ns) while the
+    /// watchdog is on ([`track_contended_waits`]); 0 otherwise ([`oldest_contended_wait`]).
+    since_ns: AtomicU64,
+}
+
+/// The sleeps in progress. Origin of the size: more sleepers than this at once on
+/// runtime-internal locks is itself a sign of trouble, and one long wait is enough for
+/// the watchdog to see it; a sleeper that finds every slot taken is not recorded (it
+/// may cost a spare worker, and the watchdog does not see its wait).
+static SLEEPS: [Sleep; 64] = [const { Sleep { word: AtomicUsize::new(0), since_ns: AtomicU64::new(0) } }; 64];
 static TRACK_WAITS: AtomicBool = AtomicBool::new(false);
 
-/// Turns the bookkeeping of contended waits on (the watchdog does, once).
+/// One recorded sleep on a lock word (its slot in [`SLEEPS`]), until dropped.
+struct RecordedSleep(Option<usize>);
+
+impl RecordedSleep {
+    /// Records a sleep on `word`; `timed`: a contended mutex wait, which the watchdog
+    /// times when it is on.
+    #[cold]
+    fn begin(word: &AtomicU32, timed: bool) -> RecordedSleep {
+        let addr = word as *const AtomicU32 as usize;
+        // Acquire: pairs with the Release that freed the slot, so the old since_ns = 0
+        // is seen before ours.
+        let slot = SLEEPS.iter().position(|s| s.word.compare_exchange(0, addr, Ordering::Acquire, Ordering::Relaxed).is_ok());
+        if let Some(i) = slot.filter(|_| timed && TRACK_WAITS.load(Ordering::Relaxed)) {
+            SLEEPS[i].since_ns.store(sys::now_ns().max(1), Ordering::Relaxed);
+        }
+        RecordedSleep(slot)
+    }
+}
+
+impl Drop for RecordedSleep {
+    fn drop(&mut self) {
+        if let Some(i) = self.0 {
+            SLEEPS[i].since_ns.store(0, Ordering::Relaxed);
+            // Release: the since_ns = 0 above before the slot is free.
+            SLEEPS[i].word.store(0, Ordering::Release);
+        }
+    }
+}
+
+/// Turns the timing of contended waits on (the watchdog does, once).
 pub fn track_contended_waits() {
     TRACK_WAITS.store(true, Ordering::Release);
 }
 
-fn claim_wait_slot() -> Option<usize> {
-    if !TRACK_WAITS.load(Ordering::Relaxed) {
-        return None;
-    }
-    let now = sys::now_ns().max(1);
-    WAIT_STARTS.iter().position(|s| s.compare_exchange(0, now, Ordering::Relaxed, Ordering::Relaxed).is_ok())
-}
-
-fn release_wait_slot(slot: Option<usize>) {
-    if let Some(i) = slot {
-        WAIT_STARTS[i].store(0, Ordering::Relaxed);
-    }
-}
-
 /// The start time of the oldest contended wait in progress (None: none tracked).
 pub fn oldest_contended_wait() -> Option<u64> {
-    WAIT_STARTS.iter().map(|s| s.load(Ordering::Relaxed)).filter(|&t| t != 0).min()
-}
-
-// ---------------------------------------------------------------------------------
-// Sleeps on the runtime's own lock words, for the monitor (crate::runtime::scheduler)
-// ---------------------------------------------------------------------------------
-
-/// Addresses of the lock words that threads sleep on right now (0 = free slot). The
-/// monitor asks [`is_internal_wait`] before it declares a worker blocked: a worker
-/// asleep on one of these waits for a holder that never parks while holding it (it
-/// runs, or the kernel preempted it), so a spare worker would only add a runnable
-/// thread to the CPUs the holder needs (issue 24: spares for waits that are not
-/// blocking calls). Origin of the size: as `WAIT_STARTS`; a sleeper that finds every
-/// slot taken is not recorded and may cost a spare, as before this table existed.
-static INTERNAL_WAITS: [AtomicUsize; 64] = [const { AtomicUsize::new(0) }; 64];
-
-/// One recorded sleep on a lock word, until dropped.
-struct InternalWait(Option<usize>);
-
-impl InternalWait {
-    #[cold]
-    fn begin(word: &AtomicU32) -> InternalWait {
-        let addr = word as *const AtomicU32 as usize;
-        let slot = INTERNAL_WAITS.iter().position(|s| s.compare_exchange(0, addr, Ordering::Relaxed, Ordering::Relaxed).is_ok());
-        InternalWait(slot)
-    }
-}
-
-impl Drop for InternalWait {
-    fn drop(&mut self) {
-        if let Some(i) = self.0 {
-            INTERNAL_WAITS[i].store(0, Ordering::Relaxed);
-        }
-    }
+    SLEEPS.iter().map(|s| s.since_ns.load(Ordering::Relaxed)).filter(|&t| t != 0).min()
 }
 
 /// Whether some thread sleeps on the runtime-internal lock word at `addr` (a futex
 /// address read from `/proc/self/task/TID/syscall`). Relaxed: a stale answer costs one
 /// monitor tick, after which the monitor looks again.
 pub fn is_internal_wait(addr: usize) -> bool {
-    addr != 0 && INTERNAL_WAITS.iter().any(|s| s.load(Ordering::Relaxed) == addr)
+    addr != 0 && SLEEPS.iter().any(|s| s.word.load(Ordering::Relaxed) == addr)
 }
 
 /// A value protected by a [`RawMutex`].
@@ -261,7 +254,7 @@ impl RawOnce {
             sys::futex_wake(&self.state, u32::MAX);
             return;
         }
-        let _word = InternalWait::begin(&self.state);
+        let _sleep = RecordedSleep::begin(&self.state, false);
         while self.state.load(Ordering::Acquire) != 2 {
             sys::futex_wait(&self.state, 1, None);
         }
@@ -331,7 +324,7 @@ mod tests {
         // short sleep, gone soon). What must hold: the start seen is released at once
         // if it was ours, within a moment if it was somebody else's.
         let deadline = Instant::now() + Duration::from_secs(2);
-        while WAIT_STARTS.iter().any(|s| s.load(Ordering::Relaxed) == seen) {
+        while SLEEPS.iter().any(|s| s.since_ns.load(Ordering::Relaxed) == seen) {
             assert!(Instant::now() < deadline, "the finished wait is still recorded");
             std::thread::sleep(Duration::from_millis(1));
         }

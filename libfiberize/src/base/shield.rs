@@ -187,49 +187,34 @@ fn worker_safe_point_slow(deferred: &AtomicU64, base: u64) {
 fn hand_to_process(bits: u64) {
     // One instance per signal: rt_sigtimedwait also takes process-pending signals, so
     // looping until it finds none would take back what we just re-sent, forever.
-    // SAFETY: rt_sigtimedwait with a valid 8-byte set, a zero timeout and a writable
-    // siginfo; rt_sigqueueinfo/kill to our own process.
-    unsafe {
-        let pid = libc::getpid();
-        let zero = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-        for bit in 0..64 {
-            let one = 1u64 << bit;
-            if bits & one == 0 {
-                continue;
-            }
-            let mut info: siginfo_t = core::mem::zeroed();
-            let sig = sys::syscall6(
-                libc::SYS_rt_sigtimedwait as usize,
-                &one as *const u64 as usize,
-                &mut info as *mut siginfo_t as usize,
-                &zero as *const libc::timespec as usize,
-                8,
-                0,
-                0,
-            );
-            if sig <= 0 {
-                continue;
-            }
-            if info.si_code < 0 && info.si_code != libc::SI_TKILL {
-                sys::syscall6(
-                    libc::SYS_rt_sigqueueinfo as usize,
-                    pid as usize,
-                    sig as usize,
-                    &info as *const siginfo_t as usize,
-                    0,
-                    0,
-                    0,
-                );
-            } else {
-                sys::syscall6(libc::SYS_kill as usize, pid as usize, sig as usize, 0, 0, 0, 0);
-            }
+    let zero = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    for bit in 0..64 {
+        let one = 1u64 << bit;
+        if bits & one == 0 {
+            continue;
+        }
+        // SAFETY: all-zero is a valid siginfo_t.
+        let mut info: siginfo_t = unsafe { core::mem::zeroed() };
+        // SAFETY: `info` is a writable siginfo.
+        let sig = unsafe { sys::rt_sigtimedwait(one, &mut info, Some(&zero)) };
+        if sig <= 0 {
+            continue;
+        }
+        if info.si_code < 0 && info.si_code != libc::SI_TKILL {
+            sys::rt_sigqueueinfo(sig as i32, &info);
+        } else {
+            sys::kill(sig as i32);
         }
     }
 }
 
 /// Postpones `sig` until the interrupted context leaves its shield (module docs); returns its bit. The
 /// caller also notes it for the worker (`runtime::scheduler::note_deferred_signal`)..
-pub fn defer(sig: c_int, info: *mut siginfo_t, uc: *mut c_void) -> u64 {
+///
+/// # Safety
+/// `info` and `uc` are what the kernel passed to the SA_SIGINFO handler for this
+/// delivery (or null).
+pub unsafe fn defer(sig: c_int, info: *mut siginfo_t, uc: *mut c_void) -> u64 {
     let bit = 1u64 << (sig - 1);
     // Block it on this kernel thread first, so that queueing it again cannot re-enter
     // us at once (SA_NODEFER handlers), and keep it blocked after the handler returns.
@@ -247,17 +232,10 @@ pub fn defer(sig: c_int, info: *mut siginfo_t, uc: *mut c_void) -> u64 {
     // forge any si_code only when it is the target (rt_sigqueueinfo to the whole
     // process would fail with EPERM for kill()'s SI_USER on any thread but the main
     // one). A worker hands on what its own mask blocks at its safe point.
-    // SAFETY: `info` is the kernel's siginfo for this delivery (valid for reading).
-    unsafe {
-        sys::syscall6(
-            libc::SYS_rt_tgsigqueueinfo as usize,
-            libc::getpid() as usize,
-            sys::gettid() as usize,
-            sig as usize,
-            info as usize,
-            0,
-            0,
-        );
+    // SAFETY: `info` is the kernel's siginfo for this delivery (valid for reading); a
+    // null one would have made the kernel refuse the call (EFAULT), queueing nothing.
+    if let Some(info) = unsafe { info.as_ref() } {
+        sys::rt_tgsigqueueinfo(sys::gettid(), sig, info);
     }
     DEFERRED.with(|d| d.set(d.get() | bit));
     crate::base::stats::bump(&crate::base::stats::STATS.signals_deferred);

@@ -272,20 +272,8 @@ pub fn program_returns(sp: usize, words: usize) -> (usize, usize) {
     while at < end {
         let local = libc::iovec { iov_base: buf.as_mut_ptr().cast(), iov_len: CHUNK * 8 };
         let remote = libc::iovec { iov_base: at as *mut libc::c_void, iov_len: CHUNK * 8 };
-        // SAFETY: getpid has no preconditions.
-        let pid = unsafe { libc::getpid() };
-        // SAFETY: one local and one remote iovec; the kernel checks the remote range.
-        let n = unsafe {
-            crate::base::sys::syscall6(
-                libc::SYS_process_vm_readv as usize,
-                pid as usize,
-                &local as *const libc::iovec as usize,
-                1,
-                &remote as *const libc::iovec as usize,
-                1,
-                0,
-            )
-        };
+        // SAFETY: `local` is `buf`, writable for its length.
+        let n = unsafe { crate::base::sys::process_vm_readv(&local, &remote) };
         if n <= 0 {
             break;
         }

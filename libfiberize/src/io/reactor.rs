@@ -15,12 +15,12 @@
 //! `write_seq` and wakes every fiber parked on that key.
 //!
 //! The epoll set itself, the sleeping and polling of idle workers, are the core's
-//! (`crate::runtime::poller`); this module registers descriptors in that set and turns
-//! the events a poller harvests into wake-ups ([`dispatch`], through the core's hooks).
+//! (`crate::runtime::poller`), and so is every `epoll_ctl` on it: this module decides
+//! what goes into which set (the event and its cookie) and asks the poller to add,
+//! modify, delete or move it, and turns the events a poller harvests into wake-ups
+//! ([`dispatch`], through the core's hooks).
 use core::sync::atomic::{AtomicU32, Ordering};
 
-use crate::base::stats::{bump, STATS};
-use crate::base::sys::syscall6;
 use crate::io::epoll_membership::{self, EpollSet};
 use crate::io::fdtable::{self, FdState};
 use crate::runtime::poller;
@@ -83,23 +83,18 @@ impl EpollSet for InTheSet<'_> {
         // We hold the registration lock: `home_set` is stable.
         let home = self.st.home_set.load(Ordering::Relaxed) as usize;
         if already_in && !(self.relocate && home != self.here) {
-            let ep = poller::epfd(home);
-            return if ep < 0 { Err(libc::ENOSYS) } else { ctl(ep, libc::EPOLL_CTL_MOD, self.fd, self.st, true) };
+            return poller::modify_fd(home, self.fd, &event_for(self.fd, self.st, true));
         }
-        let ep = poller::epfd(self.here);
-        if ep < 0 {
-            return Err(libc::ENOSYS);
-        }
-        if already_in {
-            // The move: out of the old set, into ours. ADD reports a readiness that
-            // is already there, so an edge between the two calls is not lost.
-            del(poller::epfd(home), self.fd);
-            bump(&STATS.fd_moves);
-        }
-        let r = match ctl(ep, libc::EPOLL_CTL_ADD, self.fd, self.st, for_write) {
+        let event = event_for(self.fd, self.st, for_write);
+        let r = if already_in {
+            poller::move_fd(home, self.here, self.fd, &event)
+        } else {
+            poller::add_fd(self.here, self.fd, &event)
+        };
+        let r = match r {
             // Same fd number and open file description still registered from
             // before a close/dup dance: refresh the cookie.
-            Err(libc::EEXIST) => ctl(ep, libc::EPOLL_CTL_MOD, self.fd, self.st, for_write),
+            Err(libc::EEXIST) => poller::modify_fd(self.here, self.fd, &event_for(self.fd, self.st, for_write)),
             r => r,
         };
         if r.is_ok() {
@@ -109,37 +104,7 @@ impl EpollSet for InTheSet<'_> {
     }
 
     fn remove(&self) {
-        del(poller::epfd(self.st.home_set.load(Ordering::Relaxed) as usize), self.fd);
-    }
-}
-
-/// EPOLL_CTL_DEL of `fd` from the set `ep`; a failure (fd or set already gone) leaves
-/// nothing registered.
-fn del(ep: i32, fd: i32) {
-    if ep >= 0 {
-        // SAFETY: plain epoll_ctl with no event pointer (DEL ignores it).
-        unsafe { syscall6(libc::SYS_epoll_ctl as usize, ep as usize, libc::EPOLL_CTL_DEL as usize, fd as usize, 0, 0, 0) };
-    }
-}
-
-fn ctl(ep: i32, op: i32, fd: i32, st: &FdState, write: bool) -> Result<(), i32> {
-    let mut e = event_for(fd, st, write);
-    // SAFETY: valid epoll fd and event pointer.
-    let r = unsafe {
-        syscall6(
-            libc::SYS_epoll_ctl as usize,
-            ep as usize,
-            op as usize,
-            fd as usize,
-            &mut e as *mut libc::epoll_event as usize,
-            0,
-            0,
-        )
-    };
-    if r < 0 {
-        Err(-r as i32)
-    } else {
-        Ok(())
+        poller::delete_fd(self.st.home_set.load(Ordering::Relaxed) as usize, self.fd);
     }
 }
 
@@ -156,7 +121,7 @@ fn event_for(fd: i32, st: &FdState, write: bool) -> libc::epoll_event {
 /// waiters so that they retry and see the error.
 pub fn forget(fd: i32, was_registered: bool, st: &FdState) {
     if was_registered {
-        del(poller::epfd(st.home_set.load(Ordering::Relaxed) as usize), fd);
+        poller::delete_fd(st.home_set.load(Ordering::Relaxed) as usize, fd);
     }
     bump_and_wake(st, true, true);
 }

@@ -204,10 +204,7 @@ pub fn write_all(fd: i32, bytes: &[u8]) {
     let mut done = 0;
     let mut retries = 0;
     while done < bytes.len() {
-        // SAFETY: the pointer/length pair describes the live remainder of `bytes`.
-        let r = unsafe {
-            sys::syscall6(libc::SYS_write as usize, fd as usize, bytes.as_ptr() as usize + done, bytes.len() - done, 0, 0, 0)
-        };
+        let r = sys::write(fd, &bytes[done..]);
         if r == -(libc::EINTR as isize) {
             continue;
         }

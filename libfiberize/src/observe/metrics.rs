@@ -165,11 +165,10 @@ fn lock_file(m: Metrics) -> bool {
     let mut lock = m.path.to_vec();
     lock.extend_from_slice(b".lock\0");
     let Some(fd) = sys::open_nul(&lock, libc::O_WRONLY | libc::O_CREAT) else { return true };
-    // SAFETY: flock on our own descriptor, which we keep open on purpose.
-    let r = unsafe { sys::syscall6(libc::SYS_flock as usize, fd as usize, (libc::LOCK_EX | libc::LOCK_NB) as usize, 0, 0, 0, 0) };
+    // On our own descriptor, which we keep open on purpose.
+    let r = sys::flock(fd, libc::LOCK_EX | libc::LOCK_NB);
     if r == -(libc::EWOULDBLOCK as isize) {
-        // SAFETY: closing the descriptor we opened.
-        unsafe { sys::syscall6(libc::SYS_close as usize, fd as usize, 0, 0, 0, 0, 0) };
+        sys::close(fd);
         return false;
     }
     LOCK_FD.store(fd, Ordering::Relaxed);
@@ -184,8 +183,7 @@ pub fn let_go_in_forked_child() {
     OWNS_FILE.store(false, Ordering::Relaxed);
     let fd = LOCK_FD.swap(-1, Ordering::Relaxed);
     if fd >= 0 {
-        // SAFETY: closing the child's copy of our descriptor.
-        unsafe { sys::syscall6(libc::SYS_close as usize, fd as usize, 0, 0, 0, 0, 0) };
+        sys::close(fd); // the child's copy
     }
 }
 
@@ -236,21 +234,9 @@ fn write_file(m: Metrics, text: &str) {
     let Some(fd) = sys::open_nul(&nul_terminated(&tmp), libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC) else { return };
     crate::observe::dump::write_all(fd, text.as_bytes());
     let (tmp_nul, path_nul) = (nul_terminated(&tmp), nul_terminated(m.path));
-    // SAFETY: closing our descriptor; both paths are NUL-terminated and outlive the call.
-    unsafe {
-        sys::syscall6(libc::SYS_close as usize, fd as usize, 0, 0, 0, 0, 0);
-        let r = sys::syscall6(
-            libc::SYS_renameat as usize,
-            libc::AT_FDCWD as usize,
-            tmp_nul.as_ptr() as usize,
-            libc::AT_FDCWD as usize,
-            path_nul.as_ptr() as usize,
-            0,
-            0,
-        );
-        if r < 0 {
-            sys::syscall6(libc::SYS_unlinkat as usize, libc::AT_FDCWD as usize, tmp_nul.as_ptr() as usize, 0, 0, 0, 0);
-        }
+    sys::close(fd);
+    if sys::renameat(&tmp_nul, &path_nul) < 0 {
+        sys::unlinkat(&tmp_nul);
     }
 }
 

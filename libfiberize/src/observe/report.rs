@@ -59,8 +59,7 @@ pub fn emit(out: Output, text: &str) {
         Output::File(path) => {
             if let Some(fd) = sys::open_append(path) {
                 crate::observe::dump::write_all(fd, text.as_bytes());
-                // SAFETY: closing the descriptor we opened.
-                unsafe { sys::syscall6(libc::SYS_close as usize, fd as usize, 0, 0, 0, 0, 0) };
+                sys::close(fd);
             }
         }
     }

@@ -59,18 +59,7 @@ impl Names {
 fn pread_exact(fd: i32, off: u64, buf: &mut [u8]) -> Option<()> {
     let mut done = 0;
     while done < buf.len() {
-        // SAFETY: the pointer/length pair is the unread rest of `buf`.
-        let n = unsafe {
-            sys::syscall6(
-                libc::SYS_pread64 as usize,
-                fd as usize,
-                buf.as_mut_ptr() as usize + done,
-                buf.len() - done,
-                (off + done as u64) as usize,
-                0,
-                0,
-            )
-        };
+        let n = sys::pread64(fd, &mut buf[done..], off + done as u64);
         if n <= 0 {
             return None;
         }
@@ -93,8 +82,7 @@ fn u64_at(b: &[u8], o: usize) -> usize {
 fn read_functions(path: &str) -> Option<Functions> {
     let fd = sys::open_read(path.as_bytes())?;
     let r = read_functions_fd(fd);
-    // SAFETY: closing the descriptor we opened.
-    unsafe { sys::syscall6(libc::SYS_close as usize, fd as usize, 0, 0, 0, 0, 0) };
+    sys::close(fd);
     r
 }
 

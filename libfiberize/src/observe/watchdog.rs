@@ -59,8 +59,7 @@ fn report(reason: &str) {
     let (fd, close) = output_fd();
     crate::observe::dump::write_dump(fd, Some(reason));
     if close {
-        // SAFETY: closing the descriptor we opened above.
-        unsafe { sys::syscall6(libc::SYS_close as usize, fd as usize, 0, 0, 0, 0, 0) };
+        sys::close(fd);
     }
 }
 

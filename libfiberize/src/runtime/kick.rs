@@ -24,10 +24,7 @@ pub fn kick(target: &Fiber) {
     if target.life() == crate::runtime::fiber::Life::Running {
         if let Some(w) = crate::runtime::scheduler::worker_of(target) {
             let tid = w.tid.load(Ordering::Relaxed);
-            // SAFETY: tgkill to one of our own workers.
-            unsafe {
-                sys::syscall6(libc::SYS_tgkill as usize, libc::getpid() as usize, tid as usize, KICK_SIGNAL as usize, 0, 0, 0)
-            };
+            sys::tgkill(tid as i32, KICK_SIGNAL);
         }
     }
 }

@@ -49,11 +49,15 @@
 //!
 //! Non-blocking polls of one set are serialized by its `polling_now` flag (two at once
 //! would only split the events).
+//!
+//! Every `epoll_ctl` on the sets is made here: the reactor asks [`add_fd`],
+//! [`modify_fd`], [`delete_fd`] and [`move_fd`] with a set's index and the event it
+//! wants (what the event's cookie means stays the reactor's business).
 
 use core::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 use crate::base::stats::{add, bump, STATS};
-use crate::base::sys::{self, syscall6};
+use crate::base::sys;
 
 /// Most readiness sets. Origin: the largest machine measured has 16 CPUs; 64 covers
 /// four times that, and workers beyond it share sets (modulo), which only costs the
@@ -110,31 +114,21 @@ const WAKE_COOKIE: u64 = u64::MAX;
 pub fn init(workers: usize, per_worker: bool) {
     let n = if per_worker { workers.clamp(1, MAX_SETS) } else { 1 };
     for set in &SETS[..n] {
-        // SAFETY: plain system calls with constant arguments and a live event.
-        unsafe {
-            let ep = syscall6(libc::SYS_epoll_create1 as usize, libc::EPOLL_CLOEXEC as usize, 0, 0, 0, 0, 0);
-            if ep < 0 {
-                crate::fatal(&["epoll_create1 failed"]);
-            }
-            // The program's close/close_range/closefrom leave it open (base::own_fds).
-            crate::base::own_fds::mark(ep as i32);
-            let ev = sys::eventfd_new();
-            if ev < 0 {
-                crate::fatal(&["eventfd failed"]);
-            }
-            let mut e = libc::epoll_event { events: libc::EPOLLIN as u32, u64: WAKE_COOKIE };
-            syscall6(
-                libc::SYS_epoll_ctl as usize,
-                ep as usize,
-                libc::EPOLL_CTL_ADD as usize,
-                ev as usize,
-                &mut e as *mut libc::epoll_event as usize,
-                0,
-                0,
-            );
-            set.wake_fd.store(ev, Ordering::Release);
-            set.epfd.store(ep as i32, Ordering::Release);
+        let ep = sys::epoll_create1(libc::EPOLL_CLOEXEC);
+        if ep < 0 {
+            crate::fatal(&["epoll_create1 failed"]);
         }
+        let ep = ep as i32;
+        // The program's close/close_range/closefrom leave it open (base::own_fds).
+        crate::base::own_fds::mark(ep);
+        let ev = sys::eventfd_new();
+        if ev < 0 {
+            crate::fatal(&["eventfd failed"]);
+        }
+        let e = libc::epoll_event { events: libc::EPOLLIN as u32, u64: WAKE_COOKIE };
+        sys::epoll_ctl(ep, libc::EPOLL_CTL_ADD, ev, Some(&e));
+        set.wake_fd.store(ev, Ordering::Release);
+        set.epfd.store(ep, Ordering::Release);
     }
     NUM_SETS.store(n, Ordering::Release);
 }
@@ -149,8 +143,8 @@ pub fn detach_in_forked_child() {
         let ep = set.epfd.swap(-1, Ordering::AcqRel);
         if ep >= 0 {
             crate::base::own_fds::unmark(ep);
-            // SAFETY: closes our own descriptor (the child's copy); the parent's stays.
-            unsafe { syscall6(libc::SYS_close as usize, ep as usize, 0, 0, 0, 0, 0) };
+            // Our own descriptor (the child's copy); the parent's stays.
+            sys::close(ep);
         }
     }
 }
@@ -182,6 +176,56 @@ pub fn available() -> bool {
 #[inline]
 pub fn per_worker() -> bool {
     NUM_SETS.load(Ordering::Relaxed) > 1
+}
+
+/// `epoll_ctl(op)` of `fd` on set `set`: Err(errno), ENOSYS when the set does not
+/// exist (before the pool started, or in a forked child).
+#[inline]
+fn ctl(set: usize, op: i32, fd: i32, event: &libc::epoll_event) -> Result<(), i32> {
+    let ep = epfd(set);
+    if ep < 0 {
+        return Err(libc::ENOSYS);
+    }
+    match sys::epoll_ctl(ep, op, fd, Some(event)) {
+        r if r < 0 => Err(-r as i32),
+        _ => Ok(()),
+    }
+}
+
+/// Puts `fd` in set `set` (EPOLL_CTL_ADD) with `event`. Err(errno), ENOSYS without
+/// the set; an ADD reports a readiness that is already there.
+#[inline]
+pub fn add_fd(set: usize, fd: i32, event: &libc::epoll_event) -> Result<(), i32> {
+    ctl(set, libc::EPOLL_CTL_ADD, fd, event)
+}
+
+/// Changes what `fd` in set `set` is watched for (EPOLL_CTL_MOD; the kernel re-checks
+/// readiness at once). Err(errno), ENOSYS without the set.
+#[inline]
+pub fn modify_fd(set: usize, fd: i32, event: &libc::epoll_event) -> Result<(), i32> {
+    ctl(set, libc::EPOLL_CTL_MOD, fd, event)
+}
+
+/// Takes `fd` out of set `set` (EPOLL_CTL_DEL). A failure (the fd or the set already
+/// gone) leaves nothing registered, so there is nothing to report.
+#[inline]
+pub fn delete_fd(set: usize, fd: i32) {
+    let ep = epfd(set);
+    if ep >= 0 {
+        sys::epoll_ctl(ep, libc::EPOLL_CTL_DEL, fd, None);
+    }
+}
+
+/// Moves `fd` from set `from` to set `to` with `event`: out of the old one, into the
+/// new one (the ADD reports a readiness that is already there, so an edge between the
+/// two calls is not lost). ENOSYS, and the fd left where it is, without set `to`.
+pub fn move_fd(from: usize, to: usize, fd: i32, event: &libc::epoll_event) -> Result<(), i32> {
+    if epfd(to) < 0 {
+        return Err(libc::ENOSYS);
+    }
+    delete_fd(from, fd);
+    bump(&STATS.fd_moves);
+    add_fd(to, fd, event)
 }
 
 /// Sleeps in epoll_wait on `set` until an event, a [`wake_set`] or `deadline`, and

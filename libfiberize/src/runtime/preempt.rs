@@ -329,19 +329,9 @@ impl Watch {
             }
             self.asked[i] = true;
             w.preempt_request.store(p, Ordering::Release);
-            // SAFETY: tgkill to one of our own workers with the kick signal, whose
-            // handler is installed (KICK_INSTALLED).
-            unsafe {
-                sys::syscall6(
-                    libc::SYS_tgkill as usize,
-                    libc::getpid() as usize,
-                    tid as usize,
-                    crate::runtime::kick::KICK_SIGNAL as usize,
-                    0,
-                    0,
-                    0,
-                )
-            };
+            // To one of our own workers with the kick signal, whose handler is
+            // installed (KICK_INSTALLED).
+            sys::tgkill(tid as i32, crate::runtime::kick::KICK_SIGNAL);
         }
     }
 }

@@ -92,7 +92,7 @@ pub fn release_dead_pages(f: &Fiber, sleep_ns: u64) {
     // more than LIVE_MARGIN below the stack pointer of the running fiber (dead by the
     // ABI, and used by no other thread: module docs); MADV_DONTNEED on private anonymous
     // memory only makes them read as zero again. The raw call leaves errno alone.
-    let r = unsafe { sys::syscall6(libc::SYS_madvise as usize, start, len, libc::MADV_DONTNEED as usize, 0, 0, 0) };
+    let r = unsafe { sys::madvise(start, len, libc::MADV_DONTNEED) };
     if r == 0 {
         bump(&STATS.stack_releases);
     }

@@ -89,10 +89,7 @@ fn effective_mask(f: &Fiber) -> u64 {
 }
 
 fn tgkill_self(sig: c_int) -> c_int {
-    // SAFETY: tgkill to our own kernel thread.
-    let r = unsafe {
-        sys::syscall6(libc::SYS_tgkill as usize, libc::getpid() as usize, sys::gettid() as usize, sig as usize, 0, 0, 0)
-    };
+    let r = sys::tgkill(sys::gettid(), sig);
     if r < 0 {
         -r as c_int
     } else {
@@ -227,19 +224,8 @@ pub unsafe fn fiber_sigtimedwait(f: &Fiber, set: &sigset_t, info: *mut libc::sig
             _ => (slice_end, false),
         };
         let ts = sys::ns_to_timespec(until.saturating_sub(now));
-        // SAFETY: a valid kernel sigset, the caller's info pointer (or null) and a live
-        // relative timespec.
-        let r = unsafe {
-            sys::syscall6(
-                libc::SYS_rt_sigtimedwait as usize,
-                &set as *const u64 as usize,
-                info as usize,
-                &ts as *const libc::timespec as usize,
-                8,
-                0,
-                0,
-            )
-        };
+        // SAFETY: the caller's info pointer (or null: its contract).
+        let r = unsafe { sys::rt_sigtimedwait(set, info, Some(&ts)) };
         // A slice that ran out is not the caller's timeout; EINTR is not an answer.
         let slice_ran_out = r == -(libc::EAGAIN as isize) && !last;
         if !slice_ran_out && r != -(libc::EINTR as isize) {

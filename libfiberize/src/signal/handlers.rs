@@ -238,7 +238,8 @@ extern "C" fn trampoline(sig: c_int, info: *mut siginfo_t, uc: *mut c_void) {
     if shield::depth() != 0 {
         // SAFETY: errno slot of this context; saved and restored around our calls.
         let saved_errno = unsafe { *libc::__errno_location() };
-        let bit = shield::defer(sig, info, uc);
+        // SAFETY: `info` and `uc` are the kernel's, for this delivery.
+        let bit = unsafe { shield::defer(sig, info, uc) };
         crate::runtime::scheduler::note_deferred_signal(sys::gettid() as u32, bit);
         // SAFETY: as above.
         unsafe { *libc::__errno_location() = saved_errno };
@@ -262,10 +263,8 @@ extern "C" fn trampoline(sig: c_int, info: *mut siginfo_t, uc: *mut c_void) {
             // The program reset the action while this signal was on its way: take the
             // default action now.
             reset_to_default(sig);
-            // SAFETY: tgkill to ourselves; the signal is blocked until we return.
-            unsafe {
-                sys::syscall6(libc::SYS_tgkill as usize, libc::getpid() as usize, sys::gettid() as usize, sig as usize, 0, 0, 0)
-            };
+            // To ourselves; the signal is blocked until we return.
+            sys::tgkill(sys::gettid(), sig);
         }
         h if flags & libc::SA_SIGINFO != 0 => {
             // SAFETY: the program installed `h` with SA_SIGINFO, so it has this type.

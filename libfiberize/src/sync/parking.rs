@@ -133,16 +133,13 @@ pub static REALTIME_IN_USE: core::sync::atomic::AtomicBool = core::sync::atomic:
 
 /// The calling thread's real-time priority (0 under SCHED_OTHER and friends).
 fn own_rt_priority() -> i32 {
-    // SAFETY: sched_getscheduler/sched_getparam on ourselves with a valid out-parameter.
-    unsafe {
-        let policy = sys::syscall6(libc::SYS_sched_getscheduler as usize, 0, 0, 0, 0, 0, 0) as i32;
-        if policy != libc::SCHED_FIFO && policy != libc::SCHED_RR {
-            return 0;
-        }
-        let mut p = libc::sched_param { sched_priority: 0 };
-        sys::syscall6(libc::SYS_sched_getparam as usize, 0, &mut p as *mut libc::sched_param as usize, 0, 0, 0, 0);
-        p.sched_priority
+    let policy = sys::sched_getscheduler() as i32;
+    if policy != libc::SCHED_FIFO && policy != libc::SCHED_RR {
+        return 0;
     }
+    let mut p = libc::sched_param { sched_priority: 0 };
+    sys::sched_getparam(&mut p);
+    p.sched_priority
 }
 
 impl Waiter {

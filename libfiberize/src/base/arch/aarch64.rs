@@ -9,7 +9,7 @@ use core::arch::asm;
 /// # Safety
 /// The caller must uphold the contract of system call `nr` for these arguments.
 #[inline]
-pub unsafe fn syscall6(nr: usize, a1: usize, a2: usize, a3: usize, a4: usize, a5: usize, a6: usize) -> isize {
+pub(in crate::base) unsafe fn syscall6(nr: usize, a1: usize, a2: usize, a3: usize, a4: usize, a5: usize, a6: usize) -> isize {
     let ret: isize;
     // SAFETY: the aarch64 Linux system call ABI: number in x8, arguments in x0-x5,
     // result in x0; the kernel preserves every other register. The caller vouches for

@@ -5,7 +5,7 @@
 //!
 //! | item                              | what it is                                         |
 //! |-----------------------------------|----------------------------------------------------|
-//! | [`syscall6`]                      | the raw system call instruction, six arguments     |
+//! | `syscall6` (for `base/` only)     | the raw system call instruction, six arguments     |
 //! | [`thread_pointer`]                | the glibc thread pointer (FS base / `TPIDR_EL0`)   |
 //! | [`set_thread_pointer`]            | the TLS switch of a fiber switch                   |
 //! | [`detect_thread_pointer_method`]  | chooses how to write it, once, before the first switch |

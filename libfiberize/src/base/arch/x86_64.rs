@@ -10,7 +10,7 @@ use core::sync::atomic::{AtomicU8, Ordering};
 /// # Safety
 /// The caller must uphold the contract of system call `nr` for these arguments.
 #[inline]
-pub unsafe fn syscall6(nr: usize, a1: usize, a2: usize, a3: usize, a4: usize, a5: usize, a6: usize) -> isize {
+pub(in crate::base) unsafe fn syscall6(nr: usize, a1: usize, a2: usize, a3: usize, a4: usize, a5: usize, a6: usize) -> isize {
     let ret: isize;
     // SAFETY: the x86_64 Linux system call ABI: number in rax, arguments in rdi, rsi,
     // rdx, r10, r8, r9; the kernel clobbers rcx and r11. The caller vouches for the call.

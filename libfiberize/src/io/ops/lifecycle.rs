@@ -235,7 +235,7 @@ pub unsafe fn closefrom(low: c_int) {
     // SAFETY: the close_range system call takes no pointers.
     let closed = unsafe {
         close_range_with(low.max(0) as libc::c_uint, libc::c_uint::MAX, 0, |a, b, f| {
-            sys::syscall6(libc::SYS_close_range as usize, a as usize, b as usize, f as usize, 0, 0, 0) as libc::c_long
+            sys::close_range(a, b, f as u32) as libc::c_long
         })
     };
     if closed != 0 {

@@ -40,9 +40,14 @@ fn kernel_refusal(fd: c_int, dir: Dir, nowait: impl FnOnce() -> isize) -> isize 
     if r >= 0 || !matches!(errno(), libc::EOPNOTSUPP | libc::ENOSYS) {
         return r;
     }
-    let nr = if dir == Dir::Read { libc::SYS_readv } else { libc::SYS_writev };
     // SAFETY: a vector of no buffers: the kernel checks the descriptor and returns 0.
-    if raw_result(unsafe { sys::syscall6(nr as usize, fd as usize, 0, 0, 0, 0, 0) }) >= 0 {
+    let r = unsafe {
+        match dir {
+            Dir::Read => sys::readv(fd, core::ptr::null(), 0),
+            Dir::Write => sys::writev(fd, core::ptr::null(), 0),
+        }
+    };
+    if raw_result(r) >= 0 {
         set_errno(libc::EAGAIN);
     }
     -1
@@ -58,11 +63,13 @@ fn nowait_rw(fd: c_int, dir: Dir, iov: *const libc::iovec, cnt: c_int) -> isize 
         set_errno(libc::EOPNOTSUPP);
         return -1;
     }
-    let nr = if dir == Dir::Read { libc::SYS_preadv2 } else { libc::SYS_pwritev2 };
     // SAFETY: `iov` and `cnt` are the program's (its call's contract), the offset -1 means the
     // file position and RWF_NOWAIT that the call never blocks.
     raw_result(unsafe {
-        sys::syscall6(nr as usize, fd as usize, iov as usize, cnt as usize, usize::MAX, 0, libc::RWF_NOWAIT as usize)
+        match dir {
+            Dir::Read => sys::preadv2(fd, iov, cnt, -1, libc::RWF_NOWAIT),
+            Dir::Write => sys::pwritev2(fd, iov, cnt, -1, libc::RWF_NOWAIT),
+        }
     })
 }
 
@@ -536,8 +543,7 @@ fn is_direct_io(fd: c_int) -> bool {
     if let Some(direct) = slot.and_then(|s| s.cached_direct_io()) {
         return direct;
     }
-    // SAFETY: F_GETFL reads the descriptor's status flags; no memory is passed.
-    let flags = unsafe { sys::syscall6(libc::SYS_fcntl as usize, fd as usize, libc::F_GETFL as usize, 0, 0, 0, 0) };
+    let flags = sys::fcntl_getfl(fd);
     if flags < 0 {
         return false;
     }

@@ -4,7 +4,7 @@
 
 use super::*;
 use crate::base::config;
-use crate::base::sys::syscall6;
+use crate::base::sys;
 
 const MAX_FILE: usize = 1 << 20;
 const AT_SECURE: libc::c_ulong = 23;
@@ -61,15 +61,13 @@ fn open(path_nul: &[u8]) -> Option<usize> {
 }
 
 fn close(fd: usize) {
-    // SAFETY: closing our own descriptor.
-    unsafe { syscall6(libc::SYS_close as usize, fd, 0, 0, 0, 0, 0) };
+    sys::close(fd as i32);
 }
 
 fn load(fd: usize) -> *const Zone {
     // SAFETY: all-zero is a valid struct stat; fstat fills it.
     let mut st: libc::stat = unsafe { core::mem::zeroed() };
-    // SAFETY: `st` is a valid out-parameter.
-    if unsafe { syscall6(libc::SYS_fstat as usize, fd, &mut st as *mut libc::stat as usize, 0, 0, 0, 0) } != 0 {
+    if sys::fstat(fd as i32, &mut st) != 0 {
         return core::ptr::null();
     }
     let ident = Ident { dev: st.st_dev, ino: st.st_ino, size: st.st_size, mtime: st.st_mtime, mtime_ns: st.st_mtime_nsec };
@@ -96,8 +94,7 @@ fn load(fd: usize) -> *const Zone {
     let mut data = vec![0u8; st.st_size as usize];
     let mut got = 0;
     while got < data.len() {
-        // SAFETY: reading into the unfilled tail of `data`.
-        let n = unsafe { syscall6(libc::SYS_read as usize, fd, data[got..].as_mut_ptr() as usize, data.len() - got, 0, 0, 0) };
+        let n = sys::read(fd as i32, &mut data[got..]);
         if n == -(libc::EINTR as isize) {
             continue;
         }
