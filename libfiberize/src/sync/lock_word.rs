@@ -77,6 +77,22 @@
 //! lock (a waiter whose deadline passed after it was dequeued reports the wake-up, and
 //! then owns the lock), so the lock is never left owned by a waiter that left.
 //!
+//! # Spinning
+//!
+//! A contended locker spins a little (3 rounds, ~224 `pause`s in all) before it sets
+//! PARKED and parks, but only when [`WaitQueue::spinning_pays`] says so, asked once
+//! per spin phase (before the first round, and again after each wake-up): for a fiber,
+//! only while its worker has no other fiber queued (Go's rule, `sync_runtime_canSpin`:
+//! never while the P's run queue holds goroutines). A fiber spins on its worker's CPU:
+//! while it spins, the fibers queued on that worker wait, and the owner is often one of
+//! them: it took the lock back after waking us (barging), then yielded or was queued
+//! behind us, since a woken waiter runs next on the waker's worker (its lifo slot). Then
+//! no spin can end well. Measured (`sysbench threads`, 8 mutexes held across 100
+//! `sched_yield`s, 2 CPUs): with the spin every wake-up lost to a barger cost ~6 µs of
+//! `pause` (81 % of the profile at 64 threads), 1.0x native at 64 threads; without it
+//! 13x. Plain threads, and fibers whose worker has nothing else to run, spin as before:
+//! the owner may be running on another CPU and about to release (prodcons, hammer).
+//!
 //! # Model-checked
 //!
 //! This file takes its atomics only from `crate::base::loom` and reaches the parking
@@ -108,11 +124,12 @@ pub const TOKEN_HANDOFF: usize = 1;
 /// wakee must put PARKED back (see "One wake-up in flight").
 pub const TOKEN_WAITERS_REMAIN: usize = 2;
 
-/// How many short spin rounds before parking. Origin: a lock held by a fiber on
-/// another worker is usually released within a microsecond; beyond that the owner is
-/// descheduled (parked or queued) and spinning only delays our worker. Measured on 16
-/// CPUs (issue 10, prodcons 8+8 on one mutex, ratio to native): 0 rounds 1.8–2.0x,
-/// 1 round 2.5x, 3 rounds 3.3x; hammer the same (4.1–5.3x) for all three.
+/// How many short spin rounds before parking, when spinning pays at all (see
+/// "Spinning"). Origin: a lock held by a fiber on another worker is usually released
+/// within a microsecond; beyond that the owner is descheduled (parked or queued) and
+/// spinning only delays our worker. Measured on 16 CPUs (issue 10, prodcons 8+8 on one
+/// mutex, ratio to native): 0 rounds 1.8–2.0x, 1 round 2.5x, 3 rounds 3.3x; hammer the
+/// same (4.1–5.3x) for all three.
 const SPIN_LIMIT: u32 = 3;
 
 /// How a wait in the queue ended.
@@ -164,6 +181,9 @@ pub trait WaitQueue {
     /// (also when nobody was queued) and returns the token the waiter wakes with. The
     /// waiter's return from `park` happens-after `release` (Release/Acquire).
     fn unpark_one(&self, release: impl FnOnce(Unparking) -> usize);
+    /// Whether a contended locker should spin before it parks (see "Spinning"): asked
+    /// once per spin phase. A hint only: the protocol is the same either way.
+    fn spinning_pays(&self) -> bool;
 }
 
 /// The uncontended lock: 0 -> LOCKED.
@@ -219,6 +239,10 @@ pub fn lock_contended(word: &AtomicU32, queue: &impl WaitQueue) -> Result<(), Ti
             continue;
         }
         if s & PARKED == 0 && spins < SPIN_LIMIT {
+            if spins == 0 && !queue.spinning_pays() {
+                spins = SPIN_LIMIT;
+                continue;
+            }
             spins += 1;
             spin_wait(16 << spins);
             continue;
@@ -269,8 +293,15 @@ pub fn unlock_contended(word: &AtomicU32, queue: &impl WaitQueue) -> bool {
         }
         // Also when nobody was dequeued (the last waiter timed out after we saw
         // PARKED): the release must happen under the queue's lock, or a locker that
-        // sets PARKED and queues meanwhile would sleep with the lock free.
-        word.store(0, Ordering::Release);
+        // sets PARKED and queues meanwhile would sleep with the lock free. A swap, not
+        // a store: a locker may have set PARKED since the last waiter timed out, and
+        // its validation (under the queue's lock, after ours) must then see our 0. A
+        // plain store gives that too (its CAS precedes our store in the word's
+        // modification order, as it read the value before), but loom orders a store
+        // and a concurrent CAS by their threads' clocks only and let the locker read
+        // its own PARKED back: a false deadlock (`mutex_timed_out_…` with no spin). On
+        // x86_64 the swap is one `xchg` on a path that just took the queue's lock.
+        word.swap(0, Ordering::Release);
         if u.others_remain {
             TOKEN_WAITERS_REMAIN
         } else {
