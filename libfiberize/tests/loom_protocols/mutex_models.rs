@@ -63,7 +63,7 @@ impl WaitQueue for LockQueue {
     }
 
     fn spinning_pays(&self) -> bool {
-        self.spin_phases.fetch_add(1, Ordering::Relaxed) % 2 == 0
+        self.spin_phases.fetch_add(1, Ordering::Relaxed).is_multiple_of(2)
     }
 }
 
