@@ -87,11 +87,13 @@
 //! while it spins, the fibers queued on that worker wait, and the owner is often one of
 //! them: it took the lock back after waking us (barging), then yielded or was queued
 //! behind us, since a woken waiter runs next on the waker's worker (its lifo slot). Then
-//! no spin can end well. Measured (`sysbench threads`, 8 mutexes held across 100
-//! `sched_yield`s, 2 CPUs): with the spin every wake-up lost to a barger cost ~6 µs of
-//! `pause` (81 % of the profile at 64 threads), 1.0x native at 64 threads; without it
-//! 13x. Plain threads, and fibers whose worker has nothing else to run, spin as before:
-//! the owner may be running on another CPU and about to release (prodcons, hammer).
+//! no spin can end well. Measured (`sysbench threads`: 8 mutexes, each held across a
+//! `sched_yield`, 2 CPUs): with the spin, every wake-up lost to a barger (counter
+//! `mutex_wakes_lost`, 0.4–0.9 per lock as threads go from 16 to 256) cost a spin phase
+//! (`lock_spins` the same), 81 % of the profile at 64 threads: 3.0x / 0.96x / 1.7x of
+//! native at 16 / 64 / 256 threads; with the rule 19x / 14x / 11x, same runs. Plain
+//! threads, and fibers whose worker has nothing else to run, spin as before: the owner
+//! may be running on another CPU and about to release (prodcons, hammer).
 //!
 //! # Model-checked
 //!
