@@ -80,20 +80,23 @@
 //! # Spinning
 //!
 //! A contended locker spins a little (3 rounds, ~224 `pause`s in all) before it sets
-//! PARKED and parks, but only when [`WaitQueue::spinning_pays`] says so, asked once
-//! per spin phase (before the first round, and again after each wake-up): for a fiber,
-//! only while its worker has no other fiber queued (Go's rule, `sync_runtime_canSpin`:
-//! never while the P's run queue holds goroutines). A fiber spins on its worker's CPU:
-//! while it spins, the fibers queued on that worker wait, and the owner is often one of
-//! them: it took the lock back after waking us (barging), then yielded or was queued
-//! behind us, since a woken waiter runs next on the waker's worker (its lifo slot). Then
-//! no spin can end well. Measured (`sysbench threads`: 8 mutexes, each held across a
+//! PARKED and parks. A woken waiter that finds the lock taken again (it lost to a
+//! barger) spins only when [`WaitQueue::spinning_pays`] says so, asked once per wake-up:
+//! for a fiber, only while its worker has no other fiber queued (Go's rule,
+//! `sync_runtime_canSpin`: never while the P's run queue holds goroutines). A woken
+//! fiber runs next on its waker's worker (the lifo slot), and the barger is usually
+//! that waker: it took the lock back at once, then yielded or was queued behind us, on
+//! our worker. Then no spin can end well, and it delays every fiber queued there. A
+//! first contender still spins as before: its owner is more likely running on another
+//! worker (prodcons on 2 CPUs, 8+8 threads, ran at half its rate when first contenders
+//! whose worker had others queued parked instead of spinning: 6.2–8.9 M items/s
+//! against 13–16.7 M). Plain threads, and woken fibers whose worker has nothing else
+//! to run, spin as before. Measured (`sysbench threads`: 8 mutexes, each held across a
 //! `sched_yield`, 2 CPUs): with the spin, every wake-up lost to a barger (counter
 //! `mutex_wakes_lost`, 0.4–0.9 per lock as threads go from 16 to 256) cost a spin phase
-//! (`lock_spins` the same), 81 % of the profile at 64 threads: 3.0x / 0.96x / 1.7x of
-//! native at 16 / 64 / 256 threads; with the rule 19x / 14x / 11x, same runs. Plain
-//! threads, and fibers whose worker has nothing else to run, spin as before: the owner
-//! may be running on another CPU and about to release (prodcons, hammer).
+//! (`lock_spins` the same), 81 % of the profile at 64 threads: 1.5x and 1.0x of native
+//! at 64 and 256 threads; with the rule 8.4x and 12.8x, same runs (at 16 threads 2–20x
+//! before, bimodal, and 11–15x after; `lock_spins_skipped` counts the skipped phases).
 //!
 //! # Model-checked
 //!
@@ -183,8 +186,8 @@ pub trait WaitQueue {
     /// (also when nobody was queued) and returns the token the waiter wakes with. The
     /// waiter's return from `park` happens-after `release` (Release/Acquire).
     fn unpark_one(&self, release: impl FnOnce(Unparking) -> usize);
-    /// Whether a contended locker should spin before it parks (see "Spinning"): asked
-    /// once per spin phase. A hint only: the protocol is the same either way.
+    /// Whether a woken waiter that found the lock taken again should spin before it
+    /// parks again (see "Spinning"). A hint only: the protocol is the same either way.
     fn spinning_pays(&self) -> bool;
 }
 
@@ -241,7 +244,8 @@ pub fn lock_contended(word: &AtomicU32, queue: &impl WaitQueue) -> Result<(), Ti
             continue;
         }
         if s & PARKED == 0 && spins < SPIN_LIMIT {
-            if spins == 0 && !queue.spinning_pays() {
+            // Only a woken waiter that lost to a barger asks ("Spinning").
+            if spins == 0 && place == Place::Front && !queue.spinning_pays() {
                 spins = SPIN_LIMIT;
                 continue;
             }
