@@ -306,8 +306,8 @@ pub fn unlock_contended(word: &AtomicU32, queue: &impl WaitQueue) -> bool {
         // modification order, as it read the value before), but loom orders a store
         // and a concurrent CAS by their threads' clocks only and let the locker read
         // its own PARKED back: a false deadlock (`mutex_timed_out_…`, seen while first
-        // contenders could skip their spin). On
-        // x86_64 the swap is one `xchg` on a path that just took the queue's lock.
+        // contenders could skip their spin). On x86_64 the swap is one `xchg`, on a
+        // path that just took the queue's lock.
         word.swap(0, Ordering::Release);
         if u.others_remain {
             TOKEN_WAITERS_REMAIN
