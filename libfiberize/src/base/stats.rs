@@ -49,6 +49,14 @@ counters! {
     steals,
     lifo_capped,
     mutex_handoffs,
+    /// Woken mutex waiters that found the mutex taken again (a barger won) and slept
+    /// again, at the front of its queue (`sync::mutex`).
+    mutex_wakes_lost,
+    /// Spin phases of woken mutex waiters that found the mutex taken again, and the
+    /// ones skipped because the waiter's worker had other fibers queued ("Spinning" in
+    /// `sync::lock_word`).
+    lock_spins,
+    lock_spins_skipped,
     donor_handoffs,
     timers_fired,
     worker_sleeps,

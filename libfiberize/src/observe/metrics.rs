@@ -92,7 +92,13 @@ const METRICS: &[Metric] = &[
     stat!(unparks, "Parked fibers made runnable again."),
     stat!(steals, "Fibers a worker took from another worker's queue."),
     stat!(lifo_capped, "Wake-ups sent behind the local queue instead of running next (wake chains)."),
-    stat!(mutex_handoffs, "Contended mutex unlocks that woke a waiter."),
+    stat!(mutex_handoffs, "Contended mutex unlocks that handed the lock straight to a waiter (eventual fairness)."),
+    stat!(mutex_wakes_lost, "Woken mutex waiters that found the mutex taken again and slept again."),
+    stat!(lock_spins, "Spin phases of woken mutex waiters that found the mutex taken again."),
+    stat!(
+        lock_spins_skipped,
+        "Woken mutex waiters that found the mutex taken and parked again without spinning: their worker had other fibers queued."
+    ),
     stat!(donor_handoffs, "Calls a fiber ran on its donor thread (blocking calls, demotion)."),
     stat!(timers_fired, "Fiber timers that expired."),
     stat!(worker_sleeps, "Times an idle worker went to sleep."),

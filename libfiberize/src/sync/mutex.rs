@@ -16,7 +16,8 @@ use libc::{c_int, clockid_t, timespec};
 
 use crate::base::sys;
 use crate::base::time;
-use crate::runtime::fiber::WaitKind;
+use crate::runtime::fiber::{self, WaitKind};
+use crate::runtime::scheduler;
 use crate::sync::parking::{self, ParkResult};
 
 use crate::base::stats::{bump, STATS};
@@ -51,7 +52,14 @@ struct MutexQueue {
 impl WaitQueue for MutexQueue {
     #[inline]
     fn park(&self, place: Place, still_contended: impl FnOnce() -> bool, on_timeout: impl FnOnce(bool)) -> Woken {
-        parking::park_in(place, self.key, u32::MAX, WaitKind::Mutex, still_contended, || {}, on_timeout, self.deadline).into()
+        let woken: Woken =
+            parking::park_in(place, self.key, u32::MAX, WaitKind::Mutex, still_contended, || {}, on_timeout, self.deadline)
+                .into();
+        // Front: we were woken before and found the lock taken again (a barger won).
+        if place == Place::Front && woken != Woken::Retry {
+            bump(&STATS.mutex_wakes_lost);
+        }
+        woken
     }
     #[inline]
     fn unpark_one(&self, release: impl FnOnce(Unparking) -> usize) {
@@ -59,6 +67,24 @@ impl WaitQueue for MutexQueue {
             release(Unparking { dequeued: info.unparked, others_remain: info.have_more, be_fair: info.be_fair })
         });
     }
+    #[inline]
+    fn spinning_pays(&self) -> bool {
+        spinning_pays()
+    }
+}
+
+/// Whether a woken waiter that found the mutex taken again should spin before it parks
+/// again ("Spinning" in [`crate::sync::lock_word`]): a plain thread always (it has its
+/// CPU to itself); a fiber only while its worker has no other fiber queued (lifo slot
+/// and local deque empty), Go's `sync_runtime_canSpin` rule. Counted: `lock_spins`,
+/// `lock_spins_skipped`.
+pub(crate) fn spinning_pays() -> bool {
+    let pays = match fiber::current().and_then(scheduler::worker_of) {
+        Some(w) => w.queued() == (0, false),
+        None => true,
+    };
+    bump(if pays { &STATS.lock_spins } else { &STATS.lock_spins_skipped });
+    pays
 }
 
 /// A timeout for `lock`: none, or an absolute time on a clock (validated lazily, only

@@ -31,6 +31,10 @@ struct LockQueue {
     pass_tokens: bool,
     /// The deadline of the timed waiters passed (set by a model timer thread).
     expired: AtomicBool,
+    /// Spin phases asked for so far: every second one is skipped (`spinning_pays`), as
+    /// for a fiber whose worker has others queued, so that both ways to PARKED (after
+    /// the spin, at once) are explored.
+    spin_phases: AtomicUsize,
 }
 
 /// The queue as a timed call sees it (`MutexQueue` with a deadline).
@@ -57,6 +61,10 @@ impl WaitQueue for LockQueue {
             }
         });
     }
+
+    fn spinning_pays(&self) -> bool {
+        self.spin_phases.fetch_add(1, Ordering::Relaxed).is_multiple_of(2)
+    }
 }
 
 impl WaitQueue for Timed<'_> {
@@ -65,6 +73,9 @@ impl WaitQueue for Timed<'_> {
     }
     fn unpark_one(&self, release: impl FnOnce(Unparking) -> usize) {
         self.0.unpark_one(release)
+    }
+    fn spinning_pays(&self) -> bool {
+        self.0.spinning_pays()
     }
 }
 
@@ -88,6 +99,7 @@ impl Lock {
             dequeued: AtomicUsize::new(0),
             pass_tokens,
             expired: AtomicBool::new(false),
+            spin_phases: AtomicUsize::new(0),
         };
         Arc::new(Lock { word: AtomicU32::new(0), queue, data: UnsafeCell::new(0), handoffs: AtomicUsize::new(0) })
     }
