@@ -75,12 +75,12 @@ impl WaitQueue for MutexQueue {
 
 /// Whether a woken waiter that found the mutex taken again should spin before it parks
 /// again ("Spinning" in [`crate::sync::lock_word`]): a plain thread always (it has its
-/// CPU to itself); a fiber only while its worker has no other fiber queued (lifo slot
-/// and local deque empty), Go's `sync_runtime_canSpin` rule. Counted: `lock_spins`,
+/// CPU to itself); a fiber only while its worker has no other fiber queued (lifo slot,
+/// deque and side queues empty), Go's `sync_runtime_canSpin` rule. Counted: `lock_spins`,
 /// `lock_spins_skipped`.
 pub(crate) fn spinning_pays() -> bool {
     let pays = match fiber::current().and_then(scheduler::worker_of) {
-        Some(w) => w.queued() == (0, false),
+        Some(w) => !w.has_queued_fibers(),
         None => true,
     };
     bump(if pays { &STATS.lock_spins } else { &STATS.lock_spins_skipped });

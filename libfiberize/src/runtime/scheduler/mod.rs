@@ -357,6 +357,17 @@ impl WorkerShared {
         (self.stealer.len() + self.soon.stealer.len(), self.later.stealer.len(), self.lifo.is_occupied(Ordering::Relaxed))
     }
 
+    /// Whether fibers wait in any of this worker's queues (lifo slot, deque, soon and
+    /// later queues); a snapshot. For a fiber on this worker deciding whether a spin
+    /// could pay (`crate::sync::mutex::spinning_pays`): a lock holder may be among them.
+    #[inline]
+    pub fn has_queued_fibers(&self) -> bool {
+        !self.stealer.is_empty()
+            || !self.soon.stealer.is_empty()
+            || !self.later.stealer.is_empty()
+            || self.lifo.is_occupied(Ordering::Relaxed)
+    }
+
     /// Whether this worker is ACTIVE and runs a fiber on the CPU (not in a direct wait).
     pub(crate) fn runs_fiber_on_cpu(&self) -> bool {
         self.role.get() == Role::Active && self.running.load(Ordering::Relaxed) != 0 && !self.direct.load(Ordering::Relaxed)
