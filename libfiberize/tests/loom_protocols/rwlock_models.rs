@@ -3,7 +3,7 @@
 use super::model_queue::ModelQueue;
 use super::rwlock_word::{self as word, Dequeued, Queue, RwError, RwQueues, Woken};
 use loom::cell::UnsafeCell;
-use loom::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use loom::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use loom::sync::{Arc, Mutex};
 use loom::thread;
 
@@ -14,6 +14,10 @@ pub struct ModelQueues {
     writers: ModelQueue,
     /// The deadline of the timed waiters passed (set by a model timer thread).
     expired: AtomicBool,
+    /// Spin phases asked for after a wake-up: every second one is skipped
+    /// (`spinning_pays`), as for a fiber whose worker has others queued, so that both
+    /// ways back to parking are explored.
+    spin_phases: AtomicUsize,
 }
 
 /// The queues as a timed call sees them (`LotQueues` with a deadline).
@@ -52,6 +56,9 @@ impl RwQueues for Timed<'_> {
     fn unpark_all(&self, queue: Queue, after: impl FnOnce(usize)) {
         self.0.unpark_all(queue, after)
     }
+    fn spinning_pays(&self) -> bool {
+        self.0.spinning_pays()
+    }
 }
 
 impl RwQueues for ModelQueues {
@@ -65,6 +72,10 @@ impl RwQueues for ModelQueues {
 
     fn unpark_all(&self, queue: Queue, after: impl FnOnce(usize)) {
         self.get(queue).unpark_all(word::TOKEN_RETRY, after)
+    }
+
+    fn spinning_pays(&self) -> bool {
+        self.spin_phases.fetch_add(1, Ordering::Relaxed).is_multiple_of(2)
     }
 }
 
@@ -87,7 +98,12 @@ impl Lock {
         Arc::new(Lock {
             state: AtomicU32::new(0),
             kind,
-            queues: ModelQueues { readers: ModelQueue::new(), writers: ModelQueue::new(), expired: AtomicBool::new(false) },
+            queues: ModelQueues {
+                readers: ModelQueue::new(),
+                writers: ModelQueue::new(),
+                expired: AtomicBool::new(false),
+                spin_phases: AtomicUsize::new(0),
+            },
             data: UnsafeCell::new(0),
             log: Mutex::new(Vec::new()),
         })

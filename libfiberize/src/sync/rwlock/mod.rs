@@ -167,6 +167,9 @@ impl RwQueues for LotQueues<'_> {
     fn unpark_all(&self, queue: Queue, after: impl FnOnce(usize)) {
         parking::unpark_some(self.key(queue), u32::MAX, usize::MAX, after);
     }
+    fn spinning_pays(&self) -> bool {
+        crate::sync::mutex::spinning_pays()
+    }
 }
 
 /// glibc's error code for a failed lock call.

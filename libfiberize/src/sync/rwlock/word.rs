@@ -95,6 +95,13 @@ pub trait RwQueues {
     /// Wakes every waiter of `queue` with [`TOKEN_RETRY`]; `after(n)` runs under the
     /// queue's lock with the number dequeued.
     fn unpark_all(&self, queue: Queue, after: impl FnOnce(usize));
+    /// Whether a waiter that was woken and found the lock unavailable again should spin
+    /// before it parks again (asked once per wake-up; the mutex's rule, "Spinning" in
+    /// `crate::sync::lock_word`: not while the caller's worker has others queued, the
+    /// holder may be among them).
+    fn spinning_pays(&self) -> bool {
+        true
+    }
 }
 
 /// Why a lock call failed (the caller maps it to glibc's error code).
@@ -142,6 +149,7 @@ pub fn try_read_uncontended(state: &AtomicU32) -> bool {
 #[cold]
 pub fn read_lock_contended(state: &AtomicU32, kind: u32, queues: &impl RwQueues) -> Result<(), RwError> {
     let mut spins = 0;
+    let mut was_woken = false;
     loop {
         let s = state.load(Ordering::Relaxed);
         if can_read(s, kind) {
@@ -154,6 +162,10 @@ pub fn read_lock_contended(state: &AtomicU32, kind: u32, queues: &impl RwQueues)
             continue;
         }
         if s & RPARKED == 0 && spins < SPIN_LIMIT {
+            if spins == 0 && was_woken && !queues.spinning_pays() {
+                spins = SPIN_LIMIT;
+                continue;
+            }
             spin_wait(16 << spins);
             spins += 1;
             continue;
@@ -179,7 +191,10 @@ pub fn read_lock_contended(state: &AtomicU32, kind: u32, queues: &impl RwQueues)
             // The unlocker counted us in READERS before waking us.
             Woken::Unparked(TOKEN_HANDOFF) => return Ok(()),
             Woken::TimedOut => return Err(RwError::TimedOut),
-            _ => spins = 0,
+            _ => {
+                spins = 0;
+                was_woken = true;
+            }
         }
     }
 }
@@ -241,6 +256,7 @@ pub fn try_write_uncontended(state: &AtomicU32) -> bool {
 #[cold]
 pub fn write_lock_contended(state: &AtomicU32, queues: &impl RwQueues) -> Result<(), RwError> {
     let mut spins = 0;
+    let mut was_woken = false;
     loop {
         let s = state.load(Ordering::Relaxed);
         if can_write(s) {
@@ -250,6 +266,10 @@ pub fn write_lock_contended(state: &AtomicU32, queues: &impl RwQueues) -> Result
             continue;
         }
         if s & WPARKED == 0 && spins < SPIN_LIMIT {
+            if spins == 0 && was_woken && !queues.spinning_pays() {
+                spins = SPIN_LIMIT;
+                continue;
+            }
             spin_wait(16 << spins);
             spins += 1;
             continue;
@@ -283,7 +303,10 @@ pub fn write_lock_contended(state: &AtomicU32, queues: &impl RwQueues) -> Result
                 }
                 return Err(RwError::TimedOut);
             }
-            _ => spins = 0,
+            _ => {
+                spins = 0;
+                was_woken = true;
+            }
         }
     }
 }
