@@ -30,7 +30,9 @@ if [ ${#need[@]} -gt 0 ]; then
 fi
 
 echo "== build for $TARGET (libfiberize.so, the Rust test programs)"
-RUSTC=$AARCH64_RUSTC cargo build --release --target "$TARGET" -p interpose -p test-apps --bins
+# Two commands: `--bins` would leave out interpose's cdylib (libfiberize.so).
+RUSTC=$AARCH64_RUSTC cargo build --release --target "$TARGET" -p interpose
+RUSTC=$AARCH64_RUSTC cargo build --release --target "$TARGET" -p test-apps --bins
 
 echo "== glibc layouts and library unit tests on aarch64 (under qemu)"
 # The loom model checks (tests/loom_protocols.rs) are the same logic on every
