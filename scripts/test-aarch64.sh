@@ -51,6 +51,11 @@ echo "== the app tests, apps cross-built and run under qemu-aarch64-static, nati
 #   100k inputs per zone take minutes per zone emulated, and the throttle's "tzset at
 #   most once per 1000 calls" check then fails on emulation time (Europe/Berlin by
 #   hand: 51362 inputs compared, 0 differences, 141 real tzset calls in 166 s).
+# - every_io_call_on_every_kind_of_descriptor (io_badfd): the library asks the kernel
+#   for its answer with preadv2/pwritev2(RWF_NOWAIT), which qemu 7.2 does not have
+#   ("Unknown syscall 286"), and its fallback, a readv/writev of no vectors, qemu
+#   answers with 0 itself: a fiber's read of a pipe's write end or of an eventfd with
+#   a short buffer then waits forever instead of failing (EBADF, EINVAL);
 # - sync_rwlock's reader-count overflow (2^29 read locks, ~110 s a run emulated), and
 #   fiberize_tz_off_passes_through compares 2000 inputs instead of 20000: the same
 #   logic runs in full on x86_64.
@@ -64,7 +69,8 @@ export FIBERIZE_TEST_ARCH=aarch64
 status=0
 cargo test --release --no-fail-fast -p test-apps \
     --test core --test sync_family --test io --test fork --test wtls_report --test preempt \
-    -- --test-threads=2 --skip stress_two_thousand_threads --skip fork_exec_stress_all_children_reaped || status=1
+    -- --test-threads=2 --skip stress_two_thousand_threads --skip fork_exec_stress_all_children_reaped \
+    --skip every_io_call_on_every_kind_of_descriptor || status=1
 cargo test --release -p test-apps --test mktime -- --test-threads=2 \
     tz_changes_are_picked_up fiberize_tz_off_passes_through || status=1
 exit $status
