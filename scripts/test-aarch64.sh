@@ -37,9 +37,14 @@ RUSTC=$AARCH64_RUSTC cargo build --release --target "$TARGET" -p test-apps --bin
 
 echo "== glibc layouts and library unit tests on aarch64 (under qemu)"
 # The loom model checks (tests/loom_protocols.rs) are the same logic on every
-# architecture and slow when emulated: they run on the host (scripts/test.sh).
-RUSTC=$AARCH64_RUSTC cargo test --release --target "$TARGET" -p glibc-layout --lib --tests -- --test-threads=2
-RUSTC=$AARCH64_RUSTC cargo test --release --target "$TARGET" -p libfiberize --lib --test primitives -- --test-threads=2
+# architecture and slow when emulated: they run on the host (scripts/test.sh). So does
+# the mutex fairness measurement (primitives' starving waiter): its bounds are wall
+# time (250 ms of waiting in all), which emulation on a loaded host exceeds (264 ms).
+# A failure here still lets the app tests run.
+status=0
+RUSTC=$AARCH64_RUSTC cargo test --release --target "$TARGET" -p glibc-layout --lib --tests -- --test-threads=2 || status=1
+RUSTC=$AARCH64_RUSTC cargo test --release --target "$TARGET" -p libfiberize --lib --test primitives -- --test-threads=2 \
+    --skip starving_waiter_gets_the_mutex_while_a_barging_pair_hammers_it || status=1
 
 echo "== the app tests, apps cross-built and run under qemu-aarch64-static, natively and preloaded"
 # The tests themselves run on the host; FIBERIZE_TEST_ARCH makes the harness build and
@@ -66,7 +71,6 @@ echo "== the app tests, apps cross-built and run under qemu-aarch64-static, nati
 # workers started (qemu's own locks, and /proc/TID/syscall showing the host's call
 # numbers, make a worker look blocked now and then).
 export FIBERIZE_TEST_ARCH=aarch64
-status=0
 cargo test --release --no-fail-fast -p test-apps \
     --test core --test sync_family --test io --test fork --test wtls_report --test preempt \
     -- --test-threads=2 --skip stress_two_thousand_threads --skip fork_exec_stress_all_children_reaped \
