@@ -54,14 +54,14 @@ set +e
 cargo test --release --workspace --no-run 2>&1 | tee "$LIST" | grep -v '^ *Executable'
 set -e
 expected=$(grep -c '^ *Executable' "$LIST" || true)
-echo "== tests ($expected test binaries plus doc-tests, about 9 minutes on 2 CPUs; then aarch64, about 7)"
+echo "== tests ($expected test binaries plus doc-tests, about 9 minutes on 2 CPUs; then aarch64, about 3.5)"
 set +e
 # --no-fail-fast: a failing binary does not stop the ones after it.
 cargo test --release --workspace --no-fail-fast -- --test-threads=2 2>&1 | tee "$LOG"
 status=${PIPESTATUS[0]}
 set -e
 # The aarch64 build and tests under qemu-user (installs its own packages: the arm64
-# architecture, Debian's rustc-web, the cross compilers, qemu-user-static); about 7
+# architecture, Debian's rustc-web, the cross compilers, qemu-user-static); about 3.5
 # minutes on 2 CPUs. Its tests count in the closing lines.
 echo "== aarch64: scripts/test-aarch64.sh"
 LOG_A64=$(mktemp); trap 'rm -f "$LIST" "$LOG" "$LOG_A64"' EXIT
