@@ -54,16 +54,28 @@ set +e
 cargo test --release --workspace --no-run 2>&1 | tee "$LIST" | grep -v '^ *Executable'
 set -e
 expected=$(grep -c '^ *Executable' "$LIST" || true)
-echo "== tests ($expected test binaries plus doc-tests, about 9 minutes on 2 CPUs)"
+echo "== tests ($expected test binaries plus doc-tests, about 9 minutes on 2 CPUs; then aarch64, about 3.5)"
 set +e
 # --no-fail-fast: a failing binary does not stop the ones after it.
 cargo test --release --workspace --no-fail-fast -- --test-threads=2 2>&1 | tee "$LOG"
 status=${PIPESTATUS[0]}
 set -e
+# The aarch64 build and tests under qemu-user (installs its own packages: the arm64
+# architecture, Debian's rustc-web, the cross compilers, qemu-user-static); about 3.5
+# minutes on 2 CPUs. Its tests count in the closing lines.
+echo "== aarch64: scripts/test-aarch64.sh"
+LOG_A64=$(mktemp); trap 'rm -f "$LIST" "$LOG" "$LOG_A64"' EXIT
+set +e
+bash scripts/test-aarch64.sh 2>&1 | tee "$LOG_A64"
+status_a64=${PIPESTATUS[0]}
+set -e
+[ "$status_a64" = 0 ] || status=1
 # The closing lines for the whole suite (cargo's own last line is a doc-test summary):
 # test binaries (ran / failed / did not run), then "tests: N passed, N failed" last,
 # in that plain format (CI reads it).
-awk -v expected="$expected" -v lint="$lint_failed" '
+a64=$(awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
+    END { printf "%d %d", p, f }' "$LOG_A64")
+awk -v expected="$expected" -v lint="$lint_failed" -v a64="$a64" -v a64_status="$status_a64" '
     /^ *Running / { started++ }
     /^test result:/ {
         if ($0 ~ /^test result: FAILED/) failed_bins++
@@ -82,6 +94,12 @@ awk -v expected="$expected" -v lint="$lint_failed" '
         f += missing
         # A fmt/clippy failure counts as one failed test too.
         if (lint) { print "format/lint check: failed (see the top of the log)"; f += 1 }
+        # aarch64 under qemu: its tests count; a failure before any test result (a
+        # package or build step) counts as one failed test.
+        split(a64, a, " ")
+        if (a64_status != 0 && a[2] == 0) a[2] = 1
+        printf "aarch64 (scripts/test-aarch64.sh): %d passed, %d failed\n", a[1], a[2]
+        p += a[1]; f += a[2]
         printf "tests: %d passed, %d failed\n", p, f
     }' "$LOG"
 [ "$status" = 0 ] && [ "$lint_failed" = 1 ] && status=1

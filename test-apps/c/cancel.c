@@ -22,7 +22,17 @@ static void cleanup_unlock(void *a) { cleaned[(long)a] = 1; pthread_mutex_unlock
 void *sleeper(void *a) { pthread_cleanup_push(cleanup, a); for (;;) sleep(10); pthread_cleanup_pop(0); return 0; }
 void *condw(void *a) { pthread_mutex_lock(&m); pthread_cleanup_push(cleanup_unlock, a); for (;;) pthread_cond_wait(&c, &m); pthread_cleanup_pop(0); return 0; }
 void *spinner(void *a) { pthread_cleanup_push(cleanup, a); for (;;) { pthread_testcancel(); usleep(100); } pthread_cleanup_pop(0); return 0; }
-void *disabled(void *a) { int old; pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &old); usleep(30000); pthread_setcancelstate(PTHREAD_CANCEL_ENABLE, &old); pthread_cleanup_push(cleanup, a); pthread_testcancel(); pthread_cleanup_pop(0); return (void*)7; }
+/* t3 tells main when its cancellation is disabled and waits until main has cancelled it:
+ * the cancel is then pending during the usleep (a cancellation point that must not act)
+ * however slowly the threads start (a sleep in main ordered them before: under qemu,
+ * t3 sometimes finished first and returned 7). */
+static sem_t t3_disabled, t3_cancel_sent;
+void *disabled(void *a) {
+  int old; pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &old);
+  sem_post(&t3_disabled); while (sem_wait(&t3_cancel_sent) != 0) {}
+  usleep(30000); pthread_setcancelstate(PTHREAD_CANCEL_ENABLE, &old);
+  pthread_cleanup_push(cleanup, a); pthread_testcancel(); pthread_cleanup_pop(0); return (void*)7;
+}
 /* Joiners: a thread blocked in pthread_join (of a fiber, of a small-stack thread that
  * stays a plain thread) is cancelled; so is a waiter on a process-shared condvar. */
 static pthread_mutex_t hold = PTHREAD_MUTEX_INITIALIZER;
@@ -133,9 +143,12 @@ static void donor_wait_cases(void) {
 
 int main() {
   void *(*f[4])(void*) = {sleeper, condw, spinner, disabled}; pthread_t t[4];
+  sem_init(&t3_disabled, 0, 0); sem_init(&t3_cancel_sent, 0, 0);
   for (long i = 0; i < 4; i++) pthread_create(&t[i], 0, f[i], (void*)i);
   usleep(10000);
+  while (sem_wait(&t3_disabled) != 0) {}
   for (int i = 0; i < 4; i++) pthread_cancel(t[i]);
+  sem_post(&t3_cancel_sent);
   for (int i = 0; i < 4; i++) { void *r; pthread_join(t[i], &r); printf("t%d canceled=%d cleaned=%d\n", i, r == PTHREAD_CANCELED, cleaned[i]); }
   pthread_mutex_lock(&m); pthread_mutex_unlock(&m); printf("mutex free\n");
   more_cases();

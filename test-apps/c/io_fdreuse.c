@@ -50,7 +50,14 @@ static long blocked_read(int fd, int peer) {
 /* close(2) as an inline system call: no library sees it. */
 static long raw_close(int fd) {
     long r;
+#if defined(__aarch64__)
+    register long x8 __asm__("x8") = SYS_close;
+    register long x0 __asm__("x0") = fd;
+    __asm__ volatile("svc 0" : "+r"(x0) : "r"(x8) : "memory");
+    r = x0;
+#else
     __asm__ volatile("syscall" : "=a"(r) : "0"((long)SYS_close), "D"((long)fd) : "rcx", "r11", "memory");
+#endif
     return r;
 }
 

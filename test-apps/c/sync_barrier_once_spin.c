@@ -466,7 +466,7 @@ static void test_mix(void) {
 
 int main(void) {
     setvbuf(stdout, NULL, _IOLBF, 0);
-    alarm(55);
+    deadline_s(55);
     report_preload();
     test_barrier_basic();
     test_barrier_rounds();

@@ -9,6 +9,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -37,6 +38,21 @@ static void report_preload(void) {
     p_is_fiber = (int (*)(void))dlsym(RTLD_DEFAULT, "fiberize_is_fiber");
     fprintf(stderr, "fiberize_active=%d main_is_fiber=%d\n", p_active ? p_active() : -1,
             p_is_fiber ? p_is_fiber() : -1);
+}
+
+/* FIBERIZE_TEST_SLOW=N (the test harness sets it when the apps run under an emulator,
+ * qemu-user: test-apps/tests/harness): the apps' own deadlines (alarm) are N times
+ * longer, and a check whose run time is a huge iteration count alone (2^29 read
+ * locks) is left out. 1 (the default) natively. */
+__attribute__((unused)) static unsigned slow_factor(void) {
+    const char *s = getenv("FIBERIZE_TEST_SLOW");
+    int n = s ? atoi(s) : 1;
+    return n > 1 ? (unsigned)n : 1;
+}
+
+/* The app's own deadline: a wait that never ends kills it (SIGALRM) and fails the test. */
+__attribute__((unused)) static void deadline_s(unsigned seconds) {
+    alarm(seconds * slow_factor());
 }
 
 static void sleep_ms(int ms) {

@@ -118,9 +118,13 @@ static void *delayed_poster(void *arg) {
     return NULL;
 }
 
+/* Posts only after main's timed wait has timed out (a sleep ordered them before: an
+ * emulator could delay main past the post, and sem_timedwait then took the token). */
+static atomic_int main_timed_out;
 static void *slow_poster(void *arg) {
     note_fiber();
-    sleep_ms(200);
+    while (!atomic_load(&main_timed_out))
+        sleep_ms(1);
     CHECK(sem_post(arg) == 0, "post");
     return NULL;
 }
@@ -163,6 +167,7 @@ static void test_wakeups(void) {
     d = at_ms(CLOCK_REALTIME, 20);
     p = spawn(slow_poster, &s);
     EXPECT(sem_timedwait(&s, &d), "-1/ETIMEDOUT");
+    atomic_store(&main_timed_out, 1);
     join(p);
     printf("wakeups: late post leaves value=%d\n", value(&s));
     EXPECT(sem_trywait(&s), "0");
@@ -171,20 +176,33 @@ static void test_wakeups(void) {
     sem_destroy(&done_sem);
 }
 
-/* Fibers wait with timeouts; only some get tokens. */
+/* Fibers wait with timeouts; only some get tokens. A wait that began before main's
+ * posts and timed out is tried again (a slow machine or an emulator may delay main
+ * past the deadline): only a timeout of a wait begun after all 3 posts counts, and
+ * such a wait times out only if the 3 tokens went to others. So the counts are
+ * exact however slow the run, and a lost wakeup or a timeout despite a token still
+ * shows. */
 static sem_t tsem;
-static atomic_int t_ok, t_timeout;
+static atomic_int t_ok, t_timeout, t_waiting, t_posted;
 
 static void *timed_waiter(void *arg) {
     (void)arg;
     note_fiber();
-    struct timespec d = at_ms(CLOCK_MONOTONIC, 150);
-    int r = sem_clockwait(&tsem, CLOCK_MONOTONIC, &d);
-    if (r == 0)
-        atomic_fetch_add(&t_ok, 1);
-    else if (errno == ETIMEDOUT)
-        atomic_fetch_add(&t_timeout, 1);
-    return NULL;
+    atomic_fetch_add(&t_waiting, 1);
+    for (;;) {
+        int after_posts = atomic_load(&t_posted);
+        struct timespec d = at_ms(CLOCK_MONOTONIC, 150);
+        int r = sem_clockwait(&tsem, CLOCK_MONOTONIC, &d);
+        if (r == 0) {
+            atomic_fetch_add(&t_ok, 1);
+            return NULL;
+        }
+        CHECK(errno == ETIMEDOUT, "sem_clockwait: %s", ename(errno));
+        if (after_posts) {
+            atomic_fetch_add(&t_timeout, 1);
+            return NULL;
+        }
+    }
 }
 
 static void test_timed_mix(void) {
@@ -192,9 +210,12 @@ static void test_timed_mix(void) {
     pthread_t t[8];
     for (int i = 0; i < 8; i++)
         t[i] = spawn(timed_waiter, NULL);
-    sleep_ms(20);
+    while (atomic_load(&t_waiting) < 8)
+        sleep_ms(1);
+    sleep_ms(20); /* the waiters now sleep in sem_clockwait */
     for (int i = 0; i < 3; i++)
         CHECK(sem_post(&tsem) == 0, "post");
+    atomic_store(&t_posted, 1);
     for (int i = 0; i < 8; i++)
         join(t[i]);
     printf("timed mix: 8 waiters, 3 posts: ok=%d timedout=%d value=%d\n", atomic_load(&t_ok),
@@ -346,7 +367,7 @@ static void test_ring(void) {
 
 int main(void) {
     setvbuf(stdout, NULL, _IOLBF, 0);
-    alarm(55);
+    deadline_s(55);
     report_preload();
     test_basic();
     test_wakeups();

@@ -97,6 +97,11 @@ static void *body(void *arg) {
         else if (p != first)
             moved = 1;
         registered_count++;
+        /* The block of the worker that got this increment (no switch in between): a
+         * worker that ran the fiber for a while, a spare the monitor brought in on a
+         * loaded machine included, though no fiber ends there. */
+        if (preloaded)
+            remember(registered_blocks, &n_registered_blocks, WTLS_ADDR_OF(registered_count));
         if (r % WAKE_EVERY == WAKE_EVERY / 2) {
             sem_wait(&from_main);
         } else if (r % 2) {
@@ -107,7 +112,6 @@ static void *body(void *arg) {
             sched_yield();
         }
     }
-    remember(registered_blocks, &n_registered_blocks, WTLS_ADDR_OF(registered_count));
     if (moved)
         atomic_fetch_add(&migrated, 1);
     atomic_fetch_add(&own_total, per_worker_count);

@@ -22,6 +22,15 @@ fn both_ways_two_workers(name: &str, args: &[&str]) -> Run {
     pre
 }
 
+/// The TLS blocks of the 2 workers. Under qemu a worker's thread also sleeps in the
+/// emulator's own locks (whose holder the loaded host preempted) or in a runtime lock
+/// the monitor cannot recognize there (`/proc/TID/syscall` shows the host's system
+/// call numbers), and the monitor brings a spare in, whose block the fibers then use
+/// too: there, each spare started counts.
+fn max_worker_blocks(pre: &Run) -> u64 {
+    2 + if emulated() { stat(pre, "workers_spawned") } else { 0 }
+}
+
 fn value(s: &str, key: &str) -> u64 {
     s.split_whitespace()
         .find_map(|kv| kv.strip_prefix(&format!("{key}=")))
@@ -36,7 +45,7 @@ fn wtls_macros_natively_and_preloaded_with_migration() {
     assert!(pre.stdout.contains("WTLS_REGISTER increments 12800 of 12800"), "{}", pre.stdout);
     assert!(pre.stdout.contains("AT_FIBER_DESTROY before destructors 64 of 64"), "{}", pre.stdout);
     let blocks = value(&pre.stderr, "worker_blocks");
-    assert!((1..=2).contains(&blocks), "{blocks} worker blocks with 2 workers:\n{}", pre.stderr);
+    assert!((1..=max_worker_blocks(&pre)).contains(&blocks), "{blocks} worker blocks with 2 workers:\n{}", pre.stderr);
     assert!(value(&pre.stderr, "migrated") >= 1, "no fiber moved between workers:\n{}", pre.stderr);
     assert!(stat(&pre, "fibers_created") >= 64, "{}", pre.stderr);
 }
@@ -46,7 +55,7 @@ fn wtls_from_cpp_thread_locals() {
     let pre = both_ways_two_workers("wtls_cpp", &["32", "100"]);
     assert!(pre.stdout.contains("increments 3200 of 3200, callbacks before thread_local destructors 32 of 32"), "{}", pre.stdout);
     let blocks = value(&pre.stderr, "worker_blocks");
-    assert!((1..=2).contains(&blocks), "{blocks} worker blocks with 2 workers:\n{}", pre.stderr);
+    assert!((1..=max_worker_blocks(&pre)).contains(&blocks), "{blocks} worker blocks with 2 workers:\n{}", pre.stderr);
 }
 
 #[test]

@@ -29,7 +29,15 @@ fn gettid() -> i32 {
     let r: i64;
     // SAFETY: the gettid system call takes no arguments and touches no memory; the
     // kernel clobbers rcx and r11.
-    unsafe { std::arch::asm!("syscall", inlateout("rax") libc::SYS_gettid => r, out("rcx") _, out("r11") _, options(nostack)) };
+    #[cfg(target_arch = "x86_64")]
+    unsafe {
+        std::arch::asm!("syscall", inlateout("rax") libc::SYS_gettid => r, out("rcx") _, out("r11") _, options(nostack))
+    };
+    // SAFETY: as above; on aarch64 the number goes in x8 and the result comes back in x0.
+    #[cfg(target_arch = "aarch64")]
+    unsafe {
+        std::arch::asm!("svc 0", in("x8") libc::SYS_gettid, lateout("x0") r, options(nostack))
+    };
     r as i32
 }
 

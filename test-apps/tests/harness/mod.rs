@@ -66,12 +66,29 @@ pub fn emulated() -> bool {
     cross().is_some()
 }
 
-/// A command that runs the app `bin` (under qemu-user for a cross-built app).
+/// How many times longer the apps' own deadlines are under an emulator: the harness
+/// passes it as `FIBERIZE_TEST_SLOW` (test-apps/c/sync_common.h reads it) and lengthens
+/// its own hang limit (`run_command`) as much. qemu-user runs these apps some 5 to 15
+/// times slower than the host, more on a loaded machine; the deadlines only catch
+/// hangs, so a generous factor costs nothing while the tests pass.
+const EMULATED_SLOWDOWN: u32 = 3;
+
+/// [`EMULATED_SLOWDOWN`] under an emulator, else 1.
+pub fn slow_factor() -> u32 {
+    if emulated() {
+        EMULATED_SLOWDOWN
+    } else {
+        1
+    }
+}
+
+/// A command that runs the app `bin` (under qemu-user for a cross-built app, with
+/// `FIBERIZE_TEST_SLOW` set).
 pub fn command(bin: &Path) -> Command {
     match cross() {
         Some(c) => {
             let mut cmd = Command::new(c.runner);
-            cmd.arg(bin);
+            cmd.arg(bin).env("FIBERIZE_TEST_SLOW", EMULATED_SLOWDOWN.to_string());
             cmd
         }
         None => Command::new(bin),
@@ -155,6 +172,7 @@ pub fn run_with(bin: &Path, args: &[&str], preload: bool, env: &[(&str, &str)], 
 /// stack (gdb), then a panic with what the program printed. `what` names the run.
 pub fn run_command(mut cmd: Command, limit: Duration, what: &str) -> Run {
     use std::io::Read;
+    let limit = limit * slow_factor();
     let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap_or_else(|e| panic!("spawn {what}: {e}"));
     let collect = |mut r: Box<dyn Read + Send>| {
         std::thread::spawn(move || {
