@@ -151,8 +151,8 @@ impl Runtime {
                 // Only the monitor writes `cpu_ticks`.
                 w.cpu_ticks.store(w.cpu_ticks.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
             }
-            runnable += (w.stealer.len() + w.soon.stealer.len() + w.later.stealer.len()) as u64
-                + w.lifo.is_occupied(Ordering::Relaxed) as u64;
+            let (deque_and_soon, later, lifo) = w.queued();
+            runnable += (deque_and_soon + later) as u64 + lifo as u64;
         }
         self.fair.ticks.store(self.fair.ticks.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
         if busy > 0 {
@@ -284,22 +284,6 @@ impl SideQueue {
         let f = unsafe { self.owner() }.pop()?;
         catch_up(rt, &f);
         Some(f)
-    }
-
-    /// Moves everything to `to` (a retiring worker, or the monitor for a stuck one:
-    /// through the stealer, so any thread may call it). Returns whether it moved any.
-    pub(super) fn move_all(&self, to: &Injector<FiberRef>) -> bool {
-        let mut moved = false;
-        loop {
-            match self.stealer.steal() {
-                Steal::Success(f) => {
-                    to.push(f);
-                    moved = true;
-                }
-                Steal::Empty => return moved,
-                Steal::Retry => continue,
-            }
-        }
     }
 }
 

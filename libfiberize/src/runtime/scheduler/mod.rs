@@ -379,6 +379,30 @@ impl WorkerShared {
     }
 }
 
+/// Runs a steal until it does not ask to be retried.
+#[inline]
+fn retry_steal(mut steal: impl FnMut() -> Steal<FiberRef>) -> Option<FiberRef> {
+    loop {
+        match steal() {
+            Steal::Success(f) => return Some(f),
+            Steal::Empty => return None,
+            Steal::Retry => continue,
+        }
+    }
+}
+
+/// Moves every fiber of a queue to `to` through the queue's stealer (so any thread may
+/// call it: a retiring worker, or the monitor for a stuck one). Returns whether it
+/// moved any.
+fn move_all(from: &Stealer<FiberRef>, to: &Injector<FiberRef>) -> bool {
+    let mut moved = false;
+    while let Some(f) = retry_steal(|| from.steal()) {
+        to.push(f);
+        moved = true;
+    }
+    moved
+}
+
 /// The worker that runs fiber `f` now (None: it runs on none). Exact when `f` is the
 /// caller (its worker wrote it before resuming it, on this OS thread); a hint from
 /// any other thread (`fiber_state::RunningOn`).

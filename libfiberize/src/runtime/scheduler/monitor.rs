@@ -156,18 +156,9 @@ fn release_queued(rt: &Runtime, w: &WorkerShared) {
         rt.injector.push(f);
         moved = true;
     }
-    loop {
-        match w.stealer.steal() {
-            Steal::Success(f) => {
-                rt.injector.push(f);
-                moved = true;
-            }
-            Steal::Empty => break,
-            Steal::Retry => continue,
-        }
+    for queue in [&w.stealer, &w.soon.stealer, &w.later.stealer] {
+        moved |= move_all(queue, &rt.injector);
     }
-    moved |= w.soon.move_all(&rt.injector);
-    moved |= w.later.move_all(&rt.injector);
     if moved {
         rt.notify();
     }

@@ -80,8 +80,8 @@ fn rejoin_or_retire(rt: &Runtime, w: &WorkerShared) {
     while let Some(f) = local.pop() {
         rt.injector.push(f);
     }
-    w.soon.move_all(&rt.injector);
-    w.later.move_all(&rt.injector);
+    move_all(&w.soon.stealer, &rt.injector);
+    move_all(&w.later.stealer, &rt.injector);
     if let Some(f) = w.lifo.take() {
         rt.injector.push(f);
     }
@@ -175,18 +175,6 @@ fn steal_later_from_others(rt: &Runtime, w: &WorkerShared) -> Option<FiberRef> {
     bump(&STATS.steals);
     fair::catch_up(rt, &f);
     Some(f)
-}
-
-/// Runs a steal until it does not ask to be retried.
-#[inline]
-fn retry_steal(mut steal: impl FnMut() -> Steal<FiberRef>) -> Option<FiberRef> {
-    loop {
-        match steal() {
-            Steal::Success(f) => return Some(f),
-            Steal::Empty => return None,
-            Steal::Retry => continue,
-        }
-    }
 }
 
 fn steal_global(rt: &Runtime, local: &Deque<FiberRef>) -> Option<FiberRef> {
