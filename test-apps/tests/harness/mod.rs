@@ -173,6 +173,10 @@ pub fn run_with(bin: &Path, args: &[&str], preload: bool, env: &[(&str, &str)], 
 pub fn run_command(mut cmd: Command, limit: Duration, what: &str) -> Run {
     use std::io::Read;
     let limit = limit * slow_factor();
+    // Its own process group, so that a hung run is killed with every process it forked:
+    // a forked child left behind holds the output pipes open, and reading them to the
+    // end would then hang the test (seen under qemu: two orphaned proc_fork_child).
+    std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
     let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap_or_else(|e| panic!("spawn {what}: {e}"));
     let collect = |mut r: Box<dyn Read + Send>| {
         std::thread::spawn(move || {
@@ -191,7 +195,8 @@ pub fn run_command(mut cmd: Command, limit: Duration, what: &str) -> Run {
         if start.elapsed() > limit {
             let _ =
                 Command::new("gdb").args(["-batch", "-ex", "thread apply all bt 8", "-p"]).arg(child.id().to_string()).status();
-            child.kill().ok();
+            // SAFETY: kill(2) on the process group made above (its id is the child's pid).
+            unsafe { libc::kill(-(child.id() as libc::pid_t), libc::SIGKILL) };
             let _ = child.wait();
             panic!(
                 "{what} hung for {limit:?}\nstdout:\n{}\nstderr:\n{}",
