@@ -41,7 +41,7 @@ trap cleanup EXIT
 fail() { echo "alternate: FAILED: $*"; tail -20 "$WORK/err-srv.log"; exit 1; }
 
 CLI=(mariadb --no-defaults -h127.0.0.1 -P$SRV_PORT -uroot)
-mariadb-install-db --no-defaults --datadir="$WORK/data-srv" --user=root --auth-root-authentication-method=normal >"$WORK/install.log" 2>&1 || fail "install-db"
+install_datadir "$WORK/data-srv" || fail "install-db"
 # shellcheck disable=SC2206 # EXTRA_ENV is a list of words
 SERVER_ENV=(FIBERIZE_DUMP_SIGNAL=12 ${EXTRA_ENV:-})
 SERVER_OPTS="--max-connections=$((PS_THREADS + 200)) --thread-cache-size=$((PS_THREADS + 100)) --innodb-buffer-pool-size=256M"

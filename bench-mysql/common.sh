@@ -32,6 +32,13 @@ free_port() {
 # Sets MARIADB_PID (the server's process, a child of the calling shell: `wait` works).
 # Exits 1 with the error log's tail if the server dies during start, does not answer
 # within START_SECONDS (60), or (preload) does not have the library mapped.
+# Each script's servers and their bootstraps keep temporary tables in $WORK/tmp, not in
+# the shared /tmp: two bootstraps at once in /tmp (two tests of the suite side by side)
+# once failed with "Could not remove temporary table '/tmp/#sql-temptable-…'".
+install_datadir() { # DIR (a new datadir; the log goes to $WORK/install.log)
+    mkdir -p "$WORK/tmp"
+    mariadb-install-db --no-defaults --datadir="$1" --tmpdir="$WORK/tmp" --user=root --auth-root-authentication-method=normal >"$WORK/install.log" 2>&1
+}
 start_mariadb() { # NAME MODE [TAG]
     local name=$1 mode=$2 tag=${3:-} pre=() extra=()
     case $mode in
@@ -41,10 +48,11 @@ start_mariadb() { # NAME MODE [TAG]
     *) echo "start_mariadb: unknown mode $mode" >&2; exit 2 ;;
     esac
     local log="$WORK/err-$name$tag.log"
+    mkdir -p "$WORK/tmp"
     # shellcheck disable=SC2086 # SERVER_OPTS is a list of options
     ${SERVER_PIN[@]+"${SERVER_PIN[@]}"} ${pre[@]+"${pre[@]}"} /usr/sbin/mariadbd --no-defaults --datadir="$WORK/data-$name" \
         --socket="$WORK/sock-$name" --port="${PORT[$name]}" --bind-address=127.0.0.1 --user=root --pid-file="$WORK/pid-$name" \
-        --log-error="$log" --max-connections=12000 --max-prepared-stmt-count=1048576 --skip-log-bin ${extra[@]+"${extra[@]}"} ${SERVER_OPTS:-} \
+        --tmpdir="$WORK/tmp" --log-error="$log" --max-connections=12000 --max-prepared-stmt-count=1048576 --skip-log-bin ${extra[@]+"${extra[@]}"} ${SERVER_OPTS:-} \
         >"$WORK/out-$name$tag.log" 2>&1 &
     MARIADB_PID=$!
     local tries=$(( ${START_SECONDS:-60} * 2 ))
@@ -169,7 +177,7 @@ prepare_datadir() {
         return 0
     fi
     echo "== preparing a datadir: sysbench $TABLES x $TABLE_SIZE$([[ " $WORKLOADS " = *" tpcc "* ]] && echo ", TPC-C $WAREHOUSES warehouses")"
-    mariadb-install-db --no-defaults --datadir="$WORK/data-prepare" --user=root --auth-root-authentication-method=normal >"$WORK/install.log" 2>&1
+    install_datadir "$WORK/data-prepare"
     start_mariadb prepare native
     mariadb --no-defaults -h127.0.0.1 -P"${PORT[prepare]}" -uroot -e "create database sbtest"
     sysbench --db-driver=mysql --mysql-host=127.0.0.1 --mysql-port="${PORT[prepare]}" --mysql-user=root --mysql-db=sbtest \

@@ -44,7 +44,7 @@ LIB=${SERVER_ENV[0]#LD_PRELOAD=}
 require_lib_and_mariadb
 
 CLI=(mariadb --no-defaults -h127.0.0.1 -P${PORT[pkg]} -uroot)
-mariadb-install-db --no-defaults --datadir="$WORK/data-pkg" --user=root --auth-root-authentication-method=normal >"$WORK/install.log" 2>&1 || die "install-db"
+install_datadir "$WORK/data-pkg" || die "install-db"
 SERVER_PIN=() SERVER_OPTS="--innodb-buffer-pool-size=256M"
 start_mariadb pkg preload
 SRV_PID=$(cat "$WORK/pid-pkg")

@@ -27,7 +27,7 @@ trap cleanup EXIT
 die() { echo "report: FAILED: $*"; tail -20 "$WORK"/err-report.log; exit 1; }
 
 CLI=(mariadb --no-defaults -h127.0.0.1 -P${PORT[report]} -uroot)
-mariadb-install-db --no-defaults --datadir="$WORK/data-report" --user=root --auth-root-authentication-method=normal >"$WORK/install.log" 2>&1 || die "install-db"
+install_datadir "$WORK/data-report" || die "install-db"
 start_mariadb report preload
 SRV_PID=$(cat "$WORK/pid-report")
 "${CLI[@]}" -e "create database sbtest" || die "create database"

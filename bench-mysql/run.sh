@@ -75,7 +75,7 @@ run_sb() { # server client-mode threads -> "tps errors"
 median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 
 echo "== initializing one datadir in $WORK, copied for the second server (ports ${PORT[native]}, ${PORT[preload]}, loopback only)"
-mariadb-install-db --no-defaults --datadir="$WORK/data-native" --user=root --auth-root-authentication-method=normal >"$WORK/install.log" 2>&1
+install_datadir "$WORK/data-native"
 start_server native
 mariadb --no-defaults -h127.0.0.1 -P${PORT[native]} -uroot -e "create database sbtest"
 echo "== preparing $TABLES tables x $TABLE_SIZE rows"

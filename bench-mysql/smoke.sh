@@ -26,7 +26,7 @@ cleanup() {
 trap cleanup EXIT
 fail() { echo "smoke: FAILED: $*"; for f in "$WORK"/err*.log; do echo "--- $f"; tail -30 "$f"; done; exit 1; }
 
-mariadb-install-db --no-defaults --datadir="$WORK/data-srv" --user=root --auth-root-authentication-method=normal >"$WORK/install.log" 2>&1 || fail "install-db"
+install_datadir "$WORK/data-srv" || fail "install-db"
 
 CLI=(mariadb --no-defaults -h127.0.0.1 -P$SRV_PORT -uroot)
 start_server() { # log-tag: a fresh log for each start of the one datadir

@@ -75,7 +75,7 @@ start_server() { # log-tag: a fresh log for each start of the one datadir
     SRV_PID=$MARIADB_PID
 }
 
-mariadb-install-db --no-defaults --datadir="$WORK/data-srv" --user=root --auth-root-authentication-method=normal >"$WORK/install.log" 2>&1 || die "install-db"
+install_datadir "$WORK/data-srv" || die "install-db"
 start_server 1
 "${CLI[@]}" -e "create database sbtest; create database ledger;
     create table ledger.accounts (id int primary key, balance bigint not null) engine=innodb;
