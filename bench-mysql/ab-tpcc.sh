@@ -88,7 +88,7 @@ for c in $CONFIGS; do
     [ -f "$WORK/report-$n.txt" ] || continue
     locality_per_txn "$n" "$({ grep " $n tpmC=" "$WORK/results.txt" || true; } | sed -n 's/.* txns=\([0-9]*\).*/\1/p' | awk '{ t += $1 } END { printf "%d", t }')"
     echo "== $n stats:" $(grep -h "fiberize: stats" "$WORK/out-$n.log" "$WORK/err-$n.log" 2>/dev/null | tr ' ' '\n' |
-        grep -E "^(switches|steals|lifo_capped|mutex_handoffs|donor_handoffs|workers_|fibers_demoted|demotions_|preempt)" || true)
+        grep -E "^(switches|steals|lifo_capped|mutex_handoffs|donor_handoffs|workers_|fibers_demoted|demotions_|preempt|turn)" || true)
     echo "== $n report"; head -30 "$WORK/report-$n.txt"
 done
 for c in $CONFIGS; do

@@ -141,7 +141,7 @@ finish_configs() { # [txns-fn]
         [ "$n" = native ] || [ "$n" = pool ] && continue
         [ -z "${1:-}" ] || locality_per_txn "$n" "$("$1" "$n")"
         echo "== $n stats:" $(grep -h "fiberize: stats" "$WORK/out-$n.log" "$WORK/err-$n.log" 2>/dev/null | tr ' ' '\n' |
-            grep -E "^(switches|parks|migrations|steals|lifo_capped|donor_handoffs|preemptions|turns_ended|fair_later|fair_kickups|queue_)" || true)
+            grep -E "^(switches|parks|migrations|steals|lifo_capped|donor_handoffs|preemptions|turn|fair_later|fair_kickups|queue_)" || true)
     done
     echo "== logs in $WORK"
 }

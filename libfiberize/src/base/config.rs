@@ -160,6 +160,10 @@ pub struct Config {
     /// turn while others wait (`FIBERIZE_TURN_US`; 0: never); `None`: the scheduler's
     /// default (`runtime::scheduler::turn::DEFAULT_TURN_US`).
     pub turn_us: Option<u64>,
+    /// The turn while the program's threads rarely wake each other, in µs
+    /// (`FIBERIZE_TURN_SHORT_US`; equal to the turn: always the one turn); `None`: the
+    /// scheduler's default (`runtime::scheduler::turn::DEFAULT_SHORT_TURN_US`).
+    pub turn_short_us: Option<u64>,
     /// Each worker sleeps in a readiness set of its own, holding the descriptors of the
     /// fibers that run on it (`FIBERIZE_POLL_PER_WORKER=1`; see `runtime::poller`).
     pub poll_per_worker: bool,
@@ -183,6 +187,7 @@ static mut CONFIG: Config = Config {
     preempt_ms: None,
     stack_release_ms: None,
     turn_us: None,
+    turn_short_us: None,
     poll_per_worker: false,
     fair: true,
 };
@@ -240,6 +245,7 @@ pub fn config() -> &'static Config {
             preempt_ms: env_optional_number(b"FIBERIZE_PREEMPT_MS\0", 0, 60_000),
             stack_release_ms: env_optional_number(b"FIBERIZE_STACK_RELEASE_MS\0", 0, 3_600_000),
             turn_us: env_optional_number(b"FIBERIZE_TURN_US\0", 0, 1_000_000),
+            turn_short_us: env_optional_number(b"FIBERIZE_TURN_SHORT_US\0", 1, 1_000_000),
             poll_per_worker: env_switch(b"FIBERIZE_POLL_PER_WORKER\0", false),
             fair: env_switch(b"FIBERIZE_FAIR\0", true),
         };

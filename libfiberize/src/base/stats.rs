@@ -74,6 +74,12 @@ counters! {
     signals_deferred,
     preemptions,
     turns_ended,
+    /// Of those, turns ended at the short budget (`scheduler::turn`: the program's
+    /// threads rarely woke each other).
+    turns_ended_short,
+    /// The turn policy's windows that chose the short and the long turn.
+    turn_windows_short,
+    turn_windows_long,
     preempt_refused,
     preempt_fallbacks,
     stack_releases,

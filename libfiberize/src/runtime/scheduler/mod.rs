@@ -231,6 +231,8 @@ pub struct Runtime {
     injector: Injector<FiberRef>,
     /// The pool's virtual time for the order by CPU time ([`fair`]).
     fair: fair::FairClock,
+    /// How long a turn is now ([`turn`]; the monitor adapts it).
+    turn_budget: turn::Budget,
     handoff_head: AtomicPtr<Fiber>,
     idle: IdleCounts,
     /// The monitor sleeps on this word between ticks. It stays 0: nothing wakes the

@@ -39,6 +39,7 @@ pub(super) extern "C" fn monitor_main(_: *mut libc::c_void) -> *mut libc::c_void
     // blocked, u64::MAX: its fiber is marked already); see `LONG_BLOCK_NS`.
     let mut blocked_since = vec![0u64; rt.workers.len()];
     let mut preempt_watch = crate::runtime::preempt::Watch::new(rt.workers.len());
+    let mut turn_policy = turn::Policy::default();
     loop {
         let deadline = sys::now_ns() + MONITOR_TICK_NS;
         // The fiber dump is printed by its own thread (crate::observe::dump), never here: the
@@ -120,6 +121,7 @@ pub(super) extern "C" fn monitor_main(_: *mut libc::c_void) -> *mut libc::c_void
         }
         preempt_watch.tick(rt);
         rt.fair_tick();
+        turn_policy.tick(rt);
     }
 }
 

@@ -73,6 +73,7 @@ fn start_pool() {
         active: AtomicUsize::new(n),
         injector: Injector::new(),
         fair: Default::default(),
+        turn_budget: turn::Budget::new(),
         handoff_head: AtomicPtr::new(ptr::null_mut()),
         idle: IdleCounts::new(),
         monitor_word: AtomicU32::new(0),

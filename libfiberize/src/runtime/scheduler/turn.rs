@@ -61,33 +61,129 @@ use crate::base::stats::{bump, STATS};
 /// request. A millisecond is also the order of the kernel's own time slice.
 pub const DEFAULT_TURN_US: u64 = 1000;
 
-/// A worker's current turn: the `progress` value of the run it began in, and when.
+/// Default turn in µs while the program's threads rarely wake each other (see the
+/// module docs). Origin: point_select over TCP loopback at 16 and 64 connections
+/// (`bench-mysql/tails.sh`, 2-vCPU VM): 250 µs cut the p95 from 2.2–2.3x native to
+/// 1.2–1.8x at the same or higher throughput, where 100 µs cost throughput at 1024
+/// connections; the kernel's minimum granularity is of the same order (0.75 ms / 3).
+pub const DEFAULT_SHORT_TURN_US: u64 = 250;
+
+/// Fiber-to-fiber wake-ups per 1000 runs at or above which the turn is the long one.
+/// Origin: the two kinds of server the 2-vCPU VM runs are far apart (`FIBERIZE_STATS`,
+/// `queue_fiber_wake` against `switches`): MariaDB's point_select (independent
+/// connections) 6–10 per 1000 runs at 16–1024 connections; TPC-C @256 (row locks,
+/// group commit) 120 with short turns, 400–630 with long ones. 30 sits between them,
+/// with a factor of 3–4 to either side.
+const HANDOFF_PER_MILLE: u64 = 30;
+
+/// Monitor ticks per decision.
+const WINDOW_TICKS: u32 = 16;
+
+/// Quiet windows in a row before the turn becomes the short one. Origin: TPC-C @256 on
+/// the 2-vCPU VM has single windows of 16 ms with few wake-ups between its busy ones
+/// (90 of 395 windows by the rate alone); four in a row (64 ms) are rare there.
+const CALM_WINDOWS: u32 = 4;
+
+/// A window with fewer runs than this keeps the previous decision: too few to tell.
+const MIN_RUNS_PER_WINDOW: u64 = 64;
+
+/// The pool's turn now, in ns (0: turns off). Written by the monitor ([`Policy`]), read
+/// at every stream read that returns data: Relaxed, a stale value for a tick is harmless.
+pub(super) struct Budget {
+    ns: AtomicU64,
+    short: AtomicBool,
+}
+
+impl Budget {
+    /// The long turn until the monitor's first decision.
+    pub(super) fn new() -> Budget {
+        Budget { ns: AtomicU64::new(long_turn_ns()), short: AtomicBool::new(false) }
+    }
+}
+
+fn long_turn_ns() -> u64 {
+    crate::base::config::config().turn_us.unwrap_or(DEFAULT_TURN_US) * 1000
+}
+
+fn short_turn_ns() -> u64 {
+    let long = long_turn_ns();
+    (crate::base::config::config().turn_short_us.unwrap_or(DEFAULT_SHORT_TURN_US) * 1000).min(long)
+}
+
+/// The monitor's side: counts runs and fiber-to-fiber wake-ups over a window of ticks
+/// and sets the budget. Monitor-local state.
+#[derive(Default)]
+pub(super) struct Policy {
+    ticks: u32,
+    last_runs: u64,
+    last_fiber_wakes: u64,
+    /// Windows in a row with few fiber-to-fiber wake-ups.
+    calm_windows: u32,
+}
+
+impl Policy {
+    /// Once per monitor tick.
+    pub(super) fn tick(&mut self, rt: &Runtime) {
+        self.ticks += 1;
+        if self.ticks < WINDOW_TICKS {
+            return;
+        }
+        self.ticks = 0;
+        let (mut runs, mut fiber_wakes) = (0u64, 0u64);
+        for w in rt.workers() {
+            // `progress` moves twice per run (as the run begins and as it ends).
+            runs += w.progress.load(Ordering::Relaxed) / 2;
+            fiber_wakes += w.turn.fiber_wakes.load(Ordering::Relaxed);
+        }
+        let (window_runs, window_wakes) = (runs.wrapping_sub(self.last_runs), fiber_wakes.wrapping_sub(self.last_fiber_wakes));
+        self.last_runs = runs;
+        self.last_fiber_wakes = fiber_wakes;
+        let long = long_turn_ns();
+        if long == 0 || window_runs < MIN_RUNS_PER_WINDOW {
+            return;
+        }
+        // Short only after CALM_WINDOWS quiet windows in a row, long at once: the long turn
+        // is the safe one (a cut turn may delay what other threads wait for).
+        if window_wakes * 1000 < window_runs * HANDOFF_PER_MILLE {
+            self.calm_windows = self.calm_windows.saturating_add(1);
+        } else {
+            self.calm_windows = 0;
+        }
+        let short = self.calm_windows >= CALM_WINDOWS;
+        rt.turn_budget.ns.store(if short { short_turn_ns() } else { long }, Ordering::Relaxed);
+        rt.turn_budget.short.store(short, Ordering::Relaxed);
+        bump(if short { &STATS.turn_windows_short } else { &STATS.turn_windows_long });
+    }
+}
+
+/// A worker's current turn: the `progress` value of the run it began in, and when; and
+/// the fibers that fibers running on it woke (the policy's measure).
 #[derive(Default)]
 pub(super) struct Turn {
     run: AtomicU64,
     started_ns: AtomicU64,
+    fiber_wakes: AtomicU64,
 }
 
-/// The turn budget in ns (0: off), read once.
-fn turn_ns() -> u64 {
-    static TURN_NS: AtomicU64 = AtomicU64::new(u64::MAX);
-    let v = TURN_NS.load(Ordering::Relaxed);
-    if v != u64::MAX {
-        return v;
+impl Turn {
+    /// A fiber running on this worker made another runnable (`wake::schedule`). Only the
+    /// worker's own OS thread writes: a load and a store, no read-modify-write.
+    #[inline]
+    pub(super) fn note_fiber_wake(&self) {
+        self.fiber_wakes.store(self.fiber_wakes.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
     }
-    let ns = crate::base::config::config().turn_us.unwrap_or(DEFAULT_TURN_US) * 1000;
-    TURN_NS.store(ns, Ordering::Relaxed);
-    ns
 }
 
 /// A fiber's socket read returned data: starts its turn, or ends it if it is spent
 /// and other fibers wait (see the module docs). For the I/O layer, in fiber context.
 pub fn note_stream_read() {
-    let budget = turn_ns();
+    let Some(f) = fiber::current() else { return };
+    // A fiber exists, so the runtime does.
+    let rt = runtime_unchecked();
+    let budget = rt.turn_budget.ns.load(Ordering::Relaxed);
     if budget == 0 {
         return;
     }
-    let Some(f) = fiber::current() else { return };
     // `f` is the caller: its worker is the one whose OS thread we are on.
     let Some(w) = super::worker_of(f) else { return };
     let now = sys::now_ns();
@@ -101,7 +197,6 @@ pub fn note_stream_read() {
     if now.saturating_sub(w.turn.started_ns.load(Ordering::Relaxed)) < budget {
         return;
     }
-    let rt = runtime_unchecked();
     if w.stealer.is_empty()
         && w.soon.stealer.is_empty()
         && w.later.stealer.is_empty()
@@ -113,6 +208,9 @@ pub fn note_stream_read() {
         return;
     }
     bump(&STATS.turns_ended);
+    if rt.turn_budget.short.load(Ordering::Relaxed) {
+        bump(&STATS.turns_ended_short);
+    }
     // SAFETY: we are this fiber, on its stack.
     unsafe { f.suspend(Switch::EndTurn) };
 }

@@ -147,6 +147,7 @@ fn schedule(f: FiberRef) {
         // `cur` is the caller, so its worker is the one whose OS thread we are on.
         if let Some(w) = super::worker_of(cur) {
             note_wake_locality(&f, w);
+            w.turn.note_fiber_wake();
             f.mark_queued(Source::FiberWake);
             if fair::is_ahead(rt, &f) {
                 // It used more than its share: behind the others (fair.rs).
