@@ -158,6 +158,18 @@ pub fn kill_fiber(target: &crate::runtime::fiber::FiberRef, sig: c_int) -> c_int
         }
     }
     target.signals.hold(sig);
+    if target.signals.is_plain_thread() {
+        // It went to its donor for good: the kernel delivers to the donor's thread
+        // (held first, then the flag: see `SignalState`; the fiber on its way takes
+        // and raises what it finds held, so whoever takes the signal sends it).
+        if target.signals.take(1u64 << (sig - 1)) {
+            let r = sys::tgkill(target.identity.donor_tid() as i32, sig);
+            if r < 0 {
+                return -r as c_int;
+            }
+        }
+        return 0;
+    }
     crate::runtime::scheduler::unpark(target);
     crate::runtime::kick::kick(target);
     0
