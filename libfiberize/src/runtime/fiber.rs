@@ -521,22 +521,20 @@ fn demote(f: &Fiber) {
 ///
 /// Signals: the donor blocks every signal while its fiber lives; a plain thread takes
 /// them from the kernel under its own mask. So the fiber's mask goes with it (read on
-/// the worker, where the pool's base mask stands in for a fiber without its own), and
+/// the worker, whose mask stands in for a fiber without its own), and
 /// signals for it go to the donor's kernel thread from the moment it is marked a plain
 /// thread (`signal::delivery::kill_fiber`); those held before are raised there once the
 /// mask is installed: the kernel runs the handlers it lets through and keeps the
-/// others pending, as it does for any thread. (Before, a demoted fiber blocked in
-/// `accept` kept every signal blocked and `pthread_kill` only held them in the fiber:
-/// the call was never interrupted.)
+/// others pending, as it does for any thread (docs/DESIGN.md §2.12).
 pub fn become_plain_thread() -> bool {
     let Some(fiber) = current() else { return false };
     bump(&STATS.donor_handoffs);
-    let mask = fiber.signals.own_mask().unwrap_or_else(|| crate::runtime::scheduler::worker_base_sigmask(fiber).unwrap_or(0));
+    let mask = fiber.signals.own_mask().unwrap_or_else(crate::base::sys::sigmask_get);
     fiber.signals.mark_plain_thread();
     // SAFETY: we are this fiber, on its stack.
     unsafe { fiber.suspend(Switch::RunOnDonor) };
     set_on_donor(true);
-    crate::base::sys::sigmask_set(mask);
+    crate::base::sys::sigmask_set(mask & !crate::base::sys::GLIBC_INTERNAL_SIGNALS);
     let held = fiber.signals.take_all();
     for bit in (0..64).filter(|b| held & (1u64 << b) != 0) {
         crate::base::sys::tgkill(crate::base::sys::gettid(), bit + 1);

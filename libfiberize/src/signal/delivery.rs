@@ -207,9 +207,8 @@ const SIGWAIT_SLICE_NS: u64 = crate::signal::cancel::DONOR_WAIT_SLICE_NS;
 /// # Safety
 /// `info` is null or points to a writable `siginfo_t`, as for glibc's `sigtimedwait`.
 pub unsafe fn fiber_sigtimedwait(f: &Fiber, set: &sigset_t, info: *mut libc::siginfo_t, timeout_ns: Option<u64>) -> c_int {
-    const GLIBC_INTERNAL: u64 = (1 << 31) | (1 << 32); // SIGCANCEL (32), SIGSETXID (33)
     const CANCELLED: isize = isize::MIN;
-    let set = to_kernel(set) & !GLIBC_INTERNAL;
+    let set = to_kernel(set) & !sys::GLIBC_INTERNAL_SIGNALS;
     let deadline = timeout_ns.map(|t| sys::now_ns().saturating_add(t));
     crate::signal::cancel::testcancel();
     // The whole wait runs on the donor; it comes back to the fiber only with a result.
