@@ -9,9 +9,12 @@
  *   - read of an empty pipe with an SA_RESTART handler, signalled 5 times: still
  *     blocked (restarted), then it returns the byte the main thread writes;
  *   - a signal the thread blocks with pthread_sigmask while it is signalled stays
- *     pending (sigpending shows it) until it unblocks it, then its handler runs.
+ *     pending (sigpending shows it) until it unblocks it, then its handler runs;
+ *   - pthread_cancel while it blocks in accept ends it (cleanup handler run, join
+ *     returns PTHREAD_CANCELED).
  * (Before the fix the demoted thread ran on its donor with every signal blocked and
- * pthread_kill only held the signal in the fiber: accept was never interrupted.)
+ * pthread_kill only held the signal in the fiber: accept was never interrupted, and
+ * pthread_cancel only recorded the request in the fiber: the thread never ended.)
  * Deterministic stdout; stderr says whether the demotion happened. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -36,8 +39,8 @@ static void on_usr1(int sig) { (void)sig; handled++; }
 
 static int listener, pipe_fds[2], ready_fds[2];
 static volatile int phase; /* set by the thread: 1 blocked in accept, 2 in read, 3 masked */
-static volatile int done;
 static long accept_result, read_result;
+static volatile int cleanup_ran;
 static int accept_err, pending_seen, handled_while_masked, handled_after_unmask, demoted = -1;
 
 static void set_handler(int restart) {
@@ -62,6 +65,8 @@ static void get_demoted(void) {
     }
     demoted = !is_fiber();
 }
+
+static void on_cleanup(void *a) { (void)a; cleanup_ran = 1; }
 
 static void *blocked(void *a) {
     (void)a;
@@ -90,7 +95,12 @@ static void *blocked(void *a) {
     CHECK(pthread_sigmask(SIG_UNBLOCK, &usr1, 0) == 0);
     handled_after_unmask = handled - before;
     if (handled_in_read == 0) handled_after_unmask = -1;
-    __atomic_store_n(&done, 1, __ATOMIC_RELEASE);
+    /* Cancelled in accept (a cancellation point). */
+    pthread_cleanup_push(on_cleanup, 0);
+    __atomic_store_n(&phase, 5, __ATOMIC_RELEASE);
+    long r = accept(listener, 0, 0);
+    if (r >= 0) close((int)r);
+    pthread_cleanup_pop(0);
     return 0;
 }
 
@@ -138,13 +148,26 @@ int main(void) {
     CHECK(pthread_kill(t, SIGUSR1) == 0);
     usleep(20000);
     __atomic_store_n(&phase, 4, __ATOMIC_RELEASE);
-    CHECK(pthread_join(t, 0) == 0);
+    wait_phase(5);
+    CHECK(pthread_cancel(t) == 0);
+    struct timespec deadline;
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    deadline.tv_sec += 5;
+    void *ret = 0;
+    int joined = pthread_timedjoin_np(t, &ret, &deadline);
+    if (joined != 0) { /* not cancelled: release it (a connection to accept), then join */
+        int c = socket(AF_INET, SOCK_STREAM, 0);
+        CHECK(connect(c, (struct sockaddr *)&sa, sizeof sa) == 0);
+        CHECK(pthread_join(t, &ret) == 0);
+        close(c);
+    }
 
     printf("accept sa_restart=0: interrupted %d result %ld errno %s\n", interrupted, accept_result,
            accept_err == EINTR ? "EINTR" : accept_err ? "other" : "none");
     printf("read sa_restart=1: blocked after 5 signals %d result %ld\n", restarted, read_result);
     printf("masked: pending %d handled while masked %d, after unmask %d\n", pending_seen, handled_while_masked,
            handled_after_unmask);
+    printf("cancel in accept: ended %d cancelled %d cleanup %d\n", joined == 0, ret == PTHREAD_CANCELED, cleanup_ran);
     fprintf(stderr, "demoted=%d\n", demoted);
     int (*active)(void) = (int (*)(void))dlsym(RTLD_DEFAULT, "fiberize_active");
     fprintf(stderr, "preloaded=%d\n", active ? active() : 0);

@@ -513,6 +513,7 @@ fn demote(f: &Fiber) {
         }
     }
     become_plain_thread();
+    (crate::runtime::hooks::get().demoted)(f);
 }
 
 /// Moves the calling fiber to its donor for good and returns there: from now on the

@@ -102,15 +102,16 @@ impl Cancellation {
     pub const fn new() -> Cancellation {
         Cancellation { requested: AtomicBool::new(false), disabled: AtomicBool::new(false), asynchronous: AtomicBool::new(false) }
     }
-    /// `pthread_cancel` reached the fiber.
+    /// `pthread_cancel` reached the fiber. SeqCst, as [`Self::is_requested`]: the
+    /// request against the fiber's plain-thread flag, a Dekker pair like the held signals'.
     #[inline]
     pub fn request(&self) {
-        self.requested.store(true, Ordering::Release);
+        self.requested.store(true, Ordering::SeqCst);
     }
     /// Whether cancellation was requested (whatever the state).
     #[inline]
     pub fn is_requested(&self) -> bool {
-        self.requested.load(Ordering::Acquire)
+        self.requested.load(Ordering::SeqCst)
     }
     /// A request is there and cancellation is enabled.
     #[inline]
