@@ -198,3 +198,21 @@ fn blocking_calls_interrupted_by_many_signals() {
     assert_eq!(stat(&parked, "direct_waits"), 0);
     assert!(stat(&parked, "parks") > 0);
 }
+
+/// A thread that the preload demoted to a plain thread on its donor (its fiber blocked
+/// its worker in a raw `nanosleep` for over a second) takes `pthread_kill` as natively:
+/// `accept` without `SA_RESTART` returns EINTR, a `read` under `SA_RESTART` restarts, a
+/// blocked signal stays pending until unblocked; and `pthread_cancel` ends it in `accept`
+/// (it only recorded the request in the fiber before). Before the fix the demoted thread kept
+/// the donor's all-blocked mask and the signals stayed held in the fiber: `accept` was
+/// never interrupted (`blocking_calls_interrupted_by_many_signals` failed once that way,
+/// `demotions_long_block=1`, under load).
+#[test]
+fn demoted_thread_is_interrupted_by_signals() {
+    let (native, pre) = same_both_ways("io_eintr_demoted", &[]);
+    assert!(native.stdout.contains("accept sa_restart=0: interrupted 1 result -1 errno EINTR"), "{}", native.stdout);
+    assert!(native.stdout.contains("masked: pending 1 handled while masked 0, after unmask 1"), "{}", native.stdout);
+    assert!(native.stdout.contains("cancel in accept: ended 1 cancelled 1 cleanup 1"), "{}", native.stdout);
+    assert!(pre.stderr.contains("demoted=1"), "the thread was not demoted:\n{}", pre.stderr);
+    assert!(stat(&pre, "fibers_demoted") >= 1, "{}", pre.stderr);
+}

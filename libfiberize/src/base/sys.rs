@@ -139,6 +139,11 @@ pub fn cpu_relax() {
     core::hint::spin_loop();
 }
 
+/// glibc's internal signals as kernel mask bits: SIGCANCEL (32) and SIGSETXID (33,
+/// which `setuid` from another thread waits for every thread to take). glibc never
+/// lets a program block or wait for them.
+pub const GLIBC_INTERNAL_SIGNALS: u64 = (1 << 31) | (1 << 32);
+
 /// The calling OS thread's signal mask, as the kernel's 64-bit set.
 pub fn sigmask_get() -> u64 {
     let mut old: u64 = 0;

@@ -380,7 +380,11 @@ impl Fiber {
         // life of the coroutine, and we are running on that coroutine (caller).
         unsafe { (*y).suspend(why) };
         crate::base::shield::exit();
-        if self.signals.held() != 0 {
+        // Not on the donor, which blocks every signal: a signal raised there would stay
+        // pending on it, lost to the fiber. Held signals wait for the fiber's return to a
+        // worker (the donor's waits end early for them), or go to the kernel at once
+        // when it became a plain thread (`become_plain_thread`).
+        if why != Switch::RunOnDonor && self.signals.held() != 0 {
             (crate::runtime::hooks::get().deliver_signals)(self);
         }
         if why == Switch::Yield && self.cancel.is_asynchronous() {
@@ -509,17 +513,33 @@ fn demote(f: &Fiber) {
         }
     }
     become_plain_thread();
+    (crate::runtime::hooks::get().demoted)(f);
 }
 
 /// Moves the calling fiber to its donor for good and returns there: from now on the
 /// caller is a plain OS thread (used by `pthread_exit`). Returns false for a caller
 /// that is not a fiber (it already is a plain thread).
+///
+/// Signals: the donor blocks every signal while its fiber lives; a plain thread takes
+/// them from the kernel under its own mask. So the fiber's mask goes with it (read on
+/// the worker, whose mask stands in for a fiber without its own), and
+/// signals for it go to the donor's kernel thread from the moment it is marked a plain
+/// thread (`signal::delivery::kill_fiber`); those held before are raised there once the
+/// mask is installed: the kernel runs the handlers it lets through and keeps the
+/// others pending, as it does for any thread (docs/DESIGN.md §2.12).
 pub fn become_plain_thread() -> bool {
     let Some(fiber) = current() else { return false };
     bump(&STATS.donor_handoffs);
+    let mask = fiber.signals.own_mask().unwrap_or_else(crate::base::sys::sigmask_get);
+    fiber.signals.mark_plain_thread();
     // SAFETY: we are this fiber, on its stack.
     unsafe { fiber.suspend(Switch::RunOnDonor) };
     set_on_donor(true);
+    crate::base::sys::sigmask_set(mask & !crate::base::sys::GLIBC_INTERNAL_SIGNALS);
+    let held = fiber.signals.take_all();
+    for bit in (0..64).filter(|b| held & (1u64 << b) != 0) {
+        crate::base::sys::tgkill(crate::base::sys::gettid(), bit + 1);
+    }
     true
 }
 

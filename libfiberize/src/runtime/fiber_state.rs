@@ -102,15 +102,16 @@ impl Cancellation {
     pub const fn new() -> Cancellation {
         Cancellation { requested: AtomicBool::new(false), disabled: AtomicBool::new(false), asynchronous: AtomicBool::new(false) }
     }
-    /// `pthread_cancel` reached the fiber.
+    /// `pthread_cancel` reached the fiber. SeqCst, as [`Self::is_requested`]: the
+    /// request against the fiber's plain-thread flag, a Dekker pair like the held signals'.
     #[inline]
     pub fn request(&self) {
-        self.requested.store(true, Ordering::Release);
+        self.requested.store(true, Ordering::SeqCst);
     }
     /// Whether cancellation was requested (whatever the state).
     #[inline]
     pub fn is_requested(&self) -> bool {
-        self.requested.load(Ordering::Acquire)
+        self.requested.load(Ordering::SeqCst)
     }
     /// A request is there and cancellation is enabled.
     #[inline]
@@ -145,15 +146,27 @@ impl Cancellation {
 /// published with Release on `has_mask`, read with Acquire by the worker that installs
 /// it. Held signals are set by any thread and taken by the fiber with AcqRel
 /// read-modify-writes, so each is delivered once.
+///
+/// `plain_thread`: the fiber went to its donor for good (demoted, or on its way out
+/// in `pthread_exit`): signals for it go to the donor's kernel thread. A sender holds
+/// the signal, then looks at the flag; the fiber sets the flag, then (on its donor)
+/// takes what is held: a Dekker pair, SeqCst on both sides, so that a signal held
+/// during the hand-over is seen by at least one of them (and taken by exactly one).
 pub struct SignalState {
     mask: AtomicU64,
     has_mask: AtomicBool,
     held: AtomicU64,
+    plain_thread: AtomicBool,
 }
 
 impl SignalState {
     pub const fn new() -> SignalState {
-        SignalState { mask: AtomicU64::new(0), has_mask: AtomicBool::new(false), held: AtomicU64::new(0) }
+        SignalState {
+            mask: AtomicU64::new(0),
+            has_mask: AtomicBool::new(false),
+            held: AtomicU64::new(0),
+            plain_thread: AtomicBool::new(false),
+        }
     }
     /// The fiber's own mask, if it has one.
     #[inline]
@@ -174,12 +187,29 @@ impl SignalState {
     /// Holds signal `sig` (1..=64) for the fiber.
     #[inline]
     pub fn hold(&self, sig: i32) {
-        self.held.fetch_or(1u64 << (sig - 1), Ordering::AcqRel);
+        self.held.fetch_or(1u64 << (sig - 1), Ordering::SeqCst);
     }
     /// Takes the held signal whose bit is `bit`; false if another taker got it first.
     #[inline]
     pub fn take(&self, bit: u64) -> bool {
         self.held.fetch_and(!bit, Ordering::AcqRel) & bit != 0
+    }
+    /// Takes every held signal (SeqCst: the fiber's side of the pair with
+    /// [`Self::hold`], after [`Self::mark_plain_thread`]).
+    #[inline]
+    pub fn take_all(&self) -> u64 {
+        self.held.swap(0, Ordering::SeqCst)
+    }
+    /// The fiber leaves the pool for good: from now on it is a plain thread on its
+    /// donor, which takes signals from the kernel.
+    #[inline]
+    pub fn mark_plain_thread(&self) {
+        self.plain_thread.store(true, Ordering::SeqCst);
+    }
+    /// Whether the fiber went to its donor for good ([`Self::mark_plain_thread`]).
+    #[inline]
+    pub fn is_plain_thread(&self) -> bool {
+        self.plain_thread.load(Ordering::SeqCst)
     }
 }
 

@@ -15,6 +15,7 @@
 //!   idle epoll harvested an fd event ─────────────────── hooks().dispatch_readiness(cookie, events)
 //!   (and from the signal layer, which may not import the thread layer either:)
 //!   a cancel request acted on ────────────────────────── hooks().exit_thread(PTHREAD_CANCELED)
+//!   a fiber demoted to its donor ─────────────────────── hooks().demoted(f)
 //! ```
 //!
 //! The table is installed once, before the pool starts, and never changes; until then
@@ -56,6 +57,9 @@ pub struct Hooks {
     /// # Safety
     /// As `pthread_exit`: called by the thread that ends.
     pub exit_thread: unsafe fn(*mut libc::c_void) -> !,
+    /// `f` was demoted: it runs on its donor for good, a plain thread that glibc
+    /// cancels (`signal::cancel::hand_cancellation_to_glibc`).
+    pub demoted: fn(&Fiber),
 }
 
 fn nothing_for(_: &Fiber) {}
@@ -82,6 +86,7 @@ pub static NO_HOOKS: Hooks = Hooks {
     after_pool_started: nothing,
     dispatch_readiness: no_descriptors,
     exit_thread: no_thread_layer,
+    demoted: nothing_for,
 };
 
 static HOOKS: AtomicPtr<Hooks> = AtomicPtr::new(core::ptr::null_mut());

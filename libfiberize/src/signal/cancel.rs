@@ -19,6 +19,12 @@
 
 use crate::runtime::fiber::{self, Fiber, FiberRef};
 
+crate::real_fns! {
+    fn pthread_cancel(t: libc::pthread_t) -> libc::c_int;
+    fn pthread_setcancelstate(state: libc::c_int, old: *mut libc::c_int) -> libc::c_int;
+    fn pthread_setcanceltype(kind: libc::c_int, old: *mut libc::c_int) -> libc::c_int;
+}
+
 /// glibc's values (pthread.h), missing from the `libc` crate for Linux.
 pub const PTHREAD_CANCEL_ENABLE: libc::c_int = 0;
 pub const PTHREAD_CANCEL_DISABLE: libc::c_int = 1;
@@ -27,6 +33,14 @@ pub const PTHREAD_CANCELED: *mut libc::c_void = -1isize as *mut libc::c_void;
 /// `pthread_cancel` of a fiber. Returns the error number (always 0: the target is live).
 pub fn cancel_fiber(target: &FiberRef) -> libc::c_int {
     target.cancel.request();
+    if target.signals.is_plain_thread() {
+        // Demoted (or exiting): a plain thread, which glibc cancels. The request first,
+        // then the flag; the demoted fiber sets the flag, then looks for a request
+        // (`hand_cancellation_to_glibc`): one of them at least passes it to glibc,
+        // which takes it twice as once.
+        // SAFETY: the target is live (registered), so its pthread_t is valid for glibc.
+        return unsafe { pthread_cancel(target.identity.pthread() as libc::pthread_t) };
+    }
     crate::runtime::scheduler::unpark(target);
     if target.cancel.is_asynchronous() {
         crate::runtime::kick::kick(target);
@@ -100,6 +114,25 @@ pub fn act_on_cancel(f: &Fiber) -> ! {
     // SAFETY: PTHREAD_CANCELED is the value glibc's own cancellation exits with; the
     // fiber moves to its donor inside `thread::exit`.
     unsafe { (crate::runtime::hooks::get().exit_thread)(PTHREAD_CANCELED) }
+}
+
+/// A demoted fiber (now a plain thread on its donor, `fiber::current_or_demote`) hands
+/// its cancellation state, type and a pending request to glibc, which cancels plain
+/// threads: without this a demoted thread was never cancelled (its `pthread_cancel`
+/// only recorded the request in the fiber). Called on the donor.
+pub fn hand_cancellation_to_glibc(f: &Fiber) {
+    let kind = if f.cancel.is_asynchronous() { PTHREAD_CANCEL_ASYNCHRONOUS } else { PTHREAD_CANCEL_DEFERRED };
+    let state = if f.cancel.is_disabled() { PTHREAD_CANCEL_DISABLE } else { PTHREAD_CANCEL_ENABLE };
+    // SAFETY: glibc's own calls on the calling thread with valid values and no old value
+    // wanted; a pending asynchronous request ends the thread in pthread_cancel, as the
+    // kick would have ended the fiber.
+    unsafe {
+        pthread_setcanceltype(kind, core::ptr::null_mut());
+        pthread_setcancelstate(state, core::ptr::null_mut());
+        if f.cancel.is_requested() {
+            pthread_cancel(libc::pthread_self());
+        }
+    }
 }
 
 /// `pthread_setcancelstate` for a fiber. Returns the error number.

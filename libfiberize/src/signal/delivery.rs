@@ -158,6 +158,18 @@ pub fn kill_fiber(target: &crate::runtime::fiber::FiberRef, sig: c_int) -> c_int
         }
     }
     target.signals.hold(sig);
+    if target.signals.is_plain_thread() {
+        // It went to its donor for good: the kernel delivers to the donor's thread
+        // (held first, then the flag: see `SignalState`; the fiber on its way takes
+        // and raises what it finds held, so whoever takes the signal sends it).
+        if target.signals.take(1u64 << (sig - 1)) {
+            let r = sys::tgkill(target.identity.donor_tid() as i32, sig);
+            if r < 0 {
+                return -r as c_int;
+            }
+        }
+        return 0;
+    }
     crate::runtime::scheduler::unpark(target);
     crate::runtime::kick::kick(target);
     0
@@ -195,9 +207,8 @@ const SIGWAIT_SLICE_NS: u64 = crate::signal::cancel::DONOR_WAIT_SLICE_NS;
 /// # Safety
 /// `info` is null or points to a writable `siginfo_t`, as for glibc's `sigtimedwait`.
 pub unsafe fn fiber_sigtimedwait(f: &Fiber, set: &sigset_t, info: *mut libc::siginfo_t, timeout_ns: Option<u64>) -> c_int {
-    const GLIBC_INTERNAL: u64 = (1 << 31) | (1 << 32); // SIGCANCEL (32), SIGSETXID (33)
     const CANCELLED: isize = isize::MIN;
-    let set = to_kernel(set) & !GLIBC_INTERNAL;
+    let set = to_kernel(set) & !sys::GLIBC_INTERNAL_SIGNALS;
     let deadline = timeout_ns.map(|t| sys::now_ns().saturating_add(t));
     crate::signal::cancel::testcancel();
     // The whole wait runs on the donor; it comes back to the fiber only with a result.

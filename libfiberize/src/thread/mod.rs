@@ -21,4 +21,5 @@ pub static LAYER_HOOKS: Hooks = Hooks {
     after_pool_started: process::after_pool_started,
     dispatch_readiness: crate::io::reactor::dispatch,
     exit_thread: pthread::exit,
+    demoted: crate::signal::cancel::hand_cancellation_to_glibc,
 };
