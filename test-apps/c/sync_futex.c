@@ -78,8 +78,14 @@ int main(void) {
     for (int i = 0; i < 4; i++) pthread_create(&t[i], 0, waiter, 0);
     count_waiting_ready();
     CHECK(fx(&word, P(FUTEX_CMP_REQUEUE), 0, (void *)(uintptr_t)INT_MAX, &word2, 99) == -1 && errno == EAGAIN);
-    long moved = fx(&word, P(FUTEX_CMP_REQUEUE), 0, (void *)(uintptr_t)INT_MAX, &word2, 0);
-    CHECK(moved >= 1 && moved <= 4); /* all four, unless one was slow to start waiting */
+    /* All four, unless some were slow to start waiting: under load none may wait yet
+     * after count_waiting_ready's sleep, so ask again (bounded: 2 s) until one does. */
+    long moved = 0;
+    for (int i = 0; i < 200 && moved == 0; i++) {
+        moved = fx(&word, P(FUTEX_CMP_REQUEUE), 0, (void *)(uintptr_t)INT_MAX, &word2, 0);
+        if (moved == 0) usleep(10000);
+    }
+    CHECK(moved >= 1 && moved <= 4);
     __atomic_store_n(&word, 1, __ATOMIC_SEQ_CST);
     /* requeued waiters sleep on word2 now; any latecomer on word */
     while (__atomic_load_n(&woke, __ATOMIC_SEQ_CST) < 4) {
