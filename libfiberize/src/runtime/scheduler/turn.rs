@@ -38,10 +38,30 @@
 //! ending a turn only once the run put the fiber ahead of its share (turns of ~3 ms at
 //! 16 connections): point_select over TCP @16 fell to 0.46x native and @64 to 0.65x
 //! (`bench-mysql/tails.sh`, 2 rounds, the 2-vCPU VM loaded by other work), against
-//! 1.13x and 1.08x with plain 1 ms turns in the same runs. A read is where a server is between two requests:
-//! it holds no latch there (a transaction in progress keeps its row locks, as it does
-//! while its client thinks). A fiber with nobody waiting keeps going. The rule costs
-//! one clock read per stream read that returns data (~80 ns on the 2-vCPU VM).
+//! 1.13x and 1.08x with plain 1 ms turns in the same runs. A read is where a server is
+//! between two requests: it holds no latch there (a transaction in progress keeps its
+//! row locks, as it does while its client thinks). A fiber with nobody waiting keeps
+//! going. The rule costs one clock read per stream read that returns data (~80 ns on
+//! the 2-vCPU VM).
+//!
+//! # Two lengths: the program decides (issue 27)
+//!
+//! A turn of 1 ms bounds the longest runs but not the everyday tail: at 16 connections
+//! over TCP a request waits behind the turns of the fibers queued before it, and
+//! point_select's p95 was 2.3–2.6x native. A quarter of it cuts that p95, but it had
+//! cost TPC-C @256 a twentieth of its throughput when tried before: a TPC-C connection
+//! holds row locks between its statements, and every cut turn delays what other
+//! connections wait for. The two kinds of program look different from here: TPC-C's
+//! threads wake each other all the time (lock and condition hand-offs, group commit:
+//! 120–630 fiber-to-fiber wake-ups per 1000 runs), point_select's connections almost
+//! never (6–10). So the monitor counts, over windows of `WINDOW_TICKS` ticks, the
+//! pool's runs and fiber-to-fiber wake-ups (`wake::schedule`'s fiber branch): after
+//! `CALM_WINDOWS` windows in a row under `HANDOFF_PER_MILLE` the turn is the short one
+//! (`FIBERIZE_TURN_SHORT_US`, [`DEFAULT_SHORT_TURN_US`]), at the first busy window the
+//! long one again. Counters `turn_windows_short`, `turn_windows_long`,
+//! `turns_ended_short`. MariaDB's pool-of-threads makes the same distinction by
+//! transaction state (`thread_pool_priority=auto`: a connection inside a transaction
+//! is served first); a library cannot see transactions, but it sees their hand-offs.
 //!
 //! Go ends a goroutine's turn at a function call once its 10 ms slice is over
 //! (cooperative preemption); tokio gives a task a budget of 128 resource operations
