@@ -51,7 +51,14 @@ echo "== the app tests, apps cross-built and run under qemu-aarch64-static, nati
 # run aarch64 apps (test-apps/tests/harness). Left out under qemu:
 # - stress_two_thousand_threads: 2000 emulated threads outlast its time limit natively;
 # - fork_exec_stress_all_children_reaped: qemu-user deadlocks in children forked from
-#   many threads, natively too;
+#   many threads, natively too: qemu's fork does not take the mutex its clone of a new
+#   thread holds (syscall.c's clone_lock), so a child forked while another thread
+#   started one blocks on it at its own first pthread_create (seen without the library:
+#   54 of the app's children in FUTEX_WAIT on that mutex in qemu's data, host stack
+#   cpu_loop -> do_syscall -> its clone path -> pthread_mutex_lock on the mutex that
+#   qemu's thread start, clone_func, also takes). The harness's G_SLICE=always-malloc
+#   (test-apps/tests/harness) mends the other such lock, GLib's slice allocator's,
+#   which proc_fork_child's posix_spawn case met now and then;
 # - mktime's native_vs_preloaded, in_process_against_glibc and odd_zone_from_tzdir:
 #   100k inputs per zone take minutes per zone emulated, and the throttle's "tzset at
 #   most once per 1000 calls" check then fails on emulation time (Europe/Berlin by

@@ -84,10 +84,22 @@ pub fn slow_factor() -> u32 {
 
 /// A command that runs the app `bin` (under qemu-user for a cross-built app, with
 /// `FIBERIZE_TEST_SLOW` set).
+///
+/// qemu itself (not the app, `-U` takes it out of the app's environment) gets
+/// `G_SLICE=always-malloc`: qemu-user 7.2 with GLib 2.74 allocates the nodes of its tree
+/// of translated code (`tcg_tb_insert`, `g_tree_insert`) with GLib's slice allocator,
+/// whose mutexes have no atfork handler. An app's `fork` (also `posix_spawn`'s
+/// `CLONE_VFORK`, which qemu turns into a fork) while another emulated thread held one
+/// left the child's copy locked, and the child hung at its first new translation
+/// (a futex on that mutex in qemu's own data, under `cpu_exec`; `proc_fork_child`
+/// preloaded hung in 2 of 15 runs, in its posix_spawn case, and in none of 300 with
+/// the variable). `always-malloc` hands those allocations to glibc's malloc, whose
+/// locks glibc's fork keeps consistent in the child.
 pub fn command(bin: &Path) -> Command {
     match cross() {
         Some(c) => {
             let mut cmd = Command::new(c.runner);
+            cmd.args(["-U", "G_SLICE"]).env("G_SLICE", "always-malloc");
             cmd.arg(bin).env("FIBERIZE_TEST_SLOW", EMULATED_SLOWDOWN.to_string());
             cmd
         }
