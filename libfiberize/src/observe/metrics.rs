@@ -118,7 +118,10 @@ const METRICS: &[Metric] = &[
     stat!(turns_ended, "Fibers sent to the back of the queue at the end of their turn (FIBERIZE_TURN_US)."),
     stat!(turn_windows_short, "Windows of 16 monitor ticks in which the turn was the short one."),
     stat!(turn_windows_long, "Windows of 16 monitor ticks in which the turn was the long one."),
-    stat!(turns_ended_short, "Of those, turns ended at the short budget (FIBERIZE_TURN_SHORT_US: the program's threads rarely woke each other)."),
+    stat!(
+        turns_ended_short,
+        "Of those, turns ended at the short budget (FIBERIZE_TURN_SHORT_US: the program's threads rarely woke each other)."
+    ),
     stat!(preempt_refused, "Preemptions refused (the fiber was not in program code)."),
     stat!(preempt_fallbacks, "Workers given up on preempting and replaced by a spare."),
     stat!(stack_releases, "Sleeps before which a fiber gave its dead stack pages back."),

@@ -144,16 +144,14 @@ impl Runtime {
             return;
         }
         let mut busy = 0u64;
-        let mut runnable = self.injector.len() as u64;
         for w in self.workers() {
             if w.runs_fiber_on_cpu() {
                 busy += 1;
                 // Only the monitor writes `cpu_ticks`.
                 w.cpu_ticks.store(w.cpu_ticks.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
             }
-            let (deque_and_soon, later, lifo) = w.queued();
-            runnable += (deque_and_soon + later) as u64 + lifo as u64;
         }
+        let runnable = self.runnable_fibers();
         self.fair.ticks.store(self.fair.ticks.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
         if busy > 0 {
             self.fair.v_ns.fetch_add(TICK_NS * busy / (busy + runnable), Ordering::Relaxed);

@@ -289,6 +289,12 @@ impl Runtime {
         &self.workers[..self.started.load(Ordering::Acquire).min(self.workers.len())]
     }
 
+    /// Runnable fibers waiting in the global injector and every worker's queues; a
+    /// snapshot (for the monitor).
+    pub(super) fn runnable_fibers(&self) -> u64 {
+        self.injector.len() as u64 + self.workers().iter().map(WorkerShared::queued_count).sum::<u64>()
+    }
+
     /// Whether work waits that worker `me` (None: the monitor) could take: queued
     /// fibers anywhere, or `me`'s own due timers (another worker's timers are fired by
     /// their owner or the monitor; counting them made idle workers spin on work they
@@ -357,6 +363,13 @@ impl WorkerShared {
     /// whether its lifo slot holds one (for the dump; a snapshot that may be stale at once).
     pub fn queued(&self) -> (usize, usize, bool) {
         (self.stealer.len() + self.soon.stealer.len(), self.later.stealer.len(), self.lifo.is_occupied(Ordering::Relaxed))
+    }
+
+    /// Fibers that wait in this worker's queues (lifo slot, deque, soon and later
+    /// queues); a snapshot.
+    pub fn queued_count(&self) -> u64 {
+        let (deque_and_soon, later, lifo) = self.queued();
+        (deque_and_soon + later) as u64 + lifo as u64
     }
 
     /// Whether fibers wait in any of this worker's queues (lifo slot, deque, soon and

@@ -56,9 +56,11 @@
 //! 120–630 fiber-to-fiber wake-ups per 1000 runs), point_select's connections almost
 //! never (6–10). So the monitor counts, over windows of `WINDOW_TICKS` ticks, the
 //! pool's runs and fiber-to-fiber wake-ups (`wake::schedule`'s fiber branch): after
-//! `CALM_WINDOWS` windows in a row under `HANDOFF_PER_MILLE` the turn is the short one
-//! (`FIBERIZE_TURN_SHORT_US`, [`DEFAULT_SHORT_TURN_US`]), at the first busy window the
-//! long one again. Counters `turn_windows_short`, `turn_windows_long`,
+//! `CALM_WINDOWS` windows in a row under `HANDOFF_PER_MILLE`, with fewer than
+//! `SHORT_MAX_WAITING_PER_WORKER` runnable fibers per worker on average, the turn is the
+//! short one (`FIBERIZE_TURN_SHORT_US`, [`DEFAULT_SHORT_TURN_US`]), at the first busy
+//! window the long one again. (With hundreds waiting per worker a request waits behind
+//! hundreds of turns whatever their length, and short ones only cost throughput.) Counters `turn_windows_short`, `turn_windows_long`,
 //! `turns_ended_short`. MariaDB's pool-of-threads makes the same distinction by
 //! transaction state (`thread_pool_priority=auto`: a connection inside a transaction
 //! is served first); a library cannot see transactions, but it sees their hand-offs.
@@ -104,6 +106,16 @@ const WINDOW_TICKS: u32 = 16;
 /// (90 of 395 windows by the rate alone); four in a row (64 ms) are rare there.
 const CALM_WINDOWS: u32 = 4;
 
+/// Runnable fibers per active worker, on average over a window, at or above which the
+/// turn is the long one whatever the wake-ups. Origin: point_select at 1024
+/// connections (`bench-mysql/tails.sh`, 2-vCPU VM, 3 rounds): with the short turn
+/// throughput fell from 1.56x to 1.27x native over TCP (1.50x to 1.17x over the unix
+/// socket) while the p95 barely moved (2.5x to 2.25x native): with hundreds waiting
+/// per worker a request waits behind hundreds of turns whatever their length, and every
+/// cut turn is another trip through the queue. At 16 and 64 connections fewer than 32
+/// wait per worker.
+const SHORT_MAX_WAITING_PER_WORKER: u64 = 32;
+
 /// A window with fewer runs than this keeps the previous decision: too few to tell.
 const MIN_RUNS_PER_WINDOW: u64 = 64;
 
@@ -137,18 +149,23 @@ pub(super) struct Policy {
     ticks: u32,
     last_runs: u64,
     last_fiber_wakes: u64,
-    /// Windows in a row with few fiber-to-fiber wake-ups.
+    /// Windows in a row with few fiber-to-fiber wake-ups and short queues.
     calm_windows: u32,
+    /// Runnable fibers summed over this window's ticks.
+    waiting_sum: u64,
 }
 
 impl Policy {
     /// Once per monitor tick.
     pub(super) fn tick(&mut self, rt: &Runtime) {
         self.ticks += 1;
+        self.waiting_sum += rt.runnable_fibers();
         if self.ticks < WINDOW_TICKS {
             return;
         }
+        let mean_waiting = self.waiting_sum / u64::from(WINDOW_TICKS);
         self.ticks = 0;
+        self.waiting_sum = 0;
         let (mut runs, mut fiber_wakes) = (0u64, 0u64);
         for w in rt.workers() {
             // `progress` moves twice per run (as the run begins and as it ends).
@@ -164,7 +181,8 @@ impl Policy {
         }
         // Short only after CALM_WINDOWS quiet windows in a row, long at once: the long turn
         // is the safe one (a cut turn may delay what other threads wait for).
-        if window_wakes * 1000 < window_runs * HANDOFF_PER_MILLE {
+        let workers = rt.active.load(Ordering::Relaxed).max(1) as u64;
+        if window_wakes * 1000 < window_runs * HANDOFF_PER_MILLE && mean_waiting < SHORT_MAX_WAITING_PER_WORKER * workers {
             self.calm_windows = self.calm_windows.saturating_add(1);
         } else {
             self.calm_windows = 0;
