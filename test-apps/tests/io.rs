@@ -216,3 +216,24 @@ fn demoted_thread_is_interrupted_by_signals() {
     assert!(pre.stderr.contains("demoted=1"), "the thread was not demoted:\n{}", pre.stderr);
     assert!(stat(&pre, "fibers_demoted") >= 1, "{}", pre.stderr);
 }
+
+/// Issue 27: the turn policy (`runtime::scheduler::turn`) gives a server of a few
+/// independent connections the short turn, and a program whose threads hand each other
+/// a lock all the time the long one. Same output natively and preloaded in both.
+#[test]
+fn turn_length_follows_the_program() {
+    // 16 echo connections, 2000 round trips each: 32 fibers, no hand-offs between them
+    // after the start (the policy needs 4 quiet windows of 16 ms in a row).
+    // Under qemu-user a window of 16 ms holds too few runs to count (64 at least), so
+    // there only the outputs are compared.
+    let (_native, echo) = same_both_ways("io_echo", &["16", "2000"]);
+    // Mutexes and condition variables passed between threads: fiber-to-fiber wake-ups
+    // in every window that had runs enough to count.
+    let (_native, locks) = same_both_ways("sync_mutex_cond", &[]);
+    if emulated() {
+        return;
+    }
+    assert!(stat(&echo, "turn_windows_short") > 0, "independent connections should get the short turn: {}", echo.stderr);
+    assert!(stat(&locks, "turn_windows_long") > 0, "lock hand-offs should keep the long turn: {}", locks.stderr);
+    assert!(stat(&locks, "turn_windows_short") < stat(&locks, "turn_windows_long"), "{}", locks.stderr);
+}
