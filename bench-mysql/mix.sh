@@ -9,7 +9,9 @@
 #   CONFIGS="native new=target/release/libfiberize.so" ROUNDS=3 bash bench-mysql/mix.sh
 #
 # Per run, over the seconds both run: read_write tps, the median of its per-second p95 (ms),
-# its seconds at 0 tps, point_select tps (see mix_once for the timing). Then the median of each per server, and each preloaded
+# its seconds at 0 tps, point_select tps (see mix_once for the timing; FATAL for a run that
+# failed, e.g. sysbench's 2048 threads not connected within its 30 s). Then the median of
+# each per server over the runs that did not fail, and each preloaded
 # server's ratio to the first config (native by default).
 #
 # Environment (defaults in brackets): CONFIGS ["native new=target/release/libfiberize.so"]
@@ -65,8 +67,9 @@ mix_once() { # name round
 }
 : >"$WORK/results.txt"
 each_config_rotating mix_once
-median_of() { # name field
-    { grep " $1 " "$WORK/results.txt" || true; } | tr ' ' '\n' | sed -n "s/^$2=//p" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'
+median_of() { # name field (over the rounds whose run gave a number; FATAL if none did)
+    { grep " $1 " "$WORK/results.txt" || true; } | tr ' ' '\n' | sed -n "s/^$2=//p" | { grep -E '^[0-9.]+$' || true; } | sort -g |
+        awk '{a[NR]=$1} END {print (NR ? a[int((NR+1)/2)] : "FATAL")}'
 }
 read -r first _ <<<"$CONFIGS"; first=${first%%=*}
 printf "== medians of %s rounds; ratio = config / %s\n%-10s %10s %12s %10s %10s\n" "$ROUNDS" "$first" config rw_tps rw_p95_ms rw_zero_s ps_tps
@@ -81,7 +84,7 @@ for c in $CONFIGS; do
     [ "$n" = "$first" ] && continue
     awk -v n="$n" -v f="$first" -v a="${M[$first,rw_tps]}" -v b="${M[$n,rw_tps]}" -v pa="${M[$first,rw_p95_ms]}" -v pb="${M[$n,rw_p95_ms]}" \
         -v sa="${M[$first,ps_tps]}" -v sb="${M[$n,ps_tps]}" \
-        'BEGIN { if (a == "FATAL" || b == "FATAL") { print "mix: " n ": a run failed" ; exit }
+        'BEGIN { if (a == "FATAL" || b == "FATAL" || sa == "FATAL" || sb == "FATAL") { print "mix: " n ": a run failed" ; exit }
                  printf "mix: %s/%s read_write tps %.2fx, p95 %.2fx, point_select tps %.2fx\n", n, f, (a > 0 ? b / a : 0), (pa > 0 ? pb / pa : 0), (sa > 0 ? sb / sa : 0) }'
 done
 # Transactions both sysbench runs got from server NAME, over all rounds.
