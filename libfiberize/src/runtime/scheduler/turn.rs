@@ -48,8 +48,8 @@
 //!
 //! A turn of 1 ms bounds the longest runs but not the everyday tail: at 16 connections
 //! over TCP a request waits behind the turns of the fibers queued before it, and
-//! point_select's p95 was 2.3–2.6x native. A quarter of it cuts that p95, but it had
-//! cost TPC-C @256 a twentieth of its throughput when tried before: a TPC-C connection
+//! point_select's p95 was 2.3–2.6x native. A shorter turn cuts that p95 (a tenth of it: to
+//! ~1.2x, [`DEFAULT_SHORT_TURN_US`]), but a quarter of it had cost TPC-C @256 a twentieth of its throughput when tried before: a TPC-C connection
 //! holds row locks between its statements, and every cut turn delays what other
 //! connections wait for. The two kinds of program look different from here: TPC-C's
 //! threads wake each other all the time (lock and condition hand-offs, group commit:
@@ -83,12 +83,16 @@ use crate::base::stats::{bump, STATS};
 /// request. A millisecond is also the order of the kernel's own time slice.
 pub const DEFAULT_TURN_US: u64 = 1000;
 
-/// Default turn in µs while the program's threads rarely wake each other (see the
-/// module docs). Origin: point_select over TCP loopback at 16 and 64 connections
-/// (`bench-mysql/tails.sh`, 2-vCPU VM): 250 µs cut the p95 from 2.2–2.3x native to
-/// 1.2–1.8x at the same or higher throughput, where 100 µs cost throughput at 1024
-/// connections; the kernel's minimum granularity is of the same order (0.75 ms / 3).
-pub const DEFAULT_SHORT_TURN_US: u64 = 250;
+/// Default turn in µs while the program's threads rarely wake each other and few fibers
+/// wait (see the module docs). Origin: point_select over TCP loopback, 2-vCPU VM with
+/// the client, 3 rounds (`CONFIGS="native s150=…+FIBERIZE_TURN_SHORT_US=150 s100=…
+/// s250=…" PATHS=tcp CONNS="2 16 64" bash bench-mysql/tails.sh`): p95 at 16 / 64
+/// connections 1.88x / 1.43x native with 250 µs, 1.57x / 1.26x with 150, 1.15x / 0.98x
+/// with 100, throughput the same within the noise (1.03x / 1.27x with 100); over the
+/// unix socket (2 rounds) 1.84x / 1.81x, 1.41x / 1.18x, 1.24x / 1.04x. Shorter turns
+/// had cost throughput where hundreds wait (1024 connections, the mix), where the turn
+/// now stays long ([`SHORT_MAX_WAITING_PER_WORKER`]).
+pub const DEFAULT_SHORT_TURN_US: u64 = 100;
 
 /// Fiber-to-fiber wake-ups per 1000 runs at or above which the turn is the long one.
 /// Origin: the two kinds of server the 2-vCPU VM runs are far apart (`FIBERIZE_STATS`,
