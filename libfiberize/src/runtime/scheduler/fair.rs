@@ -138,8 +138,8 @@ pub(super) struct FairClock {
 
 impl Runtime {
     /// The monitor's tick: charges a tick to every worker running a fiber on the CPU and
-    /// advances V (module docs).
-    pub(super) fn fair_tick(&self) {
+    /// advances V (module docs); `runnable`: the fibers waiting in the run queues now.
+    pub(super) fn fair_tick(&self, runnable: u64) {
         if !enabled() {
             return;
         }
@@ -151,7 +151,6 @@ impl Runtime {
                 w.cpu_ticks.store(w.cpu_ticks.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
             }
         }
-        let runnable = self.runnable_fibers();
         self.fair.ticks.store(self.fair.ticks.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
         if busy > 0 {
             self.fair.v_ns.fetch_add(TICK_NS * busy / (busy + runnable), Ordering::Relaxed);

@@ -120,8 +120,10 @@ pub(super) extern "C" fn monitor_main(_: *mut libc::c_void) -> *mut libc::c_void
             }
         }
         preempt_watch.tick(rt);
-        rt.fair_tick();
-        turn_policy.tick(rt);
+        // One snapshot of the run queues per tick, for both.
+        let runnable = rt.runnable_fibers();
+        rt.fair_tick(runnable);
+        turn_policy.tick(rt, runnable);
     }
 }
 

@@ -160,10 +160,10 @@ pub(super) struct Policy {
 }
 
 impl Policy {
-    /// Once per monitor tick.
-    pub(super) fn tick(&mut self, rt: &Runtime) {
+    /// Once per monitor tick; `runnable`: the fibers waiting in the run queues now.
+    pub(super) fn tick(&mut self, rt: &Runtime, runnable: u64) {
         self.ticks += 1;
-        self.waiting_sum += rt.runnable_fibers();
+        self.waiting_sum += runnable;
         if self.ticks < WINDOW_TICKS {
             return;
         }
