@@ -2,8 +2,6 @@
 //!
 //! # The problem
 //!
-//! # The problem
-//!
 //! An asynchronous signal runs its handler on whatever kernel thread the kernel picks,
 //! in the middle of whatever that thread was doing. Natively that is fine for the
 //! async-signal-safe functions a handler may call (`sem_post`, `write`, `raise`, …):
@@ -51,6 +49,12 @@
 //! the signal in `WorkerShared::deferred` and unblocks it at its next safe point
 //! ([`worker_safe_point`]); idle waits return with `EINTR` and reach it at once.
 //!
+//! A signal **held for a fiber** (`pthread_kill`, `crate::signal::delivery`) must not
+//! take that road: its handler would run wherever the kernel thread goes next, not on
+//! the fiber, while the fiber's wait already ended. The fiber therefore raises it only
+//! unshielded; a kick that finds the fiber shielded leaves it held and marks it due
+//! ([`postpone_held_signals`]), and the shield's exit raises it, on the fiber.
+//!
 use core::cell::Cell;
 use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
@@ -64,6 +68,9 @@ thread_local! {
     static SHIELD: Cell<u32> = const { Cell::new(0) };
     /// Signals deferred while shielded, to unblock at the shield's exit.
     static DEFERRED: Cell<u64> = const { Cell::new(0) };
+    /// Signals held for this context's fiber (`pthread_kill`) were due while it was
+    /// shielded: they are raised at the shield's exit ([`postpone_held_signals`]).
+    static HELD_DUE: Cell<bool> = const { Cell::new(false) };
 }
 
 /// Enters a shielded stretch (nests).
@@ -80,7 +87,7 @@ pub fn exit() {
         s.set(d);
         d
     });
-    if depth == 0 && DEFERRED.with(|d| d.get()) != 0 {
+    if depth == 0 && (DEFERRED.with(|d| d.get()) != 0 || HELD_DUE.with(|h| h.get())) {
         redeliver();
     }
 }
@@ -98,6 +105,7 @@ pub fn set_depth(depth: u32) {
     SHIELD.with(|s| s.set(depth));
     if depth == 0 {
         DEFERRED.with(|d| d.set(0));
+        HELD_DUE.with(|h| h.set(false));
     }
 }
 
@@ -136,10 +144,43 @@ pub fn set_still_blocked(f: fn() -> u64) {
     STILL_BLOCKED.store(f as usize, Ordering::Release);
 }
 
-/// Unblocks this context's deferred signals; the kernel delivers them on return.
+/// What raises the signals held for the current fiber (the signal layer installs it:
+/// `crate::signal::delivery::deliver_held_of_current`). 0: none installed.
+static DELIVER_HELD: AtomicUsize = AtomicUsize::new(0);
+
+/// Installs the function that raises the current fiber's held signals at a shield's
+/// exit (once, by the signal layer, before any signal is held).
+pub fn set_deliver_held(f: fn()) {
+    DELIVER_HELD.store(f as usize, Ordering::Release);
+}
+
+/// The signals held for the current fiber (`pthread_kill`) are due, but the context is
+/// shielded: raising one now would only defer its handler, and a deferred handler may
+/// run after the fiber has left this kernel thread, i.e. on another fiber or the
+/// scheduler, while the fiber's wait already counts as interrupted. They stay held
+/// and are raised when the shield is left, on the fiber, wherever it then runs.
+pub fn postpone_held_signals() {
+    HELD_DUE.with(|h| h.set(true));
+}
+
+/// Unblocks this context's deferred signals and raises the held ones that were due;
+/// the kernel delivers them on return.
 #[cold]
 fn redeliver() {
+    if HELD_DUE.with(|h| h.replace(false)) {
+        match DELIVER_HELD.load(Ordering::Acquire) {
+            0 => {}
+            f => {
+                // SAFETY: only `set_deliver_held` stores here, and it stores a `fn()`.
+                let deliver_held = unsafe { core::mem::transmute::<usize, fn()>(f) };
+                deliver_held();
+            }
+        }
+    }
     let bits = DEFERRED.with(|d| d.replace(0));
+    if bits == 0 {
+        return;
+    }
     // Unblock only what the context means to accept: a fiber's own mask (or, for a
     // fiber without one, its worker's) may block a signal that was deferred on
     // another worker during a switch.

@@ -105,17 +105,50 @@ pub fn has_deliverable_held(f: &Fiber) -> bool {
 }
 
 /// Delivers the fiber's pending signals that its mask lets through, on the current
-/// kernel thread. Called by the fiber itself.
+/// kernel thread. Called by the fiber itself (on its way out of a switch, in the kick
+/// handler, when it unblocks them).
+///
+/// The handler must run *on the fiber* before its interrupted wait looks at
+/// [`interrupted_for_good`], as natively the handler runs before the interrupted call
+/// returns. So a signal is raised only where its handler runs at once: not in a
+/// shielded stretch (a kick can land in one), where the trampoline would defer it on
+/// this kernel thread and the fiber could leave the thread before the handler ran; the
+/// handler would then run on whatever the thread runs next, and the fiber's wait would
+/// end with no handler run for it (`recv ... handled=0`), or not end at all. There the
+/// signals stay held and are raised when the shield is left
+/// ([`shield::postpone_held_signals`](crate::base::shield::postpone_held_signals)).
+///
+/// The trampoline marks the interruption when the program's handler has run, with its
+/// SA_RESTART; a signal the program ignores interrupts nothing, as natively. Only a
+/// handler that bypassed the trampoline (installed with the raw system call) is
+/// marked here, as restartable.
 pub fn deliver_pending(f: &Fiber) {
     let deliverable = f.signals.held() & !effective_mask(f);
     if deliverable == 0 {
         return;
     }
+    if crate::base::shield::depth() != 0 {
+        crate::base::shield::set_deliver_held(deliver_held_of_current);
+        crate::base::shield::postpone_held_signals();
+        return;
+    }
     for bit in 0..64 {
         let m = 1u64 << bit;
         if deliverable & m != 0 && f.signals.take(m) {
-            f.interruption.mark(true);
-            tgkill_self(bit + 1);
+            let sig = bit + 1;
+            if crate::signal::handlers::has_unwrapped_handler(sig) {
+                f.interruption.mark(true);
+            }
+            tgkill_self(sig);
+        }
+    }
+}
+
+/// [`deliver_pending`] for the current fiber, if any: the shield's exit calls it.
+fn deliver_held_of_current() {
+    if let Some(f) = crate::runtime::fiber::current() {
+        if f.signals.held() != 0 {
+            deliver_pending(f);
         }
     }
 }

@@ -281,6 +281,22 @@ extern "C" fn trampoline(sig: c_int, info: *mut siginfo_t, uc: *mut c_void) {
     }
 }
 
+/// Whether the kernel holds a handler for `sig` that is not our trampoline (installed
+/// with the raw system call, or a signal the library does not wrap): it runs without
+/// telling the fiber it ran. Async-signal-safe (the `sigaction` system call).
+pub fn has_unwrapped_handler(sig: c_int) -> bool {
+    if wrappable(sig) && ACTIONS[sig as usize].wrapped.load(Ordering::Acquire) != 0 {
+        return false;
+    }
+    // SAFETY: a zeroed sigaction is a valid out-parameter; a query only.
+    let mut cur: libc::sigaction = unsafe { core::mem::zeroed() };
+    // SAFETY: as above.
+    if unsafe { crate::base::real::sigaction(sig, core::ptr::null(), &mut cur) } != 0 {
+        return false;
+    }
+    cur.sa_sigaction != libc::SIG_DFL && cur.sa_sigaction != libc::SIG_IGN && cur.sa_sigaction != trampoline as *const () as usize
+}
+
 fn reset_to_default(sig: c_int) {
     // SAFETY: zeroed sigaction = SIG_DFL with an empty mask; sigaction is
     // async-signal-safe.

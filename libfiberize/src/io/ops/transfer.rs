@@ -7,11 +7,20 @@ use super::*;
 
 /// Whether `fd` is readable (or writable) right now, without waiting.
 fn ready_now(fd: c_int, dir: Dir) -> bool {
-    let mut p = pollfd { fd, events: dir.poll_events(), revents: 0 };
-    // SAFETY: one valid pollfd, zero timeout.
-    let r = unsafe { poll(&mut p, 1, 0) };
-    // An error or hang-up counts as ready: the real call will report it.
-    r != 0
+    loop {
+        let mut p = pollfd { fd, events: dir.poll_events(), revents: 0 };
+        // SAFETY: one valid pollfd, zero timeout.
+        let r = unsafe { poll(&mut p, 1, 0) };
+        // A signal handler (or the runtime's kick) that interrupted the look is no
+        // readiness: counted as one, a connect still in progress was reported as made
+        // (SO_ERROR is 0 while it is) and a read of an empty pipe blocked its worker.
+        // The handler's interruption is the caller's wait's to find.
+        if r < 0 && errno() == libc::EINTR {
+            continue;
+        }
+        // An error or hang-up counts as ready: the real call will report it.
+        return r != 0;
+    }
 }
 
 /// A non-blocking attempt for a descriptor whose file status stays blocking (a pipe,
