@@ -164,3 +164,49 @@ fn each_thread_has_its_own_tid_and_tgkill_reaches_it() {
     assert!(pre.stderr.contains("fibers=64"), "every thread should be a fiber:\n{}", pre.stderr);
     assert!(stat(&pre, "fibers_created") >= 64, "{}", pre.stderr);
 }
+
+/// Issue 27, the share policy (`runtime::scheduler::share`): while other threads keep
+/// the CPUs busy (here twice as many spinning threads in the test's own process as
+/// CPUs) and fibers wait in the run queues, the pool makes more workers ACTIVE, as the
+/// program's own threads would have taken a larger share natively. Same output both
+/// ways; the counters say the policy saw the competition and added workers.
+#[test]
+fn workers_added_while_others_compete() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    let bin = build_c("sched_compete");
+    let stop = Arc::new(AtomicBool::new(false));
+    let spinners: Vec<_> = (0..2 * nproc())
+        .map(|_| {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let mut x = 0u64;
+                // Bounded: at most 120 s even if the test hung (it is stopped far sooner).
+                let end = std::time::Instant::now() + Duration::from_secs(120);
+                while !stop.load(Ordering::Relaxed) && std::time::Instant::now() < end {
+                    x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(7));
+                }
+            })
+        })
+        .collect();
+    let native = run(&bin, &["64", "20"], false, Duration::from_secs(120));
+    let max = (16 * nproc()).to_string();
+    let pre = run_env(&bin, &["64", "20"], &[("FIBERIZE_MAX_WORKERS", max.as_str())]);
+    // The same run with the policy held to the configured workers: no worker added.
+    let held = run_env(&bin, &["64", "20"], &[("FIBERIZE_MAX_WORKERS", "1")]);
+    stop.store(true, Ordering::Relaxed);
+    for s in spinners {
+        s.join().unwrap();
+    }
+    assert_eq!(native.status, Some(0), "{}", native.stderr);
+    assert_eq!(pre.status, Some(0), "{}", pre.stderr);
+    assert_eq!(pre.stdout, native.stdout, "{}", pre.stderr);
+    assert_eq!(held.stdout, native.stdout, "{}", held.stderr);
+    assert!(pre.stderr.contains("preloaded=1"), "{}", pre.stderr);
+    assert_eq!(stat(&held, "share_workers_added"), 0, "{}", held.stderr);
+    if emulated() {
+        return; // qemu-user: the outputs are the check (its threads' schedstat is qemu's)
+    }
+    assert!(stat(&pre, "share_windows_competing") > 0, "the policy saw no competition: {}", pre.stderr);
+    assert!(stat(&pre, "share_workers_added") > 0, "{}", pre.stderr);
+}

@@ -235,7 +235,7 @@ fn render_workers(out: &mut String) {
     let _ = writeln!(
         out,
         "workers: {} target, {} spare workers started for blocked ones ({} times a worker was caught blocked)",
-        rt.target,
+        rt.target(),
         STATS.workers_spawned.get(),
         STATS.workers_blocked.get()
     );

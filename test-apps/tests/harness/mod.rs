@@ -172,6 +172,12 @@ pub fn run_with(bin: &Path, args: &[&str], preload: bool, env: &[(&str, &str)], 
     }
     if preload {
         cmd.env("LD_PRELOAD", lib_path()).env("GLIBC_TUNABLES", "glibc.pthread.rseq=0").env("FIBERIZE_STATS", "1");
+        // Tests run two at a time and compete for the CPUs, which makes the share
+        // policy add workers (runtime::scheduler::share); the tests that count the
+        // kernel threads running fibers would then depend on the load. The policy has
+        // its own test (`core.rs::workers_added_while_others_compete`), which sets
+        // this higher.
+        cmd.env("FIBERIZE_MAX_WORKERS", nproc().to_string());
     }
     for (k, v) in env {
         cmd.env(k, v);

@@ -65,6 +65,7 @@ mod direct_wait;
 mod fair;
 mod lifo;
 mod monitor;
+mod share;
 mod start;
 mod turn;
 mod wake;
@@ -225,8 +226,9 @@ pub struct Runtime {
     /// All worker slots; `[0, started)` have a thread.
     workers: Box<[WorkerShared]>,
     started: AtomicUsize,
-    /// Wanted number of ACTIVE workers, and how many are ACTIVE now.
-    pub target: usize,
+    /// Wanted number of ACTIVE workers (the configured workers, more while other
+    /// processes compete for the CPUs: [`share`]), and how many are ACTIVE now.
+    target: AtomicUsize,
     active: AtomicUsize,
     injector: Injector<FiberRef>,
     /// The pool's virtual time for the order by CPU time ([`fair`]).
@@ -285,6 +287,11 @@ pub(crate) fn spawn_runtime_thread(f: extern "C" fn(*mut libc::c_void) -> *mut l
 
 impl Runtime {
     /// The worker slots that have a thread.
+    /// How many ACTIVE workers the pool wants now.
+    pub fn target(&self) -> usize {
+        self.target.load(Ordering::Relaxed)
+    }
+
     pub fn workers(&self) -> &[WorkerShared] {
         &self.workers[..self.started.load(Ordering::Acquire).min(self.workers.len())]
     }

@@ -40,6 +40,7 @@ pub(super) extern "C" fn monitor_main(_: *mut libc::c_void) -> *mut libc::c_void
     let mut blocked_since = vec![0u64; rt.workers.len()];
     let mut preempt_watch = crate::runtime::preempt::Watch::new(rt.workers.len());
     let mut turn_policy = turn::Policy::default();
+    let mut share_policy = share::Policy::new(rt);
     loop {
         let deadline = sys::now_ns() + MONITOR_TICK_NS;
         // The fiber dump is printed by its own thread (crate::observe::dump), never here: the
@@ -124,6 +125,7 @@ pub(super) extern "C" fn monitor_main(_: *mut libc::c_void) -> *mut libc::c_void
         let runnable = rt.runnable_fibers();
         rt.fair_tick(runnable);
         turn_policy.tick(rt, runnable);
+        share_policy.tick(rt, runnable);
     }
 }
 
@@ -209,26 +211,34 @@ fn mark_blocked_in(rt: &Runtime, w: &WorkerShared, call: Option<BlockedCall>) {
             }
         }
     }
-    if rt.active.fetch_sub(1, Ordering::AcqRel) > rt.target {
+    if rt.active.fetch_sub(1, Ordering::AcqRel) > rt.target() {
         return;
     }
+    bring_in_worker(rt);
+}
+
+/// Makes one more worker ACTIVE: a retired spare woken, else a new thread in the next
+/// free slot. False when every slot is taken (the pool runs short until a blocked
+/// worker returns). Monitor only (it alone starts threads and wakes spares).
+pub(super) fn bring_in_worker(rt: &Runtime) -> bool {
     // Prefer waking a retired spare.
     for s in rt.workers() {
         if s.role.activate_spare() {
             rt.active.fetch_add(1, Ordering::AcqRel);
             s.spare_word.store(1, Ordering::Release);
             sys::futex_wake(&s.spare_word, 1);
-            return;
+            return true;
         }
     }
     let idx = rt.started.load(Ordering::Acquire);
     if idx >= rt.workers.len() {
-        return; // out of slots: the pool runs short until a blocked worker returns
+        return false;
     }
     rt.active.fetch_add(1, Ordering::AcqRel);
     rt.started.store(idx + 1, Ordering::Release);
     bump(&STATS.workers_spawned);
     spawn_runtime_thread(worker::worker_main, &rt.workers[idx] as *const WorkerShared as *mut libc::c_void);
+    true
 }
 
 /// A fiber found blocking its worker in a wait that lasts as long as the program
@@ -363,16 +373,21 @@ fn read_task_file(tid: u32, file: &[u8], buf: &mut [u8]) -> Option<usize> {
 
 /// CPU time (ns) kernel thread `tid` has run, from its schedstat (None without one).
 fn thread_cpu_ns(tid: u32) -> Option<u64> {
+    thread_sched_ns(tid).map(|(run, _)| run)
+}
+
+/// (time run on a CPU, time spent runnable waiting for one), in ns, of kernel thread
+/// `tid`, from its schedstat (None without one).
+pub(super) fn thread_sched_ns(tid: u32) -> Option<(u64, u64)> {
     let mut buf = [0u8; 128];
     let n = read_task_file(tid, b"schedstat", &mut buf)?;
-    let digits = buf[..n].iter().take_while(|c| c.is_ascii_digit());
-    let mut v: u64 = 0;
-    let mut any = false;
-    for &c in digits {
-        v = v.wrapping_mul(10).wrapping_add((c - b'0') as u64);
-        any = true;
-    }
-    any.then_some(v)
+    let mut fields = buf[..n]
+        .split(|c| c.is_ascii_whitespace())
+        .filter(|f| !f.is_empty())
+        .map(|f| f.iter().try_fold(0u64, |v, &c| c.is_ascii_digit().then(|| v.wrapping_mul(10).wrapping_add((c - b'0') as u64))));
+    let run = fields.next()??;
+    let wait = fields.next()??;
+    Some((run, wait))
 }
 
 /// Whether kernel thread `tid` of this process is sleeping (state S or D).

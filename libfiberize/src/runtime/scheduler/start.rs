@@ -69,7 +69,7 @@ fn start_pool() {
     let rt = Box::leak(Box::new(Runtime {
         workers: workers.into_boxed_slice(),
         started: AtomicUsize::new(n),
-        target: n,
+        target: AtomicUsize::new(n),
         active: AtomicUsize::new(n),
         injector: Injector::new(),
         fair: Default::default(),

@@ -47,6 +47,7 @@ pub(super) extern "C" fn worker_main(arg: *mut libc::c_void) -> *mut libc::c_voi
                     rejoin_or_retire(rt, w);
                 }
             }
+            None if retire_if_surplus(rt, w) => {}
             None if crate::base::sites::on() => {
                 w.times.idle.store(true, Ordering::Relaxed);
                 idle(rt, w);
@@ -70,10 +71,36 @@ fn rejoin_or_retire(rt: &Runtime, w: &WorkerShared) {
     if !w.role.come_back() {
         return;
     }
-    if rt.active.fetch_add(1, Ordering::AcqRel) < rt.target {
+    if rt.active.fetch_add(1, Ordering::AcqRel) < rt.target() {
         return; // the pool was short: keep working
     }
     rt.active.fetch_sub(1, Ordering::AcqRel);
+    sleep_as_spare(rt, w);
+}
+
+/// Before an idle worker sleeps: if the pool has more ACTIVE workers than it wants
+/// (the share policy lowered its target once the competition for the CPUs ended:
+/// [`super::share`]), this one retires. Nothing runs on it now, so the argument of
+/// `WorkerRole::retire` holds. False if it stays.
+pub(super) fn retire_if_surplus(rt: &Runtime, w: &WorkerShared) -> bool {
+    let mut active = rt.active.load(Ordering::Relaxed);
+    loop {
+        if active <= rt.target() || w.role.get() != Role::Active {
+            return false;
+        }
+        match rt.active.compare_exchange_weak(active, active - 1, Ordering::AcqRel, Ordering::Relaxed) {
+            Ok(_) => break,
+            Err(now) => active = now,
+        }
+    }
+    sleep_as_spare(rt, w);
+    true
+}
+
+/// Retires `w` (ACTIVE, running nothing, already taken off `active`) and parks it as
+/// a spare until the monitor needs it again.
+#[cold]
+fn sleep_as_spare(rt: &Runtime, w: &WorkerShared) {
     // Retire: hand everything queued here to the others.
     // SAFETY: we are w's OS thread, in its scheduler context.
     let local = unsafe { w.owner_local() };
