@@ -230,6 +230,8 @@ pub struct Runtime {
     /// processes compete for the CPUs: [`share`]), and how many are ACTIVE now.
     target: AtomicUsize,
     active: AtomicUsize,
+    /// The CPUs the process may use (affinity mask, cgroup quota).
+    cpus: usize,
     injector: Injector<FiberRef>,
     /// The pool's virtual time for the order by CPU time ([`fair`]).
     fair: fair::FairClock,

@@ -357,7 +357,13 @@ pub(super) fn run_fiber(w: &WorkerShared, f: FiberRef) {
 pub(super) fn spin_for_work(rt: &Runtime, w: &WorkerShared, mut probe: impl FnMut() -> bool) -> bool {
     let others_idle = rt.idle.sleeping() + rt.idle.spinning();
     let spin = crate::base::config::config().spin_rounds.unwrap_or(SPIN_ROUNDS);
-    let rounds = if others_idle + 1 < rt.active.load(Ordering::Relaxed) { spin } else { 0 };
+    let active = rt.active.load(Ordering::Relaxed);
+    // No spinning while the pool has more ACTIVE workers than CPUs (the share policy,
+    // or FIBERIZE_WORKERS above the CPUs): a spinning worker then holds a CPU that a
+    // worker with work, or the holder of a lock others wait for, needs. With 128
+    // workers on 2 CPUs, 2 000 fibers queued on one mutex drained at ~6 hand-offs a
+    // second, each waiting for its worker's turn behind the spinners.
+    let rounds = if others_idle + 1 < active && active <= rt.cpus { spin } else { 0 };
     rt.idle.start_spinning();
     let mut found = false;
     for round in 0..rounds {
