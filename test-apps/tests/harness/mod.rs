@@ -167,17 +167,11 @@ pub fn run(bin: &Path, args: &[&str], preload: bool, limit: Duration) -> Run {
 pub fn run_with(bin: &Path, args: &[&str], preload: bool, env: &[(&str, &str)], limit: Duration) -> Run {
     let mut cmd = command(bin);
     cmd.args(args);
-    for k in ["LD_PRELOAD", "GLIBC_TUNABLES", "FIBERIZE", "FIBERIZE_WORKERS", "FIBERIZE_STATS"] {
+    for k in ["LD_PRELOAD", "GLIBC_TUNABLES", "FIBERIZE", "FIBERIZE_WORKERS", "FIBERIZE_MAX_WORKERS", "FIBERIZE_STATS"] {
         cmd.env_remove(k);
     }
     if preload {
         cmd.env("LD_PRELOAD", lib_path()).env("GLIBC_TUNABLES", "glibc.pthread.rseq=0").env("FIBERIZE_STATS", "1");
-        // Tests run two at a time and compete for the CPUs, which makes the share
-        // policy add workers (runtime::scheduler::share); the tests that count the
-        // kernel threads running fibers would then depend on the load. The policy has
-        // its own test (`core.rs::workers_added_while_others_compete`), which sets
-        // this higher.
-        cmd.env("FIBERIZE_MAX_WORKERS", nproc().to_string());
     }
     for (k, v) in env {
         cmd.env(k, v);
