@@ -149,7 +149,8 @@ pub fn set_still_blocked(f: fn() -> u64) {
 static DELIVER_HELD: AtomicUsize = AtomicUsize::new(0);
 
 /// Installs the function that raises the current fiber's held signals at a shield's
-/// exit (once, by the signal layer, before any signal is held).
+/// exit (the signal layer does, each time before it postpones them: a store of the
+/// same value, on a path taken only when a kick lands in a shield).
 pub fn set_deliver_held(f: fn()) {
     DELIVER_HELD.store(f as usize, Ordering::Release);
 }

@@ -14,7 +14,7 @@
 //!
 //! # What
 //!
-//! Once per window of [`WINDOW_TICKS`] monitor ticks the policy reads, for every
+//! Once per window of `monitor::POLICY_WINDOW_TICKS` ticks the policy reads, for every
 //! ACTIVE worker, how long its kernel thread ran and how long it waited, runnable, for
 //! a CPU (`/proc/self/task/TID/schedstat`). With `C` usable CPUs, our workers runnable
 //! `A` threads' worth on average and `s` the fraction of that time they ran, a
@@ -48,9 +48,6 @@
 
 use super::*;
 
-/// Monitor ticks per decision (16 ms: a few hundred runs at the rates measured).
-const WINDOW_TICKS: u32 = 16;
-
 /// A share above this is "the workers get the CPU when they want it": no competitor.
 /// Origin: a 2-vCPU VM with nothing else running shows 0.95–1.0 for busy workers.
 const UNCONTENDED_SHARE: f64 = 0.9;
@@ -59,14 +56,11 @@ const UNCONTENDED_SHARE: f64 = 0.9;
 const WORKERS_PER_COMPETITOR: f64 = 2.0;
 
 pub(super) struct Policy {
-    ticks: u32,
     window_start_ns: u64,
     /// Per worker slot: (run, wait) ns at the window's start, 0s if not sampled.
     last: Vec<(u64, u64)>,
-    runnable_sum: u64,
     /// Competing runnable threads, smoothed (EWMA, 1/4 per window).
     others: f64,
-    cpus: f64,
     base: usize,
     max: usize,
 }
@@ -74,31 +68,15 @@ pub(super) struct Policy {
 impl Policy {
     pub(super) fn new(rt: &Runtime) -> Policy {
         let cfg = crate::base::config::config();
-        Policy {
-            ticks: 0,
-            window_start_ns: 0,
-            last: vec![(0, 0); rt.workers.len()],
-            runnable_sum: 0,
-            others: 0.0,
-            cpus: crate::base::config::default_workers() as f64,
-            base: cfg.workers,
-            max: cfg.max_workers,
-        }
+        Policy { window_start_ns: 0, last: vec![(0, 0); rt.workers.len()], others: 0.0, base: cfg.workers, max: cfg.max_workers }
     }
 
-    /// One monitor tick; `runnable` is the tick's snapshot of queued fibers.
-    pub(super) fn tick(&mut self, rt: &Runtime, runnable: u64) {
+    /// At the end of each window of `monitor::POLICY_WINDOW_TICKS` ticks; `queued`: the
+    /// fibers waiting in the run queues, on average over it.
+    pub(super) fn window_end(&mut self, rt: &Runtime, queued: u64) {
         if self.max <= self.base {
             return;
         }
-        self.runnable_sum += runnable;
-        self.ticks += 1;
-        if self.ticks < WINDOW_TICKS {
-            return;
-        }
-        let queued = self.runnable_sum as f64 / self.ticks as f64;
-        self.ticks = 0;
-        self.runnable_sum = 0;
         let now = sys::now_ns();
         let elapsed = now.saturating_sub(self.window_start_ns) as f64;
         self.window_start_ns = now;
@@ -120,12 +98,12 @@ impl Policy {
             if share > UNCONTENDED_SHARE {
                 0.0
             } else {
-                (self.cpus / share.max(0.01) - busy / elapsed).max(0.0)
+                (rt.cpus as f64 / share.max(0.01) - busy / elapsed).max(0.0)
             }
         };
         self.others = 0.75 * self.others + 0.25 * others_now;
-        let wanted = if queued >= 1.0 {
-            let extra = (WORKERS_PER_COMPETITOR * self.others).round().min(queued);
+        let wanted = if queued >= 1 {
+            let extra = (WORKERS_PER_COMPETITOR * self.others).round().min(queued as f64);
             (self.base + extra as usize).min(self.max)
         } else {
             self.base

@@ -54,7 +54,7 @@
 //! connections wait for. The two kinds of program look different from here: TPC-C's
 //! threads wake each other all the time (lock and condition hand-offs, group commit:
 //! 120–630 fiber-to-fiber wake-ups per 1000 runs), point_select's connections almost
-//! never (6–10). So the monitor counts, over windows of `WINDOW_TICKS` ticks, the
+//! never (6–10). So the monitor counts, over windows of `POLICY_WINDOW_TICKS` ticks, the
 //! pool's runs and fiber-to-fiber wake-ups (`wake::schedule`'s fiber branch): after
 //! `CALM_WINDOWS` windows in a row under `HANDOFF_PER_MILLE`, with fewer than
 //! `SHORT_MAX_WAITING_PER_WORKER` runnable fibers per worker on average, the turn is the
@@ -102,9 +102,6 @@ pub const DEFAULT_SHORT_TURN_US: u64 = 100;
 /// with a factor of 3–4 to either side.
 const HANDOFF_PER_MILLE: u64 = 30;
 
-/// Monitor ticks per decision.
-const WINDOW_TICKS: u32 = 16;
-
 /// Quiet windows in a row before the turn becomes the short one. Origin: TPC-C @256 on
 /// the 2-vCPU VM has single windows of 16 ms with few wake-ups between its busy ones
 /// (90 of 395 windows by the rate alone); four in a row (64 ms) are rare there.
@@ -150,26 +147,16 @@ fn short_turn_ns() -> u64 {
 /// and sets the budget. Monitor-local state.
 #[derive(Default)]
 pub(super) struct Policy {
-    ticks: u32,
     last_runs: u64,
     last_fiber_wakes: u64,
     /// Windows in a row with few fiber-to-fiber wake-ups and short queues.
     calm_windows: u32,
-    /// Runnable fibers summed over this window's ticks.
-    waiting_sum: u64,
 }
 
 impl Policy {
-    /// Once per monitor tick; `runnable`: the fibers waiting in the run queues now.
-    pub(super) fn tick(&mut self, rt: &Runtime, runnable: u64) {
-        self.ticks += 1;
-        self.waiting_sum += runnable;
-        if self.ticks < WINDOW_TICKS {
-            return;
-        }
-        let mean_waiting = self.waiting_sum / u64::from(WINDOW_TICKS);
-        self.ticks = 0;
-        self.waiting_sum = 0;
+    /// At the end of each window of `monitor::POLICY_WINDOW_TICKS` ticks;
+    /// `mean_waiting`: the fibers waiting in the run queues, on average over it.
+    pub(super) fn window_end(&mut self, rt: &Runtime, mean_waiting: u64) {
         let (mut runs, mut fiber_wakes) = (0u64, 0u64);
         for w in rt.workers() {
             // `progress` moves twice per run (as the run begins and as it ends).
