@@ -87,6 +87,11 @@ fn watchdog_reports_a_fiber_that_keeps_its_worker() {
     );
     assert_eq!(count(&pre.stderr, "watchdog: no fiber switch"), 1, "{}", pre.stderr);
     assert!(pre.stderr.contains("runnable waits on semaphore"), "{}", pre.stderr);
+    // The dump shows the waited-on word as it is now and the program's frames above
+    // the wait (the test app's own code, named by dladdr or by its offset in the app).
+    let waiting = pre.stderr.lines().find(|l| l.contains("runnable waits on semaphore")).unwrap_or_default();
+    assert!(waiting.contains(" word 0x"), "no lock word in the dump line: {waiting}");
+    assert!(waiting.contains(" at ") && waiting.contains("stall_spin"), "no program frame in the dump line: {waiting}");
     // The same to a file, and nothing on stderr.
     let pre = same_with_env(
         "stall_spin",

@@ -263,10 +263,33 @@ pub fn program_call_site() -> usize {
 /// on our own process, so an unmapped page ends the search instead of faulting. 0 for
 /// none found.
 pub fn program_returns(sp: usize, words: usize) -> (usize, usize) {
+    let mut first = 0;
+    let mut outer = 0;
+    for_each_program_return(sp, words, |w| {
+        if in_main_executable(w) {
+            if first == 0 {
+                first = w;
+            } else {
+                outer = w;
+            }
+            return false;
+        }
+        if first == 0 {
+            first = w;
+        }
+        true
+    });
+    (first, outer)
+}
+
+/// Calls `visit` with each word on the stack above `sp` (up to `words` words) that
+/// points into the program's code just after a call, innermost first, until `visit`
+/// says stop (false). Reads with `process_vm_readv` on our own process, so an unmapped
+/// page ends the walk instead of faulting.
+fn for_each_program_return(sp: usize, words: usize, mut visit: impl FnMut(usize) -> bool) {
     // Read in small chunks: this runs on fiber stacks, which may be small.
     const CHUNK: usize = 64;
     let mut buf = [0usize; CHUNK];
-    let mut first = 0;
     let mut at = sp & !7;
     let end = at.saturating_add(words * 8);
     while at < end {
@@ -275,25 +298,41 @@ pub fn program_returns(sp: usize, words: usize) -> (usize, usize) {
         // SAFETY: `local` is `buf`, writable for its length.
         let n = unsafe { crate::base::sys::process_vm_readv(&local, &remote) };
         if n <= 0 {
-            break;
+            return;
         }
         for &w in &buf[..n as usize / 8] {
-            if !is_program_code(w) || !follows_a_call(w) {
-                continue;
-            }
-            if in_main_executable(w) {
-                return if first == 0 { (w, 0) } else { (first, w) };
-            }
-            if first == 0 {
-                first = w;
+            if is_program_code(w) && follows_a_call(w) && !visit(w) {
+                return;
             }
         }
         if (n as usize) < CHUNK * 8 {
-            break; // the end of the mapping
+            return; // the end of the mapping
         }
         at += CHUNK * 8;
     }
-    (first, 0)
+}
+
+/// Loads the table of code ranges if nobody has yet ([`start`] does, with the
+/// report on): the fiber dump needs it to tell the program's frames.
+pub fn ensure_code_ranges() {
+    collect_code_ranges();
+}
+
+/// Up to `out.len()` words on the stack above `sp` (within `words` words) that point
+/// into the program's code just after a call, innermost first: a stack trace of the
+/// program's frames for the fiber dump (a scan, so a stale return address left in a
+/// frame's padding can show up too). The number found.
+pub fn program_frames(sp: usize, words: usize, out: &mut [usize]) -> usize {
+    let mut found = 0;
+    if out.is_empty() {
+        return 0;
+    }
+    for_each_program_return(sp, words, |w| {
+        out[found] = w;
+        found += 1;
+        found < out.len()
+    });
+    found
 }
 
 /// Whether `addr` is in the main executable's code.

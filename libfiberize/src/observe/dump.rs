@@ -70,6 +70,9 @@ struct Row {
     cancel_requested: bool,
     worker: Option<usize>,
     start_routine: usize,
+    donor_tid: u32,
+    wait_sp: usize,
+    expected: u32,
 }
 
 /// Copies what the dump shows of every live fiber. The registry lock is held only
@@ -88,9 +91,62 @@ fn snapshot() -> Vec<Row> {
             cancel_requested: f.cancel.is_requested(),
             worker: crate::runtime::scheduler::worker_of(f).map(|w| w.index),
             start_routine: f.identity.start_routine(),
+            donor_tid: f.identity.donor_tid(),
+            wait_sp: f.wait.sp(),
+            expected: f.wait.expected(),
         })
         .collect()
 }
+
+/// The 32-bit word at `addr` now (a lock word, a futex), read through
+/// `process_vm_readv`, which fails instead of faulting if the memory went away.
+fn word_at(addr: usize) -> Option<u32> {
+    let mut word = 0u32;
+    let local = libc::iovec { iov_base: (&mut word as *mut u32).cast(), iov_len: 4 };
+    let remote = libc::iovec { iov_base: addr as *mut libc::c_void, iov_len: 4 };
+    // SAFETY: `local` describes `word`, four writable bytes on this stack.
+    let n = unsafe { sys::process_vm_readv(&local, &remote) };
+    (n == 4).then_some(word)
+}
+
+/// Kernel thread `tid` as the kernel sees it: its state letter, and while it sleeps in
+/// a system call the call's number and first argument (`/proc/self/task/TID/syscall`),
+/// e.g. `R` or `S sys 202 0x7f00cafe0180` (a futex wait on that word).
+/// Then the program's frames above the call (`at` and the first few return
+/// addresses into the program's code, found on the thread's stack from the `sp` the
+/// same file gives).
+fn kernel_side(tid: u32, symbols: &mut BTreeMap<usize, String>) -> String {
+    let state = scheduler::thread_state(tid).map_or('?', char::from);
+    let mut out = format!("{state}");
+    if state == 'S' || state == 'D' {
+        let mut buf = [0u8; 256];
+        if let Some(n) = scheduler::read_task_file(tid, b"syscall", &mut buf) {
+            let text = String::from_utf8_lossy(&buf[..n]);
+            let fields: Vec<&str> = text.split_ascii_whitespace().collect();
+            if fields.len() >= 2 {
+                let _ = write!(out, " sys {} {}", fields[0], fields[1]);
+            }
+            let sp = fields.len().checked_sub(2).and_then(|i| usize::from_str_radix(fields[i].trim_start_matches("0x"), 16).ok());
+            if let Some(sp) = sp.filter(|&sp| sp != 0) {
+                program_frames_of(sp, &mut out, symbols);
+            }
+        }
+    }
+    out
+}
+
+/// Appends ` at F1 < F2 < ...`: the program's frames on the stack above `sp`.
+fn program_frames_of(sp: usize, out: &mut String, symbols: &mut BTreeMap<usize, String>) {
+    let mut frames = [0usize; DUMP_FRAMES];
+    let n = crate::base::sites::program_frames(sp, 2048, &mut frames);
+    for (k, &pc) in frames[..n].iter().enumerate() {
+        let name = symbols.entry(pc).or_insert_with(|| symbol(pc));
+        let _ = write!(out, "{}{}", if k == 0 { " at " } else { " < " }, name);
+    }
+}
+
+/// How many of the program's frames the dump shows for a thread asleep in the kernel.
+const DUMP_FRAMES: usize = 4;
 
 /// Where dump text goes: a descriptor, written in chunks of at most this many bytes.
 /// Origin: one pipe buffer (64 KiB on Linux), so that a reader sees whole chunks.
@@ -100,6 +156,7 @@ const CHUNK: usize = 64 * 1024;
 /// holding no lock while it does. `reason` (if any) comes first, on a line of its own.
 fn produce(reason: Option<&str>, flush: &mut dyn FnMut(&str)) {
     let started = sys::now_ns();
+    crate::base::sites::ensure_code_ranges();
     let rows = snapshot();
     let mut out = String::with_capacity(CHUNK + 512);
     if let Some(r) = reason {
@@ -125,15 +182,17 @@ fn produce(reason: Option<&str>, flush: &mut dyn FnMut(&str)) {
         st.demotions_long_block.get()
     );
     let _ = writeln!(out, "fiberize: {}", crate::observe::report::locality_line());
+    let mut frame_symbols: BTreeMap<usize, String> = BTreeMap::new();
     if let Some(rt) = scheduler::try_runtime() {
         for w in rt.workers() {
             let (deque, later, lifo) = w.queued();
             let _ = writeln!(
                 out,
-                "fiberize: worker {} tid {} {} running fiber {} switches {} deferred-signals {:#x} deque {} later {} lifo {}",
+                "fiberize: worker {} tid {} {} kernel {} running fiber {} switches {} deferred-signals {:#x} deque {} later {} lifo {}",
                 w.index,
                 w.tid.load(Ordering::Relaxed),
                 w.state_name(),
+                kernel_side(w.tid.load(Ordering::Relaxed), &mut frame_symbols),
                 w.running.load(Ordering::Relaxed),
                 w.progress.load(Ordering::Relaxed),
                 w.deferred_signals(),
@@ -151,6 +210,23 @@ fn produce(reason: Option<&str>, flush: &mut dyn FnMut(&str)) {
         let _ = write!(out, "fiberize: fiber {} pthread {:#x} {}", f.id, f.pthread, life);
         if wait != "-" {
             let _ = write!(out, " waits on {} {:#x}", wait, f.wait_addr);
+            if matches!(wait, "mutex" | "futex" | "rwlock" | "cond" | "semaphore" | "barrier" | "once") {
+                match word_at(f.wait_addr) {
+                    Some(word) if wait == "futex" => {
+                        let _ = write!(out, " word {word:#x} expected {:#x}", f.expected);
+                    }
+                    Some(word) => {
+                        let _ = write!(out, " word {word:#x}");
+                    }
+                    None => out.push_str(" word unreadable"),
+                }
+            }
+        }
+        if wait != "-" && f.wait_sp != 0 {
+            program_frames_of(f.wait_sp, &mut out, &mut frame_symbols);
+        }
+        if life == "on-donor" && f.donor_tid != 0 {
+            let _ = write!(out, " donor {} kernel {}", f.donor_tid, kernel_side(f.donor_tid, &mut frame_symbols));
         }
         if f.held_signals != 0 {
             let _ = write!(out, " held-signals {:#x}", f.held_signals);

@@ -7,43 +7,7 @@
 
 use core::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
-use crate::runtime::fiber::WaitKind;
-
-/// What a parked fiber waits for (the dump prints it; asynchronous cancellation does
-/// not act while a wait is noted). Relaxed: only a diagnostic and a hint read by the
-/// fiber itself.
-pub struct WaitNote {
-    kind: AtomicU32,
-    addr: AtomicUsize,
-}
-
-impl WaitNote {
-    pub const fn new() -> WaitNote {
-        WaitNote { kind: AtomicU32::new(WaitKind::None as u32), addr: AtomicUsize::new(0) }
-    }
-    /// The fiber starts waiting for `kind` on `addr` (0: no address).
-    #[inline]
-    pub fn begin(&self, kind: WaitKind, addr: usize) {
-        self.kind.store(kind as u32, Ordering::Relaxed);
-        self.addr.store(addr, Ordering::Relaxed);
-    }
-    /// The wait is over.
-    #[inline]
-    pub fn end(&self) {
-        self.kind.store(WaitKind::None as u32, Ordering::Relaxed);
-        self.addr.store(0, Ordering::Relaxed);
-    }
-    /// Whether a wait is noted.
-    #[inline]
-    pub fn is_waiting(&self) -> bool {
-        self.kind.load(Ordering::Relaxed) != WaitKind::None as u32
-    }
-    /// The noted wait as raw `(WaitKind as u32, address)`, for the dump.
-    #[inline]
-    pub fn raw(&self) -> (u32, usize) {
-        (self.kind.load(Ordering::Relaxed), self.addr.load(Ordering::Relaxed))
-    }
-}
+pub use crate::runtime::wait_note::WaitNote;
 
 /// A program signal handler ran on the fiber (so its current or next wait returns
 /// EINTR, as the kernel interrupts a thread's system call), and whether one of those
@@ -214,12 +178,6 @@ impl SignalState {
 }
 
 impl Default for SignalState {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl Default for WaitNote {
     fn default() -> Self {
         Self::new()
     }

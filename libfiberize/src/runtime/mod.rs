@@ -23,4 +23,5 @@ pub mod scheduler;
 pub mod sleep_state;
 pub mod stack_release;
 pub mod timer;
+pub mod wait_note;
 pub mod wtls;

@@ -78,6 +78,9 @@ pub unsafe fn futex(
                 })
             };
             bump(&STATS.futex_waits);
+            if let Some(f) = crate::runtime::fiber::owner_of_tcb() {
+                f.wait.expect(val);
+            }
             match parking::park(key, bitset, WaitKind::Futex, || word.load(Ordering::SeqCst) == val, || {}, |_| {}, deadline) {
                 ParkResult::Unparked(_) => Ok(0),
                 ParkResult::Invalid => Err(libc::EAGAIN),

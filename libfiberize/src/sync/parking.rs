@@ -15,22 +15,14 @@
 //! # Wake-up hand-over
 //!
 //! An unparker, *under the bucket lock*, unlinks the waiter, reads what it needs from it
-//! (a strong reference to the fiber), stores the token and then sets `woken = 1`
-//! (Release). From that instant the waiter may return and its stack frame vanish, so
+//! (a strong reference to the fiber), stores the token and sets `woken = 1` (Release). From that instant the waiter may return and its stack frame vanish, so
 //! the unparker touches the waiter no more, except for a futex wake on the `woken`
 //! address, which is harmless on a dead address. A waiter that times out takes the
 //! bucket lock and removes itself only if `woken` is still 0; otherwise the wake-up
 //! won the race and the waiter reports it (no wake-up is ever lost to a timeout).
 //!
-//! # Lock-free emptiness check
-//!
-//! Wakers that fire often with nobody waiting (reactor readiness edges, futex wakes)
-//! use [`unpark_some_quick`], which skips the bucket lock when the bucket's list is
-//! empty. It is a Dekker pair with `park`: the waker publishes its state change, runs
-//! a SeqCst fence and reads `head`; the waiter links itself into `head`, runs a SeqCst
-//! fence and then validates the state. Either the waker sees the waiter, or the
-//! waiter's validation sees the new state and it does not sleep. Both halves live in
-//! [`crate::sync::parking_quick`], a protocol file that the loom models run as it is.
+//! [`unpark_some_quick`] skips the bucket lock when the bucket is empty: a Dekker pair
+//! with `park`, explained and model-checked in [`crate::sync::parking_quick`].
 //!
 //! [`unpark_one_fair`] (the mutex's contended unlock) also tells its caller whether to
 //! hand the lock over this time: [`crate::sync::parking_fair`].
@@ -300,8 +292,12 @@ pub fn park_in(
     // A mutex wait is no cancellation point, but with the asynchronous cancelability
     // type a request ends it as glibc's SIGCANCEL would (the waiter is unlinked first).
     let async_cancellable = kind == WaitKind::Mutex;
-    if let Some(f) = me {
+    // A plain thread that was a fiber (demoted, say) notes its wait too, for the dump.
+    let noted = me.or_else(crate::runtime::fiber::owner_of_tcb);
+    if let Some(f) = noted {
         f.wait.begin(kind, key);
+    }
+    if let Some(f) = me {
         // A handler that ran before the wait did not interrupt it. Except in a
         // descriptor wait: the I/O call cleared the mark when it began, and a handler
         // that ran since (between its attempt and this park, say) interrupted the call,
@@ -358,8 +354,10 @@ pub fn park_in(
             }
         }
     };
-    if let Some(f) = me {
+    if let Some(f) = noted {
         f.wait.end();
+    }
+    if let Some(f) = me {
         if result == ParkResult::Interrupted && async_cancellable {
             crate::signal::cancel::act_on_async_cancel(f);
         }
@@ -389,6 +387,11 @@ enum Wake {
 }
 
 impl Wake {
+    /// Wakes a thread now (no fiber to batch).
+    fn run_thread(self) -> Option<FiberRef> {
+        self.run();
+        None
+    }
     fn run(self) {
         match self {
             Wake::Fiber(f) => scheduler::unpark(&f),
@@ -513,11 +516,12 @@ pub fn unpark_some(key: usize, bitset: u32, max: usize, callback: impl FnOnce(us
             }
         }
         b.lock.unlock();
-        for w in wakes.iter_mut().take(n) {
-            if let Some(w) = w.take() {
-                w.run();
-            }
-        }
+        // Threads one by one; the fibers as one batch (the idle workers told once).
+        let mut fibers = wakes.iter_mut().take(n).filter_map(|slot| match slot.take()? {
+            Wake::Fiber(f) => Some(f),
+            thread => thread.run_thread(),
+        });
+        scheduler::unpark_many(&mut fibers);
         total += n;
         if !more {
             return total;

@@ -75,10 +75,10 @@ mod worker_role;
 use worker_role::{Role, WorkerRole};
 
 pub use direct_wait::{direct_wait, DirectWait};
-pub(crate) use monitor::{mark_blocked, thread_sleeps_in_kernel};
+pub(crate) use monitor::{mark_blocked, read_task_file, thread_sleeps_in_kernel, thread_state};
 pub use start::{pool_never_started, start};
 pub use turn::note_stream_read;
-pub use wake::{arc_from_ref, park_current, push_from_donor, unpark, yield_now};
+pub use wake::{arc_from_ref, park_current, push_from_donor, unpark, unpark_many, yield_now};
 
 /// Idle rounds before a worker sleeps (`FIBERIZE_SPIN` overrides): the first quarter
 /// a few hundred ns of `pause` each, the rest `sched_yield`s, a non-blocking epoll poll
@@ -164,8 +164,6 @@ pub struct WorkerShared {
     turn: Padded<turn::Turn>,
     /// ACTIVE, BLOCKED or SPARE, moved only by the named transitions of [`worker_role`].
     pub(crate) role: WorkerRole,
-    /// A SPARE worker sleeps on this word until the monitor activates it.
-    spare_word: AtomicU32,
     /// This worker sleeps in the reactor's epoll_wait (wake it through the reactor's
     /// eventfd, not the futex).
     polling: AtomicBool,

@@ -255,8 +255,7 @@ pub(super) fn bring_in_worker(rt: &Runtime) -> bool {
     for s in rt.workers() {
         if s.role.activate_spare() {
             rt.active.fetch_add(1, Ordering::AcqRel);
-            s.spare_word.store(1, Ordering::Release);
-            sys::futex_wake(&s.spare_word, 1);
+            s.role.wake();
             return true;
         }
     }
@@ -372,7 +371,7 @@ const LONG_BLOCK_NS: u64 = 1_000_000_000;
 const BLOCKED_CPU_SHARE: u64 = 4;
 
 /// Reads `/proc/self/task/TID/<file>` into `buf` with raw system calls; the length read.
-fn read_task_file(tid: u32, file: &[u8], buf: &mut [u8]) -> Option<usize> {
+pub(crate) fn read_task_file(tid: u32, file: &[u8], buf: &mut [u8]) -> Option<usize> {
     let mut path = [0u8; 64];
     let prefix = b"/proc/self/task/";
     path[..prefix.len()].copy_from_slice(prefix);
@@ -422,12 +421,17 @@ pub(super) fn thread_sched_ns(tid: u32) -> Option<(u64, u64)> {
 
 /// Whether kernel thread `tid` of this process is sleeping (state S or D).
 pub(crate) fn thread_sleeps_in_kernel(tid: u32) -> bool {
+    matches!(thread_state(tid), Some(b'S' | b'D'))
+}
+
+/// Kernel thread `tid`'s state letter (R, S, D, ...), from its `stat`.
+pub(crate) fn thread_state(tid: u32) -> Option<u8> {
     let mut buf = [0u8; 512];
-    let Some(n) = read_task_file(tid, b"stat", &mut buf) else { return false };
+    let n = read_task_file(tid, b"stat", &mut buf)?;
     // Format: "tid (comm) S ...": the state follows the last ')'.
     let b = &buf[..n];
     match b.iter().rposition(|&c| c == b')') {
-        Some(i) if i + 2 < b.len() => matches!(b[i + 2], b'S' | b'D'),
-        _ => false,
+        Some(i) if i + 2 < b.len() => Some(b[i + 2]),
+        _ => None,
     }
 }

@@ -55,7 +55,6 @@ fn start_pool() {
             later: fair::SideQueue::new(),
             turn: Padded(Default::default()),
             role: WorkerRole::active(),
-            spare_word: AtomicU32::new(0),
             polling: AtomicBool::new(false),
             direct: AtomicBool::new(false),
             wake_fd: AtomicI32::new(-1),

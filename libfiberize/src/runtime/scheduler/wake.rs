@@ -35,7 +35,16 @@ impl Runtime {
 
     #[cold]
     pub(super) fn wake_one_sleeper(&self) {
+        self.wake_sleepers(1);
+    }
+
+    /// Wakes up to `n` sleeping workers (at least one if any sleeps), in one pass over
+    /// the pool: a broadcast that queued many fibers at once tells the idle workers
+    /// once, not once per fiber (see [`unpark_many`]). Returns how many it woke.
+    #[cold]
+    fn wake_sleepers(&self, n: usize) -> usize {
         let mut polling_set = None;
+        let mut woken = 0;
         // Ordinary sleepers first: a direct waiter woken for other work gives up a wait
         // that costs nothing to keep (its fiber then parks the ordinary way).
         for direct_pass in [false, true] {
@@ -51,7 +60,11 @@ impl Runtime {
                     } else {
                         sys::futex_wake(w.sleep_word.futex_word(), 1);
                     }
-                    return;
+                    woken += 1;
+                    if woken >= n {
+                        return woken;
+                    }
+                    continue;
                 }
                 if w.polling.load(Ordering::SeqCst) {
                     polling_set = Some(poller::set_of_worker(w.index));
@@ -61,9 +74,12 @@ impl Runtime {
         // The eventfd wakes *some* epoll sleeper, not necessarily the one it was
         // written for: a worker can stay asleep marked NOTIFIED while another drained
         // its wake-up. Nobody is SLEEPING but someone sleeps in epoll: wake it.
-        if let Some(set) = polling_set {
-            poller::wake_set(set);
+        if woken == 0 {
+            if let Some(set) = polling_set {
+                poller::wake_set(set);
+            }
         }
+        woken
     }
 
     /// Pushes onto the donor hand-off list (Treiber stack of `Arc::into_raw` pointers).
@@ -116,12 +132,39 @@ pub fn push_from_donor(f: FiberRef) {
 /// Makes a parked (or about-to-park) fiber runnable. Callable from anywhere: fibers,
 /// plain threads, timers. See the park protocol in [`crate::runtime::park_state`].
 pub fn unpark(f: &FiberRef) {
+    if unpark_quietly(f) {
+        runtime_unchecked().notify();
+    }
+}
+
+/// [`unpark`] for every fiber of a broadcast (a futex wake of many, a condition
+/// broadcast): the fibers are queued first and the idle workers told once at the end,
+/// up to one per queued fiber and no more than there are CPUs. Told once per fiber, a
+/// wake-up of ~2 300 InnoDB readers (`ssux_lock_impl::rd_wait`, which every reader
+/// leaving it repeats) scanned every worker 2 300 times: with 128 workers on 2 CPUs
+/// the readers sat seconds in the wake-up while holding their latch, and a MariaDB
+/// mix stalled read_write at 0 tps for 30 s and more (issue 27).
+pub fn unpark_many(fibers: &mut dyn Iterator<Item = FiberRef>) {
+    let mut wanted = 0;
+    for f in fibers {
+        wanted += usize::from(unpark_quietly(&f));
+    }
+    if wanted > 0 {
+        let rt = runtime_unchecked();
+        if rt.idle.wake_needed() {
+            rt.wake_sleepers(wanted.min(rt.cpus));
+        }
+    }
+}
+
+/// [`unpark`] without telling the idle workers; whether they should be told.
+fn unpark_quietly(f: &FiberRef) -> bool {
     match f.park_state.unpark() {
         UnparkAction::Schedule => {
             bump(&STATS.unparks);
             f.set_life(Life::Runnable);
             fair::note_woken(runtime_unchecked(), f);
-            schedule(f.clone());
+            schedule(f.clone())
         }
         UnparkAction::Notified => {
             // A fiber in a direct wait is "running" on a worker blocked in the
@@ -131,14 +174,15 @@ pub fn unpark(f: &FiberRef) {
             if let Some(fd) = f.direct_wake.fd() {
                 sys::eventfd_signal(fd);
             }
+            false
         }
-        UnparkAction::Nothing => {}
+        UnparkAction::Nothing => false,
     }
 }
 
 /// Queues a runnable fiber: into the current worker's lifo slot when called by a fiber,
-/// else into the injector.
-fn schedule(f: FiberRef) {
+/// else into the injector. Whether an idle worker should be told (the caller does).
+fn schedule(f: FiberRef) -> bool {
     // The lifo slot and the local deque are not reentrant: a program signal handler
     // that interrupted this and called sem_post would lose a fiber (crate::signal::handlers).
     let _shield = crate::base::shield::Shield::new();
@@ -153,7 +197,7 @@ fn schedule(f: FiberRef) {
                 // It used more than its share: behind the others (fair.rs).
                 // SAFETY: `w` runs the caller, so we are on w's OS thread, shielded.
                 unsafe { w.later.push_later(rt, f) };
-                return;
+                return false;
             }
             if let Some(old) = w.lifo.replace(f) {
                 // SAFETY: `w` runs the caller, so we are on w's OS thread, and shielded:
@@ -166,11 +210,9 @@ fn schedule(f: FiberRef) {
                 // lock then crossing cores (issue 10: prodcons on 4–16 CPUs 3.3x ->
                 // 4.4x of native without this notify). Spinning workers still steal
                 // it, and the monitor moves it if this worker stops switching.
-                if local.len() > 1 {
-                    rt.notify();
-                }
+                return local.len() > 1;
             }
-            return;
+            return false;
         }
     }
     if let Some(w) = worker_context() {
@@ -184,7 +226,7 @@ fn schedule(f: FiberRef) {
         if fair::is_ahead(rt, &f) {
             // SAFETY: as above.
             unsafe { w.later.push_later(rt, f) };
-            return;
+            return false;
         }
         if fair::is_owed(rt, &f) {
             // It used clearly less than its share: before the deque (fair.rs).
@@ -193,14 +235,11 @@ fn schedule(f: FiberRef) {
         } else {
             local.push(f);
         }
-        if surplus {
-            rt.notify();
-        }
-        return;
+        return surplus;
     }
     f.mark_queued(Source::ForeignWake);
     rt.injector.push(f);
-    rt.notify();
+    true
 }
 
 /// Counts a wake-up queued on worker `w` for a fiber that last ran on another worker

@@ -112,12 +112,11 @@ fn sleep_as_spare(rt: &Runtime, w: &WorkerShared) {
     if let Some(f) = w.lifo.take() {
         rt.injector.push(f);
     }
-    w.spare_word.store(0, Ordering::Release);
     w.role.retire();
     rt.notify();
     bump(&STATS.workers_retired);
     while w.role.get() == Role::Spare {
-        sys::futex_wait(&w.spare_word, 0, None);
+        w.role.sleep_while_spare();
         crate::base::shield::worker_safe_point(&w.deferred, w.base_sigmask.load(Ordering::Relaxed));
     }
 }

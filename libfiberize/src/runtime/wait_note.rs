@@ -1,0 +1,77 @@
+//! What a parked fiber waits for, noted for the fiber dump (and asynchronous
+//! cancellation, which does not act while a wait is noted): the kind and address of
+//! the wait, where on the stack it began, and for a futex the value it expected.
+
+use core::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+
+use crate::runtime::fiber::WaitKind;
+
+/// What a parked fiber waits for (the dump prints it; asynchronous cancellation does
+/// not act while a wait is noted). Relaxed: only a diagnostic and a hint read by the
+/// fiber itself.
+pub struct WaitNote {
+    kind: AtomicU32,
+    addr: AtomicUsize,
+    /// The stack pointer where the wait began: the dump finds the program's frames
+    /// above it (the stack stays as it is while the fiber waits).
+    sp: AtomicUsize,
+    /// For a futex wait: the value the caller expected the word to hold (the dump
+    /// shows it beside the word's value now: a waiter whose value is long gone and
+    /// that nobody woke is a lost wake-up).
+    expected: AtomicU32,
+}
+
+impl WaitNote {
+    pub const fn new() -> WaitNote {
+        WaitNote {
+            kind: AtomicU32::new(WaitKind::None as u32),
+            addr: AtomicUsize::new(0),
+            sp: AtomicUsize::new(0),
+            expected: AtomicU32::new(0),
+        }
+    }
+    /// A futex wait is about to begin, expecting `value` in its word.
+    #[inline]
+    pub fn expect(&self, value: u32) {
+        self.expected.store(value, Ordering::Relaxed);
+    }
+    /// The value noted by [`WaitNote::expect`].
+    #[inline]
+    pub fn expected(&self) -> u32 {
+        self.expected.load(Ordering::Relaxed)
+    }
+    /// The fiber starts waiting for `kind` on `addr` (0: no address).
+    #[inline]
+    pub fn begin(&self, kind: WaitKind, addr: usize) {
+        self.kind.store(kind as u32, Ordering::Relaxed);
+        self.addr.store(addr, Ordering::Relaxed);
+        self.sp.store(crate::base::arch::stack_pointer(), Ordering::Relaxed);
+    }
+    /// The stack pointer where the noted wait began (0: none noted yet).
+    #[inline]
+    pub fn sp(&self) -> usize {
+        self.sp.load(Ordering::Relaxed)
+    }
+    /// The wait is over.
+    #[inline]
+    pub fn end(&self) {
+        self.kind.store(WaitKind::None as u32, Ordering::Relaxed);
+        self.addr.store(0, Ordering::Relaxed);
+    }
+    /// Whether a wait is noted.
+    #[inline]
+    pub fn is_waiting(&self) -> bool {
+        self.kind.load(Ordering::Relaxed) != WaitKind::None as u32
+    }
+    /// The noted wait as raw `(WaitKind as u32, address)`, for the dump.
+    #[inline]
+    pub fn raw(&self) -> (u32, usize) {
+        (self.kind.load(Ordering::Relaxed), self.addr.load(Ordering::Relaxed))
+    }
+}
+
+impl Default for WaitNote {
+    fn default() -> Self {
+        Self::new()
+    }
+}
