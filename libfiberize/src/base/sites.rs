@@ -318,20 +318,27 @@ pub fn ensure_code_ranges() {
     collect_code_ranges();
 }
 
-/// Up to `out.len()` words on the stack above `sp` (within `words` words) that point
-/// into the program's code just after a call, innermost first: a stack trace of the
-/// program's frames for the fiber dump (a scan, so a stale return address left in a
-/// frame's padding can show up too). The number found.
-pub fn program_frames(sp: usize, words: usize, out: &mut [usize]) -> usize {
+/// Up to `out.len()` words on the stack above `sp` that point into the program's code
+/// just after a call, innermost first: a stack trace of the program's frames for the
+/// fiber dump (a scan, so a stale return address left in a frame's padding can show up
+/// too). Reads `scratch.len()` words in one `process_vm_readv` (fewer where the
+/// mapping ends): a dump of thousands of fibers makes one system call per fiber. The
+/// number found.
+pub fn program_frames(sp: usize, scratch: &mut [usize], out: &mut [usize]) -> usize {
+    let local = libc::iovec { iov_base: scratch.as_mut_ptr().cast(), iov_len: core::mem::size_of_val(scratch) };
+    let remote = libc::iovec { iov_base: (sp & !7) as *mut libc::c_void, iov_len: core::mem::size_of_val(scratch) };
+    // SAFETY: `local` is `scratch`, writable for its length.
+    let n = unsafe { crate::base::sys::process_vm_readv(&local, &remote) };
     let mut found = 0;
-    if out.is_empty() {
-        return 0;
+    for &w in &scratch[..n.max(0) as usize / 8] {
+        if found == out.len() {
+            break;
+        }
+        if is_program_code(w) && follows_a_call(w) {
+            out[found] = w;
+            found += 1;
+        }
     }
-    for_each_program_return(sp, words, |w| {
-        out[found] = w;
-        found += 1;
-        found < out.len()
-    });
     found
 }
 

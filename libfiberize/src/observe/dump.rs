@@ -115,7 +115,7 @@ fn word_at(addr: usize) -> Option<u32> {
 /// Then the program's frames above the call (`at` and the first few return
 /// addresses into the program's code, found on the thread's stack from the `sp` the
 /// same file gives).
-fn kernel_side(tid: u32, symbols: &mut BTreeMap<usize, String>) -> String {
+fn kernel_side(tid: u32, frames: &mut Frames) -> String {
     let state = scheduler::thread_state(tid).map_or('?', char::from);
     let mut out = format!("{state}");
     if state == 'S' || state == 'D' {
@@ -128,7 +128,7 @@ fn kernel_side(tid: u32, symbols: &mut BTreeMap<usize, String>) -> String {
             }
             let sp = fields.len().checked_sub(2).and_then(|i| usize::from_str_radix(fields[i].trim_start_matches("0x"), 16).ok());
             if let Some(sp) = sp.filter(|&sp| sp != 0) {
-                program_frames_of(sp, &mut out, symbols);
+                program_frames_of(sp, &mut out, frames);
             }
         }
     }
@@ -136,14 +136,25 @@ fn kernel_side(tid: u32, symbols: &mut BTreeMap<usize, String>) -> String {
 }
 
 /// Appends ` at F1 < F2 < ...`: the program's frames on the stack above `sp`.
-fn program_frames_of(sp: usize, out: &mut String, symbols: &mut BTreeMap<usize, String>) {
-    let mut frames = [0usize; DUMP_FRAMES];
-    let n = crate::base::sites::program_frames(sp, 2048, &mut frames);
-    for (k, &pc) in frames[..n].iter().enumerate() {
-        let name = symbols.entry(pc).or_insert_with(|| symbol(pc));
+fn program_frames_of(sp: usize, out: &mut String, frames: &mut Frames) {
+    let mut pcs = [0usize; DUMP_FRAMES];
+    let n = crate::base::sites::program_frames(sp, &mut frames.scratch, &mut pcs);
+    for (k, &pc) in pcs[..n].iter().enumerate() {
+        let name = frames.symbols.entry(pc).or_insert_with(|| symbol(pc));
         let _ = write!(out, "{}{}", if k == 0 { " at " } else { " < " }, name);
     }
 }
+
+/// What the frame lookups of one dump share: the names found so far (one `dladdr` per
+/// distinct address) and the buffer a stack is read into.
+struct Frames {
+    symbols: BTreeMap<usize, String>,
+    scratch: Vec<usize>,
+}
+
+/// How much of a stack above the wait the dump reads for frames (words): 8 KiB, in one
+/// system call per fiber (a MariaDB connection's frames lie within it).
+const DUMP_STACK_WORDS: usize = 1024;
 
 /// How many of the program's frames the dump shows for a thread asleep in the kernel.
 const DUMP_FRAMES: usize = 4;
@@ -182,7 +193,7 @@ fn produce(reason: Option<&str>, flush: &mut dyn FnMut(&str)) {
         st.demotions_long_block.get()
     );
     let _ = writeln!(out, "fiberize: {}", crate::observe::report::locality_line());
-    let mut frame_symbols: BTreeMap<usize, String> = BTreeMap::new();
+    let mut frames = Frames { symbols: BTreeMap::new(), scratch: vec![0; DUMP_STACK_WORDS] };
     if let Some(rt) = scheduler::try_runtime() {
         for w in rt.workers() {
             let (deque, later, lifo) = w.queued();
@@ -192,7 +203,7 @@ fn produce(reason: Option<&str>, flush: &mut dyn FnMut(&str)) {
                 w.index,
                 w.tid.load(Ordering::Relaxed),
                 w.state_name(),
-                kernel_side(w.tid.load(Ordering::Relaxed), &mut frame_symbols),
+                kernel_side(w.tid.load(Ordering::Relaxed), &mut frames),
                 w.running.load(Ordering::Relaxed),
                 w.progress.load(Ordering::Relaxed),
                 w.deferred_signals(),
@@ -223,10 +234,10 @@ fn produce(reason: Option<&str>, flush: &mut dyn FnMut(&str)) {
             }
         }
         if wait != "-" && f.wait_sp != 0 {
-            program_frames_of(f.wait_sp, &mut out, &mut frame_symbols);
+            program_frames_of(f.wait_sp, &mut out, &mut frames);
         }
         if life == "on-donor" && f.donor_tid != 0 {
-            let _ = write!(out, " donor {} kernel {}", f.donor_tid, kernel_side(f.donor_tid, &mut frame_symbols));
+            let _ = write!(out, " donor {} kernel {}", f.donor_tid, kernel_side(f.donor_tid, &mut frames));
         }
         if f.held_signals != 0 {
             let _ = write!(out, " held-signals {:#x}", f.held_signals);
