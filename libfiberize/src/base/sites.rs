@@ -263,9 +263,11 @@ pub fn program_call_site() -> usize {
 /// on our own process, so an unmapped page ends the search instead of faulting. 0 for
 /// none found.
 pub fn program_returns(sp: usize, words: usize) -> (usize, usize) {
+    // Read in small chunks: this runs on fiber stacks, which may be small.
+    let mut buf = [0usize; 64];
     let mut first = 0;
     let mut outer = 0;
-    for_each_program_return(sp, words, |w| {
+    for_each_program_return(sp, words, &mut buf, |w| {
         if in_main_executable(w) {
             if first == 0 {
                 first = w;
@@ -284,17 +286,15 @@ pub fn program_returns(sp: usize, words: usize) -> (usize, usize) {
 
 /// Calls `visit` with each word on the stack above `sp` (up to `words` words) that
 /// points into the program's code just after a call, innermost first, until `visit`
-/// says stop (false). Reads with `process_vm_readv` on our own process, so an unmapped
-/// page ends the walk instead of faulting.
-fn for_each_program_return(sp: usize, words: usize, mut visit: impl FnMut(usize) -> bool) {
-    // Read in small chunks: this runs on fiber stacks, which may be small.
-    const CHUNK: usize = 64;
-    let mut buf = [0usize; CHUNK];
+/// says stop (false). Reads `buf.len()` words per `process_vm_readv` on our own
+/// process, so an unmapped page ends the walk instead of faulting.
+fn for_each_program_return(sp: usize, words: usize, buf: &mut [usize], mut visit: impl FnMut(usize) -> bool) {
+    let chunk_bytes = core::mem::size_of_val(buf);
     let mut at = sp & !7;
     let end = at.saturating_add(words * 8);
     while at < end {
-        let local = libc::iovec { iov_base: buf.as_mut_ptr().cast(), iov_len: CHUNK * 8 };
-        let remote = libc::iovec { iov_base: at as *mut libc::c_void, iov_len: CHUNK * 8 };
+        let local = libc::iovec { iov_base: buf.as_mut_ptr().cast(), iov_len: chunk_bytes };
+        let remote = libc::iovec { iov_base: at as *mut libc::c_void, iov_len: chunk_bytes };
         // SAFETY: `local` is `buf`, writable for its length.
         let n = unsafe { crate::base::sys::process_vm_readv(&local, &remote) };
         if n <= 0 {
@@ -305,10 +305,10 @@ fn for_each_program_return(sp: usize, words: usize, mut visit: impl FnMut(usize)
                 return;
             }
         }
-        if (n as usize) < CHUNK * 8 {
+        if (n as usize) < chunk_bytes {
             return; // the end of the mapping
         }
-        at += CHUNK * 8;
+        at += chunk_bytes;
     }
 }
 
@@ -325,20 +325,16 @@ pub fn ensure_code_ranges() {
 /// mapping ends): a dump of thousands of fibers makes one system call per fiber. The
 /// number found.
 pub fn program_frames(sp: usize, scratch: &mut [usize], out: &mut [usize]) -> usize {
-    let local = libc::iovec { iov_base: scratch.as_mut_ptr().cast(), iov_len: core::mem::size_of_val(scratch) };
-    let remote = libc::iovec { iov_base: (sp & !7) as *mut libc::c_void, iov_len: core::mem::size_of_val(scratch) };
-    // SAFETY: `local` is `scratch`, writable for its length.
-    let n = unsafe { crate::base::sys::process_vm_readv(&local, &remote) };
     let mut found = 0;
-    for &w in &scratch[..n.max(0) as usize / 8] {
-        if found == out.len() {
-            break;
-        }
-        if is_program_code(w) && follows_a_call(w) {
-            out[found] = w;
-            found += 1;
-        }
+    if out.is_empty() {
+        return 0;
     }
+    let words = scratch.len();
+    for_each_program_return(sp, words, scratch, |w| {
+        out[found] = w;
+        found += 1;
+        found < out.len()
+    });
     found
 }
 

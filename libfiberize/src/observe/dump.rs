@@ -110,25 +110,18 @@ fn word_at(addr: usize) -> Option<u32> {
 }
 
 /// Kernel thread `tid` as the kernel sees it: its state letter, and while it sleeps in
-/// a system call the call's number and first argument (`/proc/self/task/TID/syscall`),
-/// e.g. `R` or `S sys 202 0x7f00cafe0180` (a futex wait on that word).
-/// Then the program's frames above the call (`at` and the first few return
-/// addresses into the program's code, found on the thread's stack from the `sp` the
-/// same file gives).
+/// a system call the call's number and first argument (the monitor's reading of
+/// `/proc/self/task/TID/syscall`), e.g. `R` or `S sys 202 0x7f00cafe0180` (a futex
+/// wait on that word), then the program's frames above the call, found on the
+/// thread's stack from the `sp` the same file gives.
 fn kernel_side(tid: u32, frames: &mut Frames) -> String {
     let state = scheduler::thread_state(tid).map_or('?', char::from);
     let mut out = format!("{state}");
     if state == 'S' || state == 'D' {
-        let mut buf = [0u8; 256];
-        if let Some(n) = scheduler::read_task_file(tid, b"syscall", &mut buf) {
-            let text = String::from_utf8_lossy(&buf[..n]);
-            let fields: Vec<&str> = text.split_ascii_whitespace().collect();
-            if fields.len() >= 2 {
-                let _ = write!(out, " sys {} {}", fields[0], fields[1]);
-            }
-            let sp = fields.len().checked_sub(2).and_then(|i| usize::from_str_radix(fields[i].trim_start_matches("0x"), 16).ok());
-            if let Some(sp) = sp.filter(|&sp| sp != 0) {
-                program_frames_of(sp, &mut out, frames);
+        if let Some(call) = scheduler::BlockedCall::of(tid) {
+            let _ = write!(out, " sys {} {:#x}", call.nr, call.args[0]);
+            if call.sp != 0 {
+                program_frames_of(call.sp, &mut out, frames);
             }
         }
     }

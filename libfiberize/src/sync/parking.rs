@@ -14,11 +14,11 @@
 //!
 //! # Wake-up hand-over
 //!
-//! An unparker, *under the bucket lock*, unlinks the waiter, reads what it needs from it
-//! (a strong reference to the fiber), stores the token and sets `woken = 1` (Release). From that instant the waiter may return and its stack frame vanish, so
-//! the unparker touches the waiter no more, except for a futex wake on the `woken`
-//! address, which is harmless on a dead address. A waiter that times out takes the
-//! bucket lock and removes itself only if `woken` is still 0; otherwise the wake-up
+//! An unparker, *under the bucket lock*, unlinks the waiter, reads what it needs from it (a strong
+//! reference to the fiber), stores the token and sets `woken = 1` (Release). From that instant the
+//! waiter may return and its stack frame vanish, so the unparker touches the waiter no more, except
+//! for a futex wake on the `woken` address, which is harmless on a dead address. A waiter that
+//! times out takes the bucket lock and removes itself only if `woken` is still 0; otherwise the wake-up
 //! won the race and the waiter reports it (no wake-up is ever lost to a timeout).
 //!
 //! [`unpark_some_quick`] skips the bucket lock when the bucket is empty: a Dekker pair

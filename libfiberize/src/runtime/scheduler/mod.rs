@@ -75,7 +75,7 @@ mod worker_role;
 use worker_role::{Role, WorkerRole};
 
 pub use direct_wait::{direct_wait, DirectWait};
-pub(crate) use monitor::{mark_blocked, read_task_file, thread_sleeps_in_kernel, thread_state};
+pub(crate) use monitor::{mark_blocked, thread_sleeps_in_kernel, thread_state, BlockedCall};
 pub use start::{pool_never_started, start};
 pub use turn::note_stream_read;
 pub use wake::{arc_from_ref, park_current, push_from_donor, unpark, unpark_many, yield_now};
@@ -286,12 +286,12 @@ pub(crate) fn spawn_runtime_thread(f: extern "C" fn(*mut libc::c_void) -> *mut l
 }
 
 impl Runtime {
-    /// The worker slots that have a thread.
     /// How many ACTIVE workers the pool wants now.
     pub fn target(&self) -> usize {
         self.target.load(Ordering::Relaxed)
     }
 
+    /// The worker slots that have a thread.
     pub fn workers(&self) -> &[WorkerShared] {
         &self.workers[..self.started.load(Ordering::Acquire).min(self.workers.len())]
     }

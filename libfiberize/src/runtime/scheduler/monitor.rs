@@ -283,15 +283,15 @@ fn mark_for_demotion(f: &Fiber, why: &crate::base::stats::Counter) {
 /// The system call a blocked worker's thread sleeps in, from
 /// `/proc/self/task/TID/syscall` ("nr a1 a2 a3 a4 a5 a6 sp pc" while in a system call;
 /// "running" or "-1 sp pc" when not).
-struct BlockedCall {
-    nr: i64,
-    args: [u64; 6],
-    sp: usize,
-    pc: usize,
+pub(crate) struct BlockedCall {
+    pub(crate) nr: i64,
+    pub(crate) args: [u64; 6],
+    pub(crate) sp: usize,
+    pub(crate) pc: usize,
 }
 
 impl BlockedCall {
-    fn of(tid: u32) -> Option<BlockedCall> {
+    pub(crate) fn of(tid: u32) -> Option<BlockedCall> {
         let mut buf = [0u8; 256];
         let n = read_task_file(tid, b"syscall", &mut buf)?;
         let mut fields = [0u64; 9];
@@ -371,7 +371,7 @@ const LONG_BLOCK_NS: u64 = 1_000_000_000;
 const BLOCKED_CPU_SHARE: u64 = 4;
 
 /// Reads `/proc/self/task/TID/<file>` into `buf` with raw system calls; the length read.
-pub(crate) fn read_task_file(tid: u32, file: &[u8], buf: &mut [u8]) -> Option<usize> {
+fn read_task_file(tid: u32, file: &[u8], buf: &mut [u8]) -> Option<usize> {
     let mut path = [0u8; 64];
     let prefix = b"/proc/self/task/";
     path[..prefix.len()].copy_from_slice(prefix);
