@@ -9,7 +9,9 @@
 #   CONFIGS="native new=target/release/libfiberize.so" ROUNDS=3 bash bench-mysql/mix.sh
 #
 # Per run, over the seconds both run: read_write tps, the median of its per-second p95 (ms),
-# its seconds at 0 tps, point_select tps (see mix_once for the timing; FATAL for a run that
+# its seconds at 0 tps, point_select tps; and over the whole read_write run, its longest
+# transaction in seconds (rw_max_s: a stall before or after the window, e.g. while point_select's
+# 2048 connections close, shows only there) (see mix_once for the timing; FATAL for a run that
 # failed, e.g. sysbench's 2048 threads not connected within its 30 s). Then the median of
 # each per server over the runs that did not fail, and each preloaded
 # server's ratio to the first config (native by default).
@@ -51,7 +53,7 @@ window() { # log from to
 mix_once() { # name round
     local sb=(${CLIENT_PIN[@]+"${CLIENT_PIN[@]}"} sysbench --db-driver=mysql --mysql-host=127.0.0.1 --mysql-port="${PORT[$1]}" --mysql-user=root --mysql-db=sbtest
         --tables="$TABLES" --table-size="$TABLE_SIZE" --rand-type=uniform --report-interval=1)
-    local rw= rt=- rp=- rz=-
+    local rw= rt=- rp=- rz=- rm=-
     if [ "$RW_THREADS" -gt 0 ]; then
         "${sb[@]}" --threads="$RW_THREADS" --time=$((MIX_SECONDS + 10)) oltp_read_write run >"$WORK/rw-$1-$2.log" 2>&1 &
         rw=$!
@@ -61,9 +63,10 @@ mix_once() { # name round
     if [ -n "$rw" ]; then
         wait $rw || true
         read -r rt rp rz <<<"$(window "$WORK/rw-$1-$2.log" 8 $((MIX_SECONDS + 4)))"
+        rm=$(awk '/^ *max:/ { printf "%.1f", $2 / 1000 }' "$WORK/rw-$1-$2.log")
     fi
     read -r pt _ _ <<<"$(window "$WORK/ps-$1-$2.log" 3 "$MIX_SECONDS")"
-    echo "round $2 $1 rw_tps=$rt rw_p95_ms=$rp rw_zero_s=$rz ps_tps=$pt" | tee -a "$WORK/results.txt"
+    echo "round $2 $1 rw_tps=$rt rw_p95_ms=$rp rw_zero_s=$rz rw_max_s=${rm:--} ps_tps=$pt" | tee -a "$WORK/results.txt"
 }
 : >"$WORK/results.txt"
 each_config_rotating mix_once
@@ -72,12 +75,12 @@ median_of() { # name field (over the rounds whose run gave a number; FATAL if no
         awk '{a[NR]=$1} END {print (NR ? a[int((NR+1)/2)] : "FATAL")}'
 }
 read -r first _ <<<"$CONFIGS"; first=${first%%=*}
-printf "== medians of %s rounds; ratio = config / %s\n%-10s %10s %12s %10s %10s\n" "$ROUNDS" "$first" config rw_tps rw_p95_ms rw_zero_s ps_tps
+printf "== medians of %s rounds; ratio = config / %s\n%-10s %10s %12s %10s %10s %10s\n" "$ROUNDS" "$first" config rw_tps rw_p95_ms rw_zero_s rw_max_s ps_tps
 declare -A M
 for c in $CONFIGS; do
     n=${c%%=*}
-    for f in rw_tps rw_p95_ms rw_zero_s ps_tps; do M[$n,$f]=$(median_of "$n" $f); done
-    printf "%-10s %10s %12s %10s %10s\n" "$n" "${M[$n,rw_tps]}" "${M[$n,rw_p95_ms]}" "${M[$n,rw_zero_s]}" "${M[$n,ps_tps]}"
+    for f in rw_tps rw_p95_ms rw_zero_s rw_max_s ps_tps; do M[$n,$f]=$(median_of "$n" $f); done
+    printf "%-10s %10s %12s %10s %10s %10s\n" "$n" "${M[$n,rw_tps]}" "${M[$n,rw_p95_ms]}" "${M[$n,rw_zero_s]}" "${M[$n,rw_max_s]}" "${M[$n,ps_tps]}"
 done
 for c in $CONFIGS; do
     n=${c%%=*}

@@ -42,7 +42,9 @@
 //! **Off by default** (`FIBERIZE_MAX_WORKERS` defaults to the configured workers): with
 //! 128 workers on 2 CPUs one mix run stalled read_write for 36 s, next to hundreds of
 //! workers caught "blocked" (asleep on a kernel lock whose holder waited for a CPU) and
-//! 131 fibers demoted; see docs/DESIGN.md §2.11.
+//! 131 fibers demoted; at 32, read_write still stalls for ~30 s in some rounds (an
+//! InnoDB latch chain), and point_select over TCP at 16–64 connections gets p95 1.9–2.3x
+//! native against 1.3–1.4x without the policy; see docs/DESIGN.md §2.11.
 //!
 //! Counters: `share_windows_competing`, `share_workers_added`.
 
