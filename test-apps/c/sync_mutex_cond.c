@@ -126,6 +126,18 @@ static void *gate_waiter(void *a) {
     return 0;
 }
 
+/* ---- a convoy: threads queued on a mutex its holder keeps while they arrive; each
+ * member's unlock wakes the next while others still wait (under the preload: the
+ * unlocker yields its worker to the wakee, wake::unpark_lock_waiter) ---- */
+#define CONVOY 8
+static pthread_mutex_t convoy_m = PTHREAD_MUTEX_INITIALIZER; static long convoy_sum, convoy_passed;
+static void *convoy_member(void *a) {
+    pthread_mutex_lock(&convoy_m);
+    convoy_sum += (long)a; convoy_passed++;
+    pthread_mutex_unlock(&convoy_m);
+    return 0;
+}
+
 /* ---- main thread and threads hammering one mutex ---- */
 static pthread_mutex_t hm = PTHREAD_MUTEX_INITIALIZER; static long hcount;
 static void *hammer(void *a) { for (int i = 0; i < 20000; i++) { pthread_mutex_lock(&hm); hcount++; pthread_mutex_unlock(&hm); if (i % 1000 == 0) sched_yield(); } return a; }
@@ -145,6 +157,15 @@ int main(void) {
     pthread_mutex_lock(&gate_m); gate_open = 1; pthread_cond_broadcast(&gate_c); pthread_mutex_unlock(&gate_m);
     for (int i = 0; i < 50; i++) pthread_join(g[i], 0);
     printf("broadcast passed=%d\n", passed);
+
+    pthread_t cv[CONVOY];
+    pthread_mutex_lock(&convoy_m);
+    for (long i = 0; i < CONVOY; i++) pthread_create(&cv[i], 0, convoy_member, (void *)(i + 1));
+    usleep(200000); /* they queue on convoy_m meanwhile */
+    CHECK(convoy_passed == 0);
+    pthread_mutex_unlock(&convoy_m);
+    for (int i = 0; i < CONVOY; i++) pthread_join(cv[i], 0);
+    printf("convoy passed=%ld sum=%ld\n", convoy_passed, convoy_sum);
 
     pthread_t h[16];
     for (int i = 0; i < 16; i++) pthread_create(&h[i], 0, hammer, 0);

@@ -56,7 +56,10 @@ fn cpp_lock_family_gets_no_spare_workers() {
 
 #[test]
 fn mutex_and_condvar_semantics() {
-    same_both_ways("sync_mutex_cond", &[]);
+    let (_n, pre) = same_both_ways("sync_mutex_cond", &[]);
+    // The convoy: its members' unlocks wake the next while others still wait, and
+    // give the wakee the worker (scheduler::unpark_lock_waiter).
+    assert!(stat(&pre, "lock_wakes_yielded") > 0, "no unlock yielded to its wakee: {}", pre.stderr);
 }
 
 #[test]

@@ -111,6 +111,7 @@ counters! {
     fair_later,
     /// Fibers queued in a soon queue: they had used clearly less than their share.
     fair_soon,
+    lock_wakes_yielded,
     /// Later-queue heads run because they had waited the kickup time.
     fair_kickups,
 }

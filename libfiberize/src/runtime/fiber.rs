@@ -70,6 +70,9 @@ pub enum Switch {
     /// Preempted inside the kick handler: queue me at the back of the global queue
     /// (see `crate::runtime::preempt`).
     Preempt,
+    /// I woke a lock waiter that others queue behind and queued it to run first: run me
+    /// right after it (see `crate::runtime::scheduler::unpark_lock_waiter`).
+    YieldToWakee,
     /// My turn is spent while others wait: queue me at the back of the global queue
     /// (see `crate::runtime::scheduler::turn`).
     EndTurn,

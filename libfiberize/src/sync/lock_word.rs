@@ -42,6 +42,17 @@
 //! 10). glibc's futex word (0/1/2) has the same one-in-flight shape: a barging owner
 //! writes 1 over 2, and the woken thread writes 2 back.
 //!
+//! # The wake-up's latency is the queue's drain rate
+//!
+//! With one wake-up in flight, every parked waiter waits until the woken one has run.
+//! The kernel runs a thread that `FUTEX_WAKE` woke soon (it slept, so EEVDF owes it
+//! time); a fiber woken into a run queue waited behind whatever its worker ran next,
+//! and that worker for its kernel time slice. So when others still queue behind the
+//! wakee, a fiber unlocker gives the wakee its worker, which has a CPU now: the wakee is
+//! queued to run first there, and the unlocker yields to run right after it
+//! (`scheduler::unpark_lock_waiter`; counted: `lock_wakes_yielded`). A plain thread
+//! unlocker, or a lone waiter, wakes the ordinary way.
+//!
 //! # Eventual fairness (parking_lot's `be_fair`, Go's starvation mode)
 //!
 //! Barging alone can starve a waiter: a woken fiber waits in a run queue behind others

@@ -1,11 +1,9 @@
-//! The parking lot: one waiter-queue design for every blocking primitive, serving
-//! fibers and plain OS threads alike (docs/DESIGN.md §2.6).
+//! The parking lot: one waiter-queue design for every blocking primitive, serving fibers and plain OS threads alike
+//! (docs/DESIGN.md §2.6).
 //!
-//! A waiter parks on an address (`key`): a mutex, a condition variable, a futex word.
-//! Queues live in a fixed table of buckets hashed by address, each a [`RawMutex`] and
-//! an intrusive doubly linked list of [`Waiter`]s that sit on the waiters' own stacks;
-//! nothing is allocated. This is the design of WebKit's and Rust's `parking_lot`; ours
-//! differs in what "sleep" means:
+//! A waiter parks on an address (`key`): a mutex, a condition variable, a futex word. Queues live in a fixed table of buckets
+//! hashed by address, each a [`RawMutex`] and an intrusive doubly linked list of [`Waiter`]s that sit on the waiters' own
+//! stacks; nothing is allocated. This is the design of WebKit's and Rust's `parking_lot`; ours differs in what "sleep" means:
 //!
 //! * a **fiber** waiter parks through the scheduler (`scheduler::park_current`): its
 //!   worker goes on with other fibers;
@@ -14,12 +12,11 @@
 //!
 //! # Wake-up hand-over
 //!
-//! An unparker, *under the bucket lock*, unlinks the waiter, reads what it needs from it (a strong
-//! reference to the fiber), stores the token and sets `woken = 1` (Release). From that instant the
-//! waiter may return and its stack frame vanish, so the unparker touches the waiter no more, except
-//! for a futex wake on the `woken` address, which is harmless on a dead address. A waiter that
-//! times out takes the bucket lock and removes itself only if `woken` is still 0; otherwise the wake-up
-//! won the race and the waiter reports it (no wake-up is ever lost to a timeout).
+//! An unparker, *under the bucket lock*, unlinks the waiter, reads what it needs from it (a strong reference to the fiber),
+//! stores the token and sets `woken = 1` (Release). From that instant the waiter may return and its stack frame vanish, so
+//! the unparker touches the waiter no more, except for a futex wake on the `woken` address, which is harmless on a dead
+//! address. A waiter that times out takes the bucket lock and removes itself only if `woken` is still 0; otherwise the
+//! wake-up won the race and the waiter reports it (no wake-up is ever lost to a timeout).
 //!
 //! [`unpark_some_quick`] skips the bucket lock when the bucket is empty: a Dekker pair
 //! with `park`, explained and model-checked in [`crate::sync::parking_quick`].
@@ -389,11 +386,13 @@ enum Wake {
 impl Wake {
     /// Wakes a thread now (no fiber to batch).
     fn run_thread(self) -> Option<FiberRef> {
-        self.run();
+        self.run_as(false);
         None
     }
-    fn run(self) {
+    /// `lock_waiter`: see [`scheduler::unpark_lock_waiter`].
+    fn run_as(self, lock_waiter: bool) {
         match self {
+            Wake::Fiber(f) if lock_waiter => scheduler::unpark_lock_waiter(&f),
             Wake::Fiber(f) => scheduler::unpark(&f),
             Wake::Thread(word) => {
                 sys::futex_wake(word, 1);
@@ -425,9 +424,10 @@ pub fn unpark_one(key: usize, callback: impl FnOnce(UnparkInfo) -> usize) -> boo
     unpark_one_with(key, false, callback)
 }
 
-/// [`unpark_one`], with `UnparkInfo::be_fair` set when the waiter it dequeues queued at
-/// the front (it was woken before and lost) and the bucket's fairness interval has
-/// passed ([`crate::sync::parking_fair`]).
+/// [`unpark_one`] for a mutex: `UnparkInfo::be_fair` is set when the waiter it dequeues queued
+/// at the front (it was woken before and lost) and the bucket's fairness interval has passed
+/// ([`crate::sync::parking_fair`]); a waiter others queue behind is woken with
+/// [`scheduler::unpark_lock_waiter`].
 pub fn unpark_one_fair(key: usize, callback: impl FnOnce(UnparkInfo) -> usize) -> bool {
     unpark_one_with(key, true, callback)
 }
@@ -477,7 +477,7 @@ fn unpark_one_with(key: usize, fair: bool, callback: impl FnOnce(UnparkInfo) -> 
     let token = callback(UnparkInfo { unparked: true, have_more, be_fair });
     let wake = take(b, p, token);
     b.lock.unlock();
-    wake.run();
+    wake.run_as(fair && have_more);
     true
 }
 
@@ -584,7 +584,7 @@ pub fn unpark_requeue(
     unlock();
     let n = wakes.len();
     for w in wakes {
-        w.run();
+        w.run_as(false);
     }
     Some((n, moved.len()))
 }

@@ -231,6 +231,16 @@ impl SideQueue {
         unsafe { self.owner() }.push(f);
     }
 
+    /// Queues a lock's woken waiter (the urgent queue, `wake::unpark_lock_waiter`).
+    ///
+    /// # Safety
+    /// As [`Self::owner`].
+    #[inline]
+    pub(super) unsafe fn push_urgent(&self, f: FiberRef) {
+        // SAFETY: forwarded from this fn's contract.
+        unsafe { self.owner() }.push(f);
+    }
+
     /// Queues a fiber that is owed CPU time (the soon queue).
     ///
     /// # Safety

@@ -78,7 +78,7 @@ pub use direct_wait::{direct_wait, DirectWait};
 pub(crate) use monitor::{mark_blocked, thread_sleeps_in_kernel, thread_state, BlockedCall};
 pub use start::{pool_never_started, start};
 pub use turn::note_stream_read;
-pub use wake::{arc_from_ref, park_current, push_from_donor, unpark, unpark_many, yield_now};
+pub use wake::{arc_from_ref, park_current, push_from_donor, unpark, unpark_lock_waiter, unpark_many, yield_now};
 
 /// Idle rounds before a worker sleeps (`FIBERIZE_SPIN` overrides): the first quarter
 /// a few hundred ns of `pause` each, the rest `sched_yield`s, a non-blocking epoll poll
@@ -156,6 +156,9 @@ pub struct WorkerShared {
     cpu_ticks: Padded<AtomicU64>,
     /// Fibers owed CPU time, served before the deque ([`fair`]).
     soon: fair::SideQueue,
+    /// Lock waiters whose waker gave them its worker (`wake::unpark_lock_waiter`): run
+    /// and stolen before anything else.
+    urgent: fair::SideQueue,
     /// Fibers that used more than their share of the CPU ([`fair`]).
     later: fair::SideQueue,
     /// The running fiber's turn (see [`turn`]): the `progress` value of the run it
@@ -316,6 +319,7 @@ impl Runtime {
         self.workers().iter().any(|w| {
             !w.stealer.is_empty()
                 || !w.soon.stealer.is_empty()
+                || !w.urgent.stealer.is_empty()
                 || !w.later.stealer.is_empty()
                 || (w.role.peek() != Role::Active && w.lifo.is_occupied(Ordering::SeqCst))
         })
@@ -369,7 +373,8 @@ impl WorkerShared {
     /// Fibers in this worker's local deque and soon queue, in its later queue, and
     /// whether its lifo slot holds one (for the dump; a snapshot that may be stale at once).
     pub fn queued(&self) -> (usize, usize, bool) {
-        (self.stealer.len() + self.soon.stealer.len(), self.later.stealer.len(), self.lifo.is_occupied(Ordering::Relaxed))
+        let deque_and_soon = self.stealer.len() + self.soon.stealer.len() + self.urgent.stealer.len();
+        (deque_and_soon, self.later.stealer.len(), self.lifo.is_occupied(Ordering::Relaxed))
     }
 
     /// Fibers that wait in this worker's queues (lifo slot, deque, soon and later
@@ -386,6 +391,7 @@ impl WorkerShared {
     pub fn has_queued_fibers(&self) -> bool {
         !self.stealer.is_empty()
             || !self.soon.stealer.is_empty()
+            || !self.urgent.stealer.is_empty()
             || !self.later.stealer.is_empty()
             || self.lifo.is_occupied(Ordering::Relaxed)
     }

@@ -192,7 +192,7 @@ fn release_queued(rt: &Runtime, w: &WorkerShared) {
         rt.injector.push(f);
         moved = true;
     }
-    for queue in [&w.stealer, &w.soon.stealer, &w.later.stealer] {
+    for queue in [&w.urgent.stealer, &w.stealer, &w.soon.stealer, &w.later.stealer] {
         moved |= move_all(queue, &rt.injector);
     }
     if moved {

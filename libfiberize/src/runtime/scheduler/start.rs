@@ -52,6 +52,7 @@ fn start_pool() {
             progress: Padded(AtomicU64::new(0)),
             cpu_ticks: Padded(AtomicU64::new(0)),
             soon: fair::SideQueue::new(),
+            urgent: fair::SideQueue::new(),
             later: fair::SideQueue::new(),
             turn: Padded(Default::default()),
             role: WorkerRole::active(),

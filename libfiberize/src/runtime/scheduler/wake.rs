@@ -137,6 +137,56 @@ pub fn unpark(f: &FiberRef) {
     }
 }
 
+/// [`unpark`] for the waiter a mutex's contended unlock woke while others still queue
+/// behind it, called by the unlocker once the lock is free.
+///
+/// The mutex admits one wake-up in flight (`crate::sync::lock_word`): every parked
+/// waiter waits until this one runs, so its wake-up latency is the drain rate of the
+/// whole queue. The kernel runs a thread woken by `FUTEX_WAKE` soon (it slept: EEVDF
+/// gives it lag), while a fiber woken here waited behind whatever its worker ran next,
+/// and that worker itself for a kernel time slice. With 32 workers on 2 CPUs beside
+/// sysbench, MariaDB's mutexes drained a few dozen hand-offs a second: 327 fibers sat
+/// parked on a free commit-path mutex, one of them holding an InnoDB latch's shared
+/// side, whose writer held up every DELETE for ~30 s (issue 27). So a fiber unlocker
+/// gives the wakee its worker, which has the CPU now: the wakee goes to the worker's
+/// urgent queue (run and stolen before anything else) and the unlocker yields, to run
+/// again right after it (the lifo slot). Elsewhere (a plain thread, a donor, a shield)
+/// it is an ordinary [`unpark`].
+pub fn unpark_lock_waiter(f: &FiberRef) {
+    let Some(cur) = fiber::current() else {
+        return unpark(f);
+    };
+    let Some(w) = super::worker_of(cur) else {
+        return unpark(f);
+    };
+    if crate::base::shield::depth() != 0 {
+        return unpark(f);
+    }
+    match f.park_state.unpark() {
+        UnparkAction::Schedule => {
+            bump(&STATS.unparks);
+            bump(&STATS.lock_wakes_yielded);
+            f.set_life(Life::Runnable);
+            fair::note_woken(runtime_unchecked(), f);
+            {
+                let _shield = crate::base::shield::Shield::new();
+                note_wake_locality(f, w);
+                f.mark_queued(Source::FiberWake);
+                // SAFETY: `w` runs the caller, so we are on w's OS thread, shielded.
+                unsafe { w.urgent.push_urgent(f.clone()) };
+            }
+            // SAFETY: we are this fiber (`cur`), on its stack, outside any shield.
+            unsafe { cur.suspend(Switch::YieldToWakee) };
+        }
+        UnparkAction::Notified => {
+            if let Some(fd) = f.direct_wake.fd() {
+                sys::eventfd_signal(fd);
+            }
+        }
+        UnparkAction::Nothing => {}
+    }
+}
+
 /// [`unpark`] for every fiber of a broadcast (a futex wake of many, a condition
 /// broadcast): the fibers are queued first and the idle workers told once at the end,
 /// up to one per queued fiber and no more than there are CPUs. Told once per fiber, a

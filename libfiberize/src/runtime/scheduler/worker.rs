@@ -108,6 +108,7 @@ fn sleep_as_spare(rt: &Runtime, w: &WorkerShared) {
         rt.injector.push(f);
     }
     move_all(&w.soon.stealer, &rt.injector);
+    move_all(&w.urgent.stealer, &rt.injector);
     move_all(&w.later.stealer, &rt.injector);
     if let Some(f) = w.lifo.take() {
         rt.injector.push(f);
@@ -135,6 +136,11 @@ fn find_work(rt: &Runtime, w: &WorkerShared, tick: u32, lifo_streak: &mut u32) -
     // read of the staleness check a quarter of the time.
     if tick.is_multiple_of(POLL_CHECK_INTERVAL) {
         poller::poll_if_stale(poller::set_of_worker(w.index), poller::STALE_NS);
+    }
+    // A lock's woken waiter that its waker gave this worker to (wake::unpark_lock_waiter).
+    // SAFETY: we are w's OS thread, in its scheduler context.
+    if let Some(f) = unsafe { w.urgent.pop() } {
+        return Some(f);
     }
     if tick.is_multiple_of(GLOBAL_CHECK_INTERVAL) {
         if let Some(f) = steal_global(rt, local) {
@@ -215,8 +221,9 @@ fn steal_from_others(rt: &Runtime, w: &WorkerShared, local: &Deque<FiberRef>) ->
     let n = all.len();
     for k in 1..n {
         let victim = &all[(w.index + k) % n];
-        if let Some(f) =
-            retry_steal(|| victim.soon.stealer.steal()).or_else(|| retry_steal(|| victim.stealer.steal_batch_and_pop(local)))
+        if let Some(f) = retry_steal(|| victim.urgent.stealer.steal())
+            .or_else(|| retry_steal(|| victim.soon.stealer.steal()))
+            .or_else(|| retry_steal(|| victim.stealer.steal_batch_and_pop(local)))
         {
             bump(&STATS.steals);
             return Some(f);
@@ -328,6 +335,14 @@ pub(super) fn run_fiber(w: &WorkerShared, f: FiberRef) {
             sys::sigmask_set(base);
             // SAFETY: w's OS thread, scheduler context.
             unsafe { fair::requeue_on_worker(runtime_unchecked(), w, f, Source::Preempt) };
+        }
+        corosensei::CoroutineResult::Yield(Switch::YieldToWakee) => {
+            // It woke a lock waiter, queued in `urgent` to run first: it runs next after
+            // that one (wake::unpark_lock_waiter).
+            f.mark_queued(Source::Yield);
+            if let Some(old) = w.lifo.replace(f) {
+                local.push(old);
+            }
         }
         corosensei::CoroutineResult::Yield(Switch::EndTurn) => {
             // Its turn is spent (turn.rs): as a preempted fiber.
