@@ -135,6 +135,10 @@ pub struct Fiber {
     pub(crate) identity: Identity,
     coroutine: UnsafeCell<Option<FiberCoroutine>>,
     yielder: Cell<*const FiberYielder>,
+    /// Set by the fiber itself while it releases a mutex on its way to park (a condition
+    /// wait): that unlock does not yield to its wakee (`scheduler::unpark_lock_waiter`),
+    /// which runs when this fiber parks a moment later.
+    pub(crate) unlocking_to_park: Cell<bool>,
     pub(crate) park_state: ParkState,
     /// Incremented by every timed park, so that a stale timer does not wake a later wait.
     park_gen: AtomicU64,
@@ -202,6 +206,7 @@ impl Fiber {
             identity: Identity::new(start_routine),
             coroutine: UnsafeCell::new(None),
             yielder: Cell::new(core::ptr::null()),
+            unlocking_to_park: Cell::new(false),
             park_state: ParkState::new(),
             park_gen: AtomicU64::new(0),
             donor: DonorHandoff::new(),

@@ -148,9 +148,12 @@ pub unsafe fn wait(c: *mut pthread_cond_t, m: *mut pthread_mutex_t, abstime: *co
             o.waiters.fetch_add(1, Ordering::Relaxed);
             true
         },
-        // SAFETY: the caller owns `m` (checked above for the types that can tell).
-        || unsafe {
-            mutex::api::unlock(m);
+        || {
+            let me = crate::runtime::fiber::current();
+            me.inspect(|f| f.unlocking_to_park.set(true));
+            // SAFETY: the caller owns `m` (checked above for the types that can tell).
+            unsafe { mutex::api::unlock(m) };
+            me.inspect(|f| f.unlocking_to_park.set(false));
         },
         |_| {
             o.waiters.fetch_sub(1, Ordering::Relaxed);

@@ -47,11 +47,12 @@
 //! With one wake-up in flight, every parked waiter waits until the woken one has run.
 //! The kernel runs a thread that `FUTEX_WAKE` woke soon (it slept, so EEVDF owes it
 //! time); a fiber woken into a run queue waited behind whatever its worker ran next,
-//! and that worker for its kernel time slice. So when others still queue behind the
-//! wakee, a fiber unlocker gives the wakee its worker, which has a CPU now: the wakee is
-//! queued to run first there, and the unlocker yields to run right after it
+//! and that worker for its kernel time slice. So when others still queue behind a
+//! wakee that waited a millisecond or more (a convoy: `scheduler::parked_long`), a fiber
+//! unlocker gives the wakee its worker, which has a CPU now: the wakee is queued to run
+//! first there, and the unlocker yields to run right after it
 //! (`scheduler::unpark_lock_waiter`; counted: `lock_wakes_yielded`). A plain thread
-//! unlocker, or a lone waiter, wakes the ordinary way.
+//! unlocker, a lone waiter or a short wait wakes the ordinary way.
 //!
 //! # Eventual fairness (parking_lot's `be_fair`, Go's starvation mode)
 //!

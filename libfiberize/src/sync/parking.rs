@@ -77,9 +77,8 @@ const EMPTY_BUCKET: Bucket =
     Bucket { lock: RawMutex::new(), head: AtomicPtr::new(ptr::null_mut()), tail: Cell::new(ptr::null()), fair: FairTimer::new() };
 static TABLE: [Bucket; BUCKETS] = [EMPTY_BUCKET; BUCKETS];
 
-/// In a forked child: every queue empty and unlocked. No waiter of the parent exists in
-/// the child (the forking thread was not waiting), and a bucket lock held by another
-/// thread at the fork would never be released.
+/// In a forked child: every queue empty and unlocked. No waiter of the parent exists in the child (the forking thread
+/// was not waiting), and a bucket lock held by another thread at the fork would never be released.
 ///
 /// # Safety
 /// Only from the atfork child hook (one thread, nothing else running).
@@ -110,14 +109,14 @@ pub struct Waiter {
     token: Cell<usize>,
     /// Real-time priority of a thread waiter (0: none), see [`REALTIME_IN_USE`].
     rt_priority: i32,
-    /// Queued with `Place::Front`: a lock waiter that was woken and lost the lock, the
-    /// only kind [`unpark_one_fair`] may call fair.
+    /// Queued with `Place::Front` (woken, it lost the lock): the only kind [`unpark_one_fair`] may call fair.
     at_front: bool,
+    /// `scheduler::monitor_ticks()` when a fiber queued (0 for a thread).
+    parked_tick: u64,
 }
 
-/// Set once the program created a SCHED_FIFO/SCHED_RR thread. From then on thread
-/// waiters record their real-time priority and [`unpark_one`] wakes the highest first,
-/// as the kernel's futex does for real-time tasks (fibers count as priority 0).
+/// Set once the program created a SCHED_FIFO/SCHED_RR thread. From then on thread waiters record their real-time
+/// priority and [`unpark_one`] wakes the highest first, as the kernel's futex does for real-time tasks (fibers: 0).
 pub static REALTIME_IN_USE: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(false);
 
 /// The calling thread's real-time priority (0 under SCHED_OTHER and friends).
@@ -143,6 +142,7 @@ impl Waiter {
             token: Cell::new(TOKEN_NORMAL),
             rt_priority: if fiber.is_null() && REALTIME_IN_USE.load(Ordering::Relaxed) { own_rt_priority() } else { 0 },
             at_front,
+            parked_tick: if fiber.is_null() { 0 } else { scheduler::monitor_ticks() },
         }
     }
 }
@@ -424,10 +424,9 @@ pub fn unpark_one(key: usize, callback: impl FnOnce(UnparkInfo) -> usize) -> boo
     unpark_one_with(key, false, callback)
 }
 
-/// [`unpark_one`] for a mutex: `UnparkInfo::be_fair` is set when the waiter it dequeues queued
-/// at the front (it was woken before and lost) and the bucket's fairness interval has passed
-/// ([`crate::sync::parking_fair`]); a waiter others queue behind is woken with
-/// [`scheduler::unpark_lock_waiter`].
+/// [`unpark_one`] for a mutex: `UnparkInfo::be_fair` is set when the waiter it dequeues queued at the front (it was
+/// woken before and lost) and the bucket's fairness interval has passed ([`crate::sync::parking_fair`]); a waiter
+/// others queue behind that parked long is woken with [`scheduler::unpark_lock_waiter`].
 pub fn unpark_one_fair(key: usize, callback: impl FnOnce(UnparkInfo) -> usize) -> bool {
     unpark_one_with(key, true, callback)
 }
@@ -473,11 +472,13 @@ fn unpark_one_with(key: usize, fair: bool, callback: impl FnOnce(UnparkInfo) -> 
             !q.is_null()
         };
     // SAFETY: `p` is live under the lock.
-    let be_fair = fair && unsafe { (*p).at_front } && b.fair.be_fair(sys::now_ns(), key);
+    let (at_front, parked_tick) = unsafe { ((*p).at_front, (*p).parked_tick) };
+    let be_fair = fair && at_front && b.fair.be_fair(sys::now_ns(), key);
     let token = callback(UnparkInfo { unparked: true, have_more, be_fair });
+    let convoy = fair && have_more && scheduler::parked_long(parked_tick);
     let wake = take(b, p, token);
     b.lock.unlock();
-    wake.run_as(fair && have_more);
+    wake.run_as(convoy);
     true
 }
 
@@ -589,9 +590,8 @@ pub fn unpark_requeue(
     Some((n, moved.len()))
 }
 
-/// [`unpark_some`] without a callback, skipping the bucket lock when nobody waits in
-/// the key's bucket. The caller must have published the state change that waiters
-/// validate against before calling (see the module docs).
+/// [`unpark_some`] without a callback, skipping the bucket lock when nobody waits in the key's bucket. The caller must
+/// have published the state change that waiters validate against before calling (see the module docs).
 pub fn unpark_some_quick(key: usize, bitset: u32, max: usize) -> usize {
     if !parking_quick::anybody_queued_after_publishing(&bucket(key).head) {
         return 0;

@@ -129,6 +129,23 @@ pub(super) fn enabled() -> bool {
     }
 }
 
+/// The monitor's tick count (0 before the pool runs): a clock of 1 ms resolution that
+/// costs one Relaxed load (`sync::parking` stamps lock waiters with it).
+pub fn monitor_ticks() -> u64 {
+    super::try_runtime().map_or(0, |rt| rt.fair.ticks.load(Ordering::Relaxed))
+}
+
+/// A mutex waiter parked this many monitor ticks (≥ 1 ms) sits in a convoy, not in a
+/// hand-off between running fibers (µs: prodcons, the hammer), and its unlocker yields
+/// to it (`wake::unpark_lock_waiter`). Origin: MariaDB's convoys waited 0.1–2.6 s; with
+/// the yield for every waiter, bench_core's prodcons lost ~15 % (issue 27, session 6).
+const CONVOY_TICKS: u64 = 2;
+
+/// Whether a wait that began at monitor tick `since` has lasted `CONVOY_TICKS`.
+pub fn parked_long(since: u64) -> bool {
+    monitor_ticks().saturating_sub(since) >= CONVOY_TICKS
+}
+
 /// The pool's virtual time and tick count; written by the monitor only.
 #[derive(Default)]
 pub(super) struct FairClock {
@@ -140,6 +157,8 @@ impl Runtime {
     /// The monitor's tick: charges a tick to every worker running a fiber on the CPU and
     /// advances V (module docs); `runnable`: the fibers waiting in the run queues now.
     pub(super) fn fair_tick(&self, runnable: u64) {
+        // The tick count also dates lock waits (`parked_long`): counted even without the order.
+        self.fair.ticks.store(self.fair.ticks.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
         if !enabled() {
             return;
         }
@@ -151,7 +170,6 @@ impl Runtime {
                 w.cpu_ticks.store(w.cpu_ticks.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
             }
         }
-        self.fair.ticks.store(self.fair.ticks.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
         if busy > 0 {
             self.fair.v_ns.fetch_add(TICK_NS * busy / (busy + runnable), Ordering::Relaxed);
         }

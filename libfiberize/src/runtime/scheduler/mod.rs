@@ -75,6 +75,7 @@ mod worker_role;
 use worker_role::{Role, WorkerRole};
 
 pub use direct_wait::{direct_wait, DirectWait};
+pub use fair::{monitor_ticks, parked_long};
 pub(crate) use monitor::{mark_blocked, thread_sleeps_in_kernel, thread_state, BlockedCall};
 pub use start::{pool_never_started, start};
 pub use turn::note_stream_read;
@@ -157,7 +158,8 @@ pub struct WorkerShared {
     /// Fibers owed CPU time, served before the deque ([`fair`]).
     soon: fair::SideQueue,
     /// Lock waiters whose waker gave them its worker (`wake::unpark_lock_waiter`): run
-    /// and stolen before anything else.
+    /// before anything else; stolen, as the lifo slot, only from a worker that is not
+    /// ACTIVE.
     urgent: fair::SideQueue,
     /// Fibers that used more than their share of the CPU ([`fair`]).
     later: fair::SideQueue,

@@ -138,7 +138,8 @@ pub fn unpark(f: &FiberRef) {
 }
 
 /// [`unpark`] for the waiter a mutex's contended unlock woke while others still queue
-/// behind it, called by the unlocker once the lock is free.
+/// behind it and after it waited long ([`super::parked_long`]: a convoy), called by the
+/// unlocker once the lock is free.
 ///
 /// The mutex admits one wake-up in flight (`crate::sync::lock_word`): every parked
 /// waiter waits until this one runs, so its wake-up latency is the drain rate of the
@@ -149,9 +150,10 @@ pub fn unpark(f: &FiberRef) {
 /// parked on a free commit-path mutex, one of them holding an InnoDB latch's shared
 /// side, whose writer held up every DELETE for ~30 s (issue 27). So a fiber unlocker
 /// gives the wakee its worker, which has the CPU now: the wakee goes to the worker's
-/// urgent queue (run and stolen before anything else) and the unlocker yields, to run
-/// again right after it (the lifo slot). Elsewhere (a plain thread, a donor, a shield)
-/// it is an ordinary [`unpark`].
+/// urgent queue (run before anything else, and left to this worker as the lifo slot
+/// is) and the unlocker yields, to run again right after it (the lifo slot). Elsewhere
+/// (a plain thread, a donor, a shield, a condition wait releasing its mutex: it parks at
+/// once) it is an ordinary [`unpark`].
 pub fn unpark_lock_waiter(f: &FiberRef) {
     let Some(cur) = fiber::current() else {
         return unpark(f);
@@ -159,7 +161,7 @@ pub fn unpark_lock_waiter(f: &FiberRef) {
     let Some(w) = super::worker_of(cur) else {
         return unpark(f);
     };
-    if crate::base::shield::depth() != 0 {
+    if crate::base::shield::depth() != 0 || cur.unlocking_to_park.get() {
         return unpark(f);
     }
     match f.park_state.unpark() {

@@ -221,21 +221,28 @@ fn steal_from_others(rt: &Runtime, w: &WorkerShared, local: &Deque<FiberRef>) ->
     let n = all.len();
     for k in 1..n {
         let victim = &all[(w.index + k) % n];
-        if let Some(f) = retry_steal(|| victim.urgent.stealer.steal())
-            .or_else(|| retry_steal(|| victim.soon.stealer.steal()))
-            .or_else(|| retry_steal(|| victim.stealer.steal_batch_and_pop(local)))
+        if let Some(f) =
+            retry_steal(|| victim.soon.stealer.steal()).or_else(|| retry_steal(|| victim.stealer.steal_batch_and_pop(local)))
         {
             bump(&STATS.steals);
             return Some(f);
         }
-        // The lifo slot of a busy worker is left alone: its owner runs it as soon as
-        // the waker switches out (stealing it would split a ping-pong pair across
-        // cores). A blocked worker's slot is fair game; a slot whose owner made no
-        // progress for a tick is moved to the injector by the monitor.
-        if victim.role.peek() != Role::Active && victim.lifo.is_occupied(Ordering::Relaxed) {
-            if let Some(f) = victim.lifo.take() {
+        // The lifo slot and the urgent queue of a busy worker are left alone: its owner
+        // runs them as soon as the waker switches out, and the waker of an urgent one has
+        // already yielded (stealing them would split a ping-pong pair across cores, or
+        // move a lock's hand-offs from core to core). A blocked worker's are fair game;
+        // an owner that made no progress for a tick has them moved to the injector by
+        // the monitor.
+        if victim.role.peek() != Role::Active {
+            if let Some(f) = retry_steal(|| victim.urgent.stealer.steal()) {
                 bump(&STATS.steals);
                 return Some(f);
+            }
+            if victim.lifo.is_occupied(Ordering::Relaxed) {
+                if let Some(f) = victim.lifo.take() {
+                    bump(&STATS.steals);
+                    return Some(f);
+                }
             }
         }
     }
