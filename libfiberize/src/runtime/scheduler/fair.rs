@@ -60,7 +60,8 @@
 //!   Fibers woken by fibers keep the lifo slot (a hand-off runs next anyway).
 //!
 //! ```text
-//!   find_work:  lifo slot (capped) -> soon -> deque -> global -> steal (soon, deque)
+//!   find_work:  urgent (a convoy's wakee, wake::unpark_lock_waiter) -> lifo slot (capped)
+//!               -> soon -> deque -> global -> steal (soon, deque)
 //!               -> later (own, then stolen)
 //!               every 4th dequeue the deque before soon; every 8th the later head
 //!               if it is due; every 61st the global queues first

@@ -27,6 +27,9 @@
 //!   Boost.Fiber, docs/DESIGN.md §2.3, cannot happen), and fibers queued behind a fiber that
 //!   spins without switching reach other workers even when those never run dry.
 //!   Slots of BLOCKED workers are stolen at once.
+//! * A mutex waiter woken out of a convoy (parked ≥ 1 ms, others behind it) goes to the
+//!   waker's worker **urgent queue**, run before the lifo slot, and the waker yields into
+//!   the lifo slot (`wake::unpark_lock_waiter`); the queue is stolen as the slot is.
 //! * `sched_yield` re-queues at the back of the local FIFO deque: round robin.
 //! * Fibers woken by plain OS threads or timers go to the global injector; donors use
 //!   the allocation-free hand-off list (see [`push_from_donor`]).
