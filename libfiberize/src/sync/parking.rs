@@ -111,7 +111,7 @@ pub struct Waiter {
     rt_priority: i32,
     /// Queued with `Place::Front` (woken, it lost the lock): the only kind [`unpark_one_fair`] may call fair.
     at_front: bool,
-    /// `scheduler::monitor_ticks()` when a fiber queued (0 for a thread).
+    /// `scheduler::monitor_ticks()` when a fiber queued on a mutex (0 otherwise).
     parked_tick: u64,
 }
 
@@ -131,7 +131,7 @@ fn own_rt_priority() -> i32 {
 }
 
 impl Waiter {
-    fn new(key: usize, bitset: u32, fiber: *const Fiber, at_front: bool) -> Waiter {
+    fn new(key: usize, bitset: u32, fiber: *const Fiber, at_front: bool, kind: WaitKind) -> Waiter {
         Waiter {
             key: AtomicUsize::new(key),
             bitset,
@@ -142,7 +142,7 @@ impl Waiter {
             token: Cell::new(TOKEN_NORMAL),
             rt_priority: if fiber.is_null() && REALTIME_IN_USE.load(Ordering::Relaxed) { own_rt_priority() } else { 0 },
             at_front,
-            parked_tick: if fiber.is_null() { 0 } else { scheduler::monitor_ticks() },
+            parked_tick: if kind == WaitKind::Mutex && !fiber.is_null() { scheduler::monitor_ticks() } else { 0 },
         }
     }
 }
@@ -262,7 +262,7 @@ pub fn park_in(
     };
     let since = if report_kind.is_some() { crate::base::sites::now() } else { 0 };
     let me = fiber::current_or_demote();
-    let waiter = Waiter::new(key, bitset, me.map_or(ptr::null(), |f| f as *const Fiber), place == Place::Front);
+    let waiter = Waiter::new(key, bitset, me.map_or(ptr::null(), |f| f as *const Fiber), place == Place::Front, kind);
     let b = bucket(key);
     // Queue first, then validate (with a SeqCst fence between): the mirror image of
     // a waker that changes the state, fences, then peeks at the queue without the lock.

@@ -375,11 +375,11 @@ impl WorkerShared {
         }
     }
 
-    /// Fibers in this worker's local deque and soon queue, in its later queue, and
-    /// whether its lifo slot holds one (for the dump; a snapshot that may be stale at once).
+    /// Fibers in this worker's local deque, soon and urgent queues, in its later queue,
+    /// and whether its lifo slot holds one (for the dump; a snapshot that may be stale at once).
     pub fn queued(&self) -> (usize, usize, bool) {
-        let deque_and_soon = self.stealer.len() + self.soon.stealer.len() + self.urgent.stealer.len();
-        (deque_and_soon, self.later.stealer.len(), self.lifo.is_occupied(Ordering::Relaxed))
+        let ahead_of_later = self.stealer.len() + self.soon.stealer.len() + self.urgent.stealer.len();
+        (ahead_of_later, self.later.stealer.len(), self.lifo.is_occupied(Ordering::Relaxed))
     }
 
     /// Fibers that wait in this worker's queues (lifo slot, deque, soon and later

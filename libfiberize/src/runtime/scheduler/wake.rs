@@ -164,29 +164,19 @@ pub fn unpark_lock_waiter(f: &FiberRef) {
     if crate::base::shield::depth() != 0 || cur.unlocking_to_park.get() {
         return unpark(f);
     }
-    match f.park_state.unpark() {
-        UnparkAction::Schedule => {
-            bump(&STATS.unparks);
-            bump(&STATS.lock_wakes_yielded);
-            f.set_life(Life::Runnable);
-            fair::note_woken(runtime_unchecked(), f);
-            {
-                let _shield = crate::base::shield::Shield::new();
-                note_wake_locality(f, w);
-                f.mark_queued(Source::FiberWake);
-                // SAFETY: `w` runs the caller, so we are on w's OS thread, shielded.
-                unsafe { w.urgent.push_urgent(f.clone()) };
-            }
-            // SAFETY: we are this fiber (`cur`), on its stack, outside any shield.
-            unsafe { cur.suspend(Switch::YieldToWakee) };
+    unpark_then(f, |f| {
+        bump(&STATS.lock_wakes_yielded);
+        {
+            let _shield = crate::base::shield::Shield::new();
+            note_wake_locality(f, w);
+            f.mark_queued(Source::FiberWake);
+            // SAFETY: `w` runs the caller, so we are on w's OS thread, shielded.
+            unsafe { w.urgent.push_urgent(f.clone()) };
         }
-        UnparkAction::Notified => {
-            if let Some(fd) = f.direct_wake.fd() {
-                sys::eventfd_signal(fd);
-            }
-        }
-        UnparkAction::Nothing => {}
-    }
+        // SAFETY: we are this fiber (`cur`), on its stack, outside any shield.
+        unsafe { cur.suspend(Switch::YieldToWakee) };
+        false
+    });
 }
 
 /// [`unpark`] for every fiber of a broadcast (a futex wake of many, a condition
@@ -211,12 +201,18 @@ pub fn unpark_many(fibers: &mut dyn Iterator<Item = FiberRef>) {
 
 /// [`unpark`] without telling the idle workers; whether they should be told.
 fn unpark_quietly(f: &FiberRef) -> bool {
+    unpark_then(f, |f| schedule(f.clone()))
+}
+
+/// The park-state transition of an unpark: a fiber that must run again is made
+/// runnable and handed to `queue`, whose answer (tell the idle workers?) is returned.
+fn unpark_then(f: &FiberRef, queue: impl FnOnce(&FiberRef) -> bool) -> bool {
     match f.park_state.unpark() {
         UnparkAction::Schedule => {
             bump(&STATS.unparks);
             f.set_life(Life::Runnable);
             fair::note_woken(runtime_unchecked(), f);
-            schedule(f.clone())
+            queue(f)
         }
         UnparkAction::Notified => {
             // A fiber in a direct wait is "running" on a worker blocked in the
