@@ -1,12 +1,15 @@
 /* The run order by CPU time (issue 27): CPU-bound threads next to a thread that waits
  * for I/O and a thread that spins on sched_yield. HOGS threads compute in chunks
  * (about a millisecond each) with a sched_yield between chunks until told to stop; a
- * client thread makes TRIPS round trips through two pipes with an echo thread; a
+ * client thread makes TRIPS round trips through two pipes with an echo thread, and in
+ * each waits on a condition variable for the echo thread's acknowledgement before it
+ * reads the reply (a wait on another thread's progress, as a transaction's commit); a
  * spinner calls sched_yield until the client is done. Under the preload the hogs use
- * more than their share of the CPU and wait in their worker's later queue: the client,
- * the echo thread and the spinner must still run (a fiber that is ahead is never
- * stranded: the later queue is served when it waited long enough or nothing else
- * runs), and everything must finish as natively.
+ * more than their share of the CPU and wait in their worker's later queue, and the
+ * client's readiness wake-ups go to the coordinating queue: the client, the echo thread
+ * and the spinner must still run (a fiber that is ahead is never stranded: the later
+ * queue is served when it waited long enough or nothing else runs), and everything
+ * must finish as natively.
  *   sched_fair [hogs=4] [trips=200]
  * stdout: what finished (the same natively and preloaded); stderr: the preload evidence. */
 #include <stdlib.h>
@@ -15,6 +18,9 @@
 static int hogs = 4, trips = 200;
 static atomic_int stop, hogs_started;
 static int to_echo[2], from_echo[2];
+static pthread_mutex_t ack_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t ack_cond = PTHREAD_COND_INITIALIZER;
+static int acked = -1;
 
 /* About a millisecond of arithmetic the compiler cannot drop. */
 static unsigned chunk(unsigned x) {
@@ -41,6 +47,10 @@ static void *echo(void *arg) {
     char c;
     for (int i = 0; i < trips; i++) {
         CHECK(read(to_echo[0], &c, 1) == 1, "echo read");
+        CHECK(pthread_mutex_lock(&ack_lock) == 0, "ack lock");
+        acked = i;
+        CHECK(pthread_cond_signal(&ack_cond) == 0 && pthread_mutex_unlock(&ack_lock) == 0, "ack");
+        usleep(100); /* the client reads before the reply is there: a wait for readiness */
         CHECK(write(from_echo[1], &c, 1) == 1, "echo write");
     }
     return NULL;
@@ -51,7 +61,11 @@ static void *client(void *arg) {
     note_fiber();
     for (int i = 0; i < trips; i++) {
         char c = (char)i, back = 0;
+        CHECK(pthread_mutex_lock(&ack_lock) == 0, "client lock");
         CHECK(write(to_echo[1], &c, 1) == 1, "client write");
+        while (acked < i)
+            CHECK(pthread_cond_wait(&ack_cond, &ack_lock) == 0, "client wait");
+        CHECK(pthread_mutex_unlock(&ack_lock) == 0, "client unlock");
         CHECK(read(from_echo[0], &back, 1) == 1 && back == c, "client read, trip %d", i);
     }
     atomic_store(&stop, 1);

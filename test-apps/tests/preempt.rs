@@ -72,11 +72,19 @@ fn without_preemption_spinners_livelock() {
 /// Issue 27, the run order by CPU time: computing threads that yield between chunks,
 /// next to a client/echo pair of threads doing round trips through pipes and a thread
 /// spinning on `sched_yield`. The computing fibers use more than their share and wait
-/// in their worker's later queue; everything must still finish as natively (a fiber in
-/// the later queue is never stranded), on one worker and on two.
+/// in their worker's later queue; the client, which waits on a condition variable in
+/// each round trip, is coordinating and its wake-ups go before the others; everything
+/// must still finish as natively (a fiber in the later queue is never stranded), on one
+/// worker and on two.
 fn fair_order(workers: &str) -> Run {
     let pre = same_as_native("sched_fair", &["4", "200"], workers);
     assert!(pre.stdout.contains("hogs that computed and stopped: 4 of 4"), "{}", pre.stdout);
+    assert!(
+        stat(&pre, "fair_coordinating") > 0,
+        "no wake-up of the coordinating client was queued as such:
+{}",
+        pre.stderr
+    );
     pre
 }
 

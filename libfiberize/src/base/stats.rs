@@ -111,6 +111,7 @@ counters! {
     fair_later,
     /// Fibers queued in a soon queue: they had used clearly less than their share.
     fair_soon,
+    fair_coordinating,
     /// Mutex unlocks that gave their worker to a convoy's wakee (`unpark_lock_waiter`).
     lock_wakes_yielded,
     /// Later-queue heads run because they had waited the kickup time.

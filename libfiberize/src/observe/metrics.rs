@@ -132,6 +132,7 @@ const METRICS: &[Metric] = &[
     stat!(eventfd_writes, "Writes to an eventfd to wake a sleeping worker or end a direct wait."),
     stat!(fair_later, "Fibers queued behind the others because they had used more than their share of the CPU."),
     stat!(fair_soon, "Fibers queued before the others because they had used clearly less than their share of the CPU."),
+    stat!(fair_coordinating, "Wake-ups and turn ends of fibers that recently waited on another thread (a condition variable, a futex), queued before the owed ones."),
     stat!(lock_wakes_yielded, "Mutex unlocks that woke a waiter others queued behind and gave it the worker."),
     stat!(fair_kickups, "Fibers run from the later queue because they had waited the kickup time."),
     stat!(epoll_waits, "epoll_wait calls on the runtime's readiness sets."),

@@ -6,7 +6,7 @@
 //! run, or the code queueing it), and read by the worker that dequeues it: the run
 //! queues' own Release/Acquire order them, so every access is Relaxed.
 
-use core::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use core::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
 
 #[derive(Default)]
 pub struct CpuAccount {
@@ -14,6 +14,10 @@ pub struct CpuAccount {
     vruntime: AtomicU64,
     /// The pool's tick count when the fiber entered a later queue (the kickup rule).
     later_since: AtomicU64,
+    /// Descriptor waits left before the fiber stops counting as coordinating: set by a
+    /// wait on another thread's progress (a condition variable, a futex), lowered by
+    /// each descriptor wait (`scheduler::fair`'s coordinating fibers).
+    coordination_credit: AtomicU32,
 }
 
 impl CpuAccount {
@@ -44,5 +48,29 @@ impl CpuAccount {
     #[inline]
     pub fn set_later_since(&self, tick: u64) {
         self.later_since.store(tick, Relaxed);
+    }
+
+    /// The fiber waits for another thread's progress: it coordinates for the next
+    /// `credit` descriptor waits.
+    #[inline]
+    pub fn note_coordinating_wait(&self, credit: u32) {
+        if self.coordination_credit.load(Relaxed) != credit {
+            self.coordination_credit.store(credit, Relaxed);
+        }
+    }
+
+    /// The fiber waits for a descriptor: one less of its credit.
+    #[inline]
+    pub fn note_descriptor_wait(&self) {
+        let credit = self.coordination_credit.load(Relaxed);
+        if credit != 0 {
+            self.coordination_credit.store(credit - 1, Relaxed);
+        }
+    }
+
+    /// Whether a wait on another thread's progress is among the fiber's recent waits.
+    #[inline]
+    pub fn is_coordinating(&self) -> bool {
+        self.coordination_credit.load(Relaxed) != 0
     }
 }

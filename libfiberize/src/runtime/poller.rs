@@ -317,6 +317,13 @@ pub fn poll_if_stale(set: usize, max_age_ns: u64) -> usize {
     try_poll_now(set)
 }
 
+/// [`poll_if_stale`] for every set that `wanted` accepts (the monitor's look at sets
+/// whose owners may not get to them). Returns how many fd events it dispatched.
+pub fn poll_stale_sets_where(max_age_ns: u64, wanted: impl Fn(usize) -> bool) -> usize {
+    let n = NUM_SETS.load(Ordering::Acquire);
+    (0..n).filter(|&s| wanted(s)).map(|s| poll_if_stale(s, max_age_ns)).sum()
+}
+
 /// [`poll_if_stale`] for every set but `except` (the caller's own, polled separately;
 /// `usize::MAX`: none). Returns how many fd events it dispatched.
 pub fn poll_others_if_stale(except: usize, max_age_ns: u64) -> usize {

@@ -59,13 +59,49 @@
 //!   task with positive lag is eligible first", with two levels instead of a tree.
 //!   Fibers woken by fibers keep the lifo slot (a hand-off runs next anyway).
 //!
+//! * **Coordinating fibers go before the owed.** A fiber that waited on a condition
+//!   variable or a futex (another thread's progress: a commit, a row lock, a latch)
+//!   within its last `COORDINATION_CREDIT` descriptor waits is *coordinating*. Its
+//!   readiness wake-ups, turn ends, preemptions, and a lifo wakee it displaced, go to
+//!   the worker's **coordinating queue**, served before the soon queue, and its CPU time
+//!   is charged divided by `COORDINATING_WEIGHT` (a weight, as a nice level is: it may
+//!   use that many times a plain fiber's share before it is ahead).
+//!
 //! ```text
 //!   find_work:  urgent (a convoy's wakee, wake::unpark_lock_waiter) -> lifo slot (capped)
-//!               -> soon -> deque -> global -> steal (soon, deque)
-//!               -> later (own, then stolen)
-//!               every 4th dequeue the deque before soon; every 8th the later head
-//!               if it is due; every 61st the global queues first
+//!               -> coordinating -> soon -> deque -> global
+//!               -> steal (coordinating, soon, deque) -> later (own, then stolen)
+//!               every 2nd dequeue soon before coordinating; every 4th the deque first;
+//!               every 8th the later head if it is due; every 61st the global queues first
 //! ```
+//!
+//! # Why coordinating fibers go first
+//!
+//! The order by CPU time alone gives every connection of a server the same rate of
+//! requests when all of them wait in the queues: each is served in turn. Natively they
+//! do not wait there alike. In the MariaDB mix (point_select @2048 + read_write @256
+//! over TCP, 2 vCPUs) the kernel shares the CPUs between the server's threads *and*
+//! sysbench's, and a point_select round trip spends most of its 165 ms on the client's
+//! side; preloaded, the clients answer at once (their threads wait 0.08 ms for a CPU,
+//! against 25–38 ms natively) and every request waits in the server's queues. Both
+//! servers used 1.34 CPUs (`/proc/PID/stat`), but natively a read_write connection made
+//! 23–37 statements a second against 6 for a point_select one, and preloaded ~6 each:
+//! read_write, 20 round trips a transaction, got 0.15–0.18x native. A transaction also
+//! holds row locks that other transactions wait for, so its slowness spreads (read_write
+//! transactions took 7 s). MariaDB's own pool-of-threads serves connections inside a
+//! transaction from a high-priority queue for the same reason. A library cannot see a
+//! transaction; it sees a fiber that waits on other threads between its descriptor
+//! waits: every one of the mix's 256 read_write fibers did (once per 4 descriptor
+//! waits), and almost no point_select fiber (1 wait in ~37 000).
+//!
+//! The coordinating queue is bounded as the soon queue is: every 2nd dequeue the soon
+//! queue goes first and every 4th the deque, so fibers that only wait for their
+//! descriptors get at least half of the dequeues while they have work; and a
+//! coordinating fiber that uses more than `COORDINATING_WEIGHT` times a plain fiber's
+//! share still waits in the later queue. Where every fiber coordinates (TPC-C, a
+//! producer/consumer program) the coordinating queue takes the place of the soon queue
+//! and the deque: one FIFO, in which a fiber that ended its turn queues with fresh
+//! wake-ups, and the later queue still holds those ahead of their share.
 //!
 //! # Serving the later queue, and the bound on its wait
 //!
@@ -90,6 +126,7 @@
 //! preemption go to the global injector as before (for A/B runs of one library).
 
 use super::*;
+use crate::runtime::fiber::WaitKind;
 use crate::runtime::queue_delay::Source;
 
 /// CPU time charged per sampled tick: the monitor's period.
@@ -115,6 +152,24 @@ const OWED_NS: u64 = TICK_NS;
 /// Every this many dequeues the deque goes before the soon queue, so that a stream of
 /// owed wake-ups cannot starve the deque (at least a quarter of the dequeues are its).
 pub(super) const DEQUE_FIRST_INTERVAL: u32 = 4;
+
+/// Descriptor waits for which a fiber counts as coordinating after a wait on another
+/// thread's progress. Origin: a MariaDB read_write transaction (20 round trips) waits
+/// on a condition variable or a futex about once per 4 descriptor waits (a commit, the
+/// redo log, InnoDB latches), so 32 spans more than one transaction; a point_select
+/// connection made 1 such wait in ~37 000 descriptor waits (issue 27, session 7).
+const COORDINATION_CREDIT: u32 = 32;
+
+/// A coordinating fiber's share of the CPU against a fiber that only waits for its
+/// descriptors: its CPU time is charged divided by this. Origin: in the MariaDB mix
+/// natively, a read_write connection's thread used 4–12 times the CPU of a point_select
+/// connection's (1.3–1.8 ms/s against 0.15–0.37; issue 27, session 7).
+const COORDINATING_WEIGHT: u64 = 4;
+
+/// Every this many dequeues the soon queue goes first, before the coordinating queue
+/// (and every `DEQUE_FIRST_INTERVAL`th the deque): with all three full, coordinating
+/// fibers get at most half of the dequeues.
+pub(super) const SOON_FIRST_INTERVAL: u32 = 2;
 
 /// Whether the order by CPU time is on (`FIBERIZE_FAIR`, default on), read once.
 #[inline]
@@ -188,7 +243,8 @@ impl Runtime {
 pub(super) fn charge(w: &WorkerShared, f: &Fiber, ticks_before: u64) {
     let ticks = w.cpu_ticks.load(Ordering::Relaxed).wrapping_sub(ticks_before);
     if ticks != 0 {
-        f.cpu.charge(ticks * TICK_NS);
+        let weight = if f.cpu.is_coordinating() { COORDINATING_WEIGHT } else { 1 };
+        f.cpu.charge(ticks * TICK_NS / weight);
     }
 }
 
@@ -200,6 +256,27 @@ pub(super) fn note_woken(rt: &Runtime, f: &Fiber) {
         return;
     }
     f.cpu.lift_to(rt.virtual_time().saturating_sub(SLEEP_CREDIT_NS));
+}
+
+/// A fiber begins a wait of `kind` (`wake::park_current`): a wait on another thread's
+/// progress makes it coordinating, a descriptor wait uses up one of its credit.
+#[inline]
+pub(super) fn note_wait(f: &Fiber, kind: u32) {
+    if kind == WaitKind::Io as u32 {
+        f.cpu.note_descriptor_wait();
+    } else if kind == WaitKind::Cond as u32 || kind == WaitKind::Futex as u32 {
+        f.cpu.note_coordinating_wait(COORDINATION_CREDIT);
+    }
+}
+
+/// Whether `f` is coordinating: a wait on another thread's progress (a condition
+/// variable, a futex) is among its last `COORDINATION_CREDIT` descriptor waits, as in
+/// a database connection inside a transaction (commits, row locks, latches). Its
+/// wake-ups and turn ends go to the coordinating queue, before fibers that only wait
+/// for their descriptors (module docs).
+#[inline]
+pub(super) fn is_coordinating(f: &Fiber) -> bool {
+    enabled() && f.cpu.is_coordinating()
 }
 
 /// Whether `f` is owed CPU time: it used clearly less than its share (it slept, or
@@ -256,6 +333,17 @@ impl SideQueue {
     /// As [`Self::owner`].
     #[inline]
     pub(super) unsafe fn push_urgent(&self, f: FiberRef) {
+        // SAFETY: forwarded from this fn's contract.
+        unsafe { self.owner() }.push(f);
+    }
+
+    /// Queues a coordinating fiber that is not ahead (the coordinating queue).
+    ///
+    /// # Safety
+    /// As [`Self::owner`].
+    #[inline]
+    pub(super) unsafe fn push_coordinating(&self, f: FiberRef) {
+        bump(&STATS.fair_coordinating);
         // SAFETY: forwarded from this fn's contract.
         unsafe { self.owner() }.push(f);
     }
@@ -341,6 +429,9 @@ pub(super) unsafe fn requeue_on_worker(rt: &Runtime, w: &WorkerShared, f: FiberR
     if is_ahead(rt, &f) {
         // SAFETY: as above.
         unsafe { w.later.push_later(rt, f) };
+    } else if source != Source::Yield && is_coordinating(&f) {
+        // SAFETY: as above.
+        unsafe { w.coordinating.push_coordinating(f) };
     } else {
         local.push(f);
     }

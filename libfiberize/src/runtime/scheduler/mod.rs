@@ -158,6 +158,9 @@ pub struct WorkerShared {
     /// Monitor ticks that found this worker running a fiber: the CPU-time samples
     /// charged to the fibers it runs ([`fair`]). Written by the monitor only.
     cpu_ticks: Padded<AtomicU64>,
+    /// Coordinating fibers (a recent wait on another thread's progress) woken by
+    /// readiness or at the end of a turn, served before the soon queue ([`fair`]).
+    coordinating: fair::SideQueue,
     /// Fibers owed CPU time, served before the deque ([`fair`]).
     soon: fair::SideQueue,
     /// Lock waiters whose waker gave them its worker (`wake::unpark_lock_waiter`): run
@@ -324,6 +327,7 @@ impl Runtime {
         self.workers().iter().any(|w| {
             !w.stealer.is_empty()
                 || !w.soon.stealer.is_empty()
+                || !w.coordinating.stealer.is_empty()
                 || !w.urgent.stealer.is_empty()
                 || !w.later.stealer.is_empty()
                 || (w.role.peek() != Role::Active && w.lifo.is_occupied(Ordering::SeqCst))
@@ -375,27 +379,30 @@ impl WorkerShared {
         }
     }
 
-    /// Fibers in this worker's local deque, soon and urgent queues, in its later queue,
-    /// and whether its lifo slot holds one (for the dump; a snapshot that may be stale at once).
+    /// Fibers in this worker's local deque, soon, coordinating and urgent queues, in its
+    /// later queue, and whether its lifo slot holds one (for the dump; a snapshot that
+    /// may be stale at once).
     pub fn queued(&self) -> (usize, usize, bool) {
-        let ahead_of_later = self.stealer.len() + self.soon.stealer.len() + self.urgent.stealer.len();
+        let ahead_of_later =
+            self.stealer.len() + self.soon.stealer.len() + self.coordinating.stealer.len() + self.urgent.stealer.len();
         (ahead_of_later, self.later.stealer.len(), self.lifo.is_occupied(Ordering::Relaxed))
     }
 
-    /// Fibers that wait in this worker's queues (lifo slot, deque, soon and later
-    /// queues); a snapshot.
+    /// Fibers that wait in this worker's queues (lifo slot, deque, side queues); a
+    /// snapshot.
     pub fn queued_count(&self) -> u64 {
         let (deque_and_soon, later, lifo) = self.queued();
         (deque_and_soon + later) as u64 + lifo as u64
     }
 
-    /// Whether fibers wait in any of this worker's queues (lifo slot, deque, soon and
-    /// later queues); a snapshot. For a fiber on this worker deciding whether a spin
+    /// Whether fibers wait in any of this worker's queues (lifo slot, deque, side
+    /// queues); a snapshot. For a fiber on this worker deciding whether a spin
     /// could pay (`crate::sync::mutex::spinning_pays`): a lock holder may be among them.
     #[inline]
     pub fn has_queued_fibers(&self) -> bool {
         !self.stealer.is_empty()
             || !self.soon.stealer.is_empty()
+            || !self.coordinating.stealer.is_empty()
             || !self.urgent.stealer.is_empty()
             || !self.later.stealer.is_empty()
             || self.lifo.is_occupied(Ordering::Relaxed)

@@ -51,6 +51,7 @@ fn start_pool() {
             running: Padded(AtomicU64::new(0)),
             progress: Padded(AtomicU64::new(0)),
             cpu_ticks: Padded(AtomicU64::new(0)),
+            coordinating: fair::SideQueue::new(),
             soon: fair::SideQueue::new(),
             urgent: fair::SideQueue::new(),
             later: fair::SideQueue::new(),

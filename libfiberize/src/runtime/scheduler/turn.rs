@@ -228,6 +228,7 @@ pub fn note_stream_read() {
     }
     if w.stealer.is_empty()
         && w.soon.stealer.is_empty()
+        && w.coordinating.stealer.is_empty()
         && w.later.stealer.is_empty()
         && rt.injector.is_empty()
         && rt.handoff_head.load(Ordering::Relaxed).is_null()

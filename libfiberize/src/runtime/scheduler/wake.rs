@@ -251,6 +251,11 @@ fn schedule(f: FiberRef) -> bool {
                 // SAFETY: `w` runs the caller, so we are on w's OS thread, and shielded:
                 // `local` is ours to use, as `owner_local` requires.
                 let local = unsafe { w.owner_local() };
+                if fair::is_coordinating(&old) {
+                    // SAFETY: as above.
+                    unsafe { w.coordinating.push_coordinating(old) };
+                    return false;
+                }
                 local.push(old);
                 // Tell an idle worker only about a surplus: a single displaced fiber
                 // runs here right after the wakee (a signal/wait hand-off pair); waking
@@ -268,7 +273,7 @@ fn schedule(f: FiberRef) -> bool {
         // worker looks for work right after. Others are told only about a surplus.
         // SAFETY: WORKER is set only on w's own OS thread, in scheduler context.
         let local = unsafe { w.owner_local() };
-        let surplus = !local.is_empty() || !w.soon.stealer.is_empty();
+        let surplus = !local.is_empty() || !w.soon.stealer.is_empty() || !w.coordinating.stealer.is_empty();
         note_wake_locality(&f, w);
         f.mark_queued(Source::WorkerWake);
         if fair::is_ahead(rt, &f) {
@@ -276,7 +281,11 @@ fn schedule(f: FiberRef) -> bool {
             unsafe { w.later.push_later(rt, f) };
             return false;
         }
-        if fair::is_owed(rt, &f) {
+        if fair::is_coordinating(&f) {
+            // It waits on others too (a transaction, say): before the owed (fair.rs).
+            // SAFETY: as above.
+            unsafe { w.coordinating.push_coordinating(f) };
+        } else if fair::is_owed(rt, &f) {
             // It used clearly less than its share: before the deque (fair.rs).
             // SAFETY: as above.
             unsafe { w.soon.push_soon(f) };
@@ -351,6 +360,7 @@ pub fn park_current(f: &Fiber, deadline: Option<u64>) {
         w.timers.add(d, me, gen);
     }
     bump(&STATS.parks);
+    fair::note_wait(f, f.wait.raw().0);
     // SAFETY: we are this fiber, on its stack.
     unsafe { f.suspend(Switch::Park) };
 }

@@ -107,6 +107,7 @@ fn sleep_as_spare(rt: &Runtime, w: &WorkerShared) {
     while let Some(f) = local.pop() {
         rt.injector.push(f);
     }
+    move_all(&w.coordinating.stealer, &rt.injector);
     move_all(&w.soon.stealer, &rt.injector);
     move_all(&w.urgent.stealer, &rt.injector);
     move_all(&w.later.stealer, &rt.injector);
@@ -156,7 +157,7 @@ fn find_work(rt: &Runtime, w: &WorkerShared, tick: u32, lifo_streak: &mut u32) -
             return Some(f);
         }
     }
-    if *lifo_streak < LIFO_STREAK_CAP || (local.is_empty() && w.soon.stealer.is_empty()) {
+    if *lifo_streak < LIFO_STREAK_CAP || (local.is_empty() && w.soon.stealer.is_empty() && w.coordinating.stealer.is_empty()) {
         if let Some(f) = w.lifo.take() {
             *lifo_streak += 1;
             return Some(f);
@@ -168,19 +169,28 @@ fn find_work(rt: &Runtime, w: &WorkerShared, tick: u32, lifo_streak: &mut u32) -
         local.push(f);
     }
     *lifo_streak = 0;
-    // Owed fibers before the deque, except every DEQUE_FIRST_INTERVAL-th dequeue (fair.rs).
-    let soon_first = !tick.is_multiple_of(fair::DEQUE_FIRST_INTERVAL);
-    // SAFETY: we are w's OS thread, in its scheduler context.
-    if soon_first {
-        if let Some(f) = unsafe { w.soon.pop() } {
-            return Some(f);
+    // Coordinating fibers, then owed ones, then the deque; but every
+    // DEQUE_FIRST_INTERVAL-th dequeue the deque first, and every other one the soon
+    // queue before the coordinating one (fair.rs).
+    let deque_first = tick.is_multiple_of(fair::DEQUE_FIRST_INTERVAL);
+    let soon_first = deque_first || tick.is_multiple_of(fair::SOON_FIRST_INTERVAL);
+    if !deque_first {
+        // SAFETY: we are w's OS thread, in its scheduler context.
+        let first = if soon_first { unsafe { w.soon.pop() } } else { unsafe { w.coordinating.pop() } };
+        if first.is_some() {
+            return first;
+        }
+        // SAFETY: as above.
+        let second = if soon_first { unsafe { w.coordinating.pop() } } else { unsafe { w.soon.pop() } };
+        if second.is_some() {
+            return second;
         }
     }
     if let Some(f) = local.pop() {
         return Some(f);
     }
     // SAFETY: as above.
-    if let Some(f) = unsafe { w.soon.pop() } {
+    if let Some(f) = unsafe { w.soon.pop() }.or_else(|| unsafe { w.coordinating.pop() }) {
         return Some(f);
     }
     if let Some(f) = steal_global(rt, local) {
@@ -221,8 +231,9 @@ fn steal_from_others(rt: &Runtime, w: &WorkerShared, local: &Deque<FiberRef>) ->
     let n = all.len();
     for k in 1..n {
         let victim = &all[(w.index + k) % n];
-        if let Some(f) =
-            retry_steal(|| victim.soon.stealer.steal()).or_else(|| retry_steal(|| victim.stealer.steal_batch_and_pop(local)))
+        if let Some(f) = retry_steal(|| victim.coordinating.stealer.steal())
+            .or_else(|| retry_steal(|| victim.soon.stealer.steal()))
+            .or_else(|| retry_steal(|| victim.stealer.steal_batch_and_pop(local)))
         {
             bump(&STATS.steals);
             return Some(f);
