@@ -214,8 +214,9 @@ fn serves_own(w: &WorkerShared, no_progress_ticks: &[u32]) -> bool {
     w.role.peek() == Role::Active && no_progress_ticks[w.index] < STRANDED_TICKS
 }
 
-/// The owner of `w` has been running one fiber for a whole tick: hand what waits in
-/// its lifo slot and local deque to the injector. Other workers steal from a deque only
+/// The owner of `w` has been running one fiber for a whole tick, and an idle worker
+/// can take its work (or it is stranded, [`STRANDED_TICKS`]): hand what waits in its
+/// lifo slot and local queues to the injector. Other workers steal from a deque only
 /// when they run dry, so without this a fiber queued behind a fiber that never
 /// switches (a spin-wait on a flag) would starve while the rest of the pool is busy.
 fn release_queued(rt: &Runtime, w: &WorkerShared) {

@@ -252,9 +252,11 @@ fn schedule(f: FiberRef) -> bool {
                 // `local` is ours to use, as `owner_local` requires.
                 let local = unsafe { w.owner_local() };
                 if fair::is_coordinating(&old) {
+                    // Before the others, as its readiness wake-ups are (fair.rs); the
+                    // idle workers are told about a surplus as below.
                     // SAFETY: as above.
                     unsafe { w.coordinating.push_coordinating(old) };
-                    return false;
+                    return !local.is_empty() || w.coordinating.stealer.len() > 1;
                 }
                 local.push(old);
                 // Tell an idle worker only about a surplus: a single displaced fiber
