@@ -171,27 +171,19 @@ fn find_work(rt: &Runtime, w: &WorkerShared, tick: u32, lifo_streak: &mut u32) -
     *lifo_streak = 0;
     // Coordinating fibers, then owed ones, then the deque; but every
     // DEQUE_FIRST_INTERVAL-th dequeue the deque first, and every other one the soon
-    // queue before the coordinating one (fair.rs).
-    let deque_first = tick.is_multiple_of(fair::DEQUE_FIRST_INTERVAL);
-    let soon_first = deque_first || tick.is_multiple_of(fair::SOON_FIRST_INTERVAL);
-    if !deque_first {
-        // SAFETY: we are w's OS thread, in its scheduler context.
-        let first = if soon_first { unsafe { w.soon.pop() } } else { unsafe { w.coordinating.pop() } };
-        if first.is_some() {
-            return first;
-        }
-        // SAFETY: as above.
-        let second = if soon_first { unsafe { w.coordinating.pop() } } else { unsafe { w.soon.pop() } };
-        if second.is_some() {
-            return second;
-        }
-    }
-    if let Some(f) = local.pop() {
-        return Some(f);
-    }
-    // SAFETY: as above.
-    if let Some(f) = unsafe { w.soon.pop() }.or_else(|| unsafe { w.coordinating.pop() }) {
-        return Some(f);
+    // queue before the coordinating one (fair.rs). Each queue is looked at once.
+    // SAFETY (both closures): we are w's OS thread, in its scheduler context.
+    let soon = || unsafe { w.soon.pop() };
+    let coordinating = || unsafe { w.coordinating.pop() };
+    let next = if tick.is_multiple_of(fair::DEQUE_FIRST_INTERVAL) {
+        local.pop().or_else(soon).or_else(coordinating)
+    } else if tick.is_multiple_of(fair::SOON_FIRST_INTERVAL) {
+        soon().or_else(coordinating).or_else(|| local.pop())
+    } else {
+        coordinating().or_else(soon).or_else(|| local.pop())
+    };
+    if next.is_some() {
+        return next;
     }
     if let Some(f) = steal_global(rt, local) {
         return Some(f);
