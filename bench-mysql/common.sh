@@ -85,16 +85,41 @@ ports_for_configs() {
 }
 
 # Runs `FN NAME ROUND` for each server of CONFIGS, ROUNDS times, the order rotating by
-# round so that no server always runs first.
+# round so that no server always runs first. Before each run every server is let go quiet
+# (quiesce_servers): the servers run side by side, and one that has just served a mix
+# purges InnoDB's history for up to a minute after, on the CPUs of the next one's run.
 each_config_rotating() { # fn
     local cl k r i
     read -ra cl <<<"$CONFIGS"
     k=${#cl[@]}
     for r in $(seq "$ROUNDS"); do
         for i in $(seq 0 $((k - 1))); do
+            quiesce_servers
             "$1" "${cl[$(((i + r) % k))]%%=*}" "$r"
         done
     done
+}
+
+# CPU time (user + system, in clock ticks) that server NAME's process has used so far.
+server_cpu_ticks() { # NAME
+    awk '{ print $14 + $15 }' "/proc/$(cat "$WORK/pid-$1")/stat" 2>/dev/null || echo 0
+}
+# The machine's busy and idle clock ticks so far (all CPUs, /proc/stat): "busy idle".
+system_ticks() {
+    awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9, $5 + $6; exit }' /proc/stat
+}
+# Waits (at most QUIESCE_SECONDS, 90) until all servers of CONFIGS together use under
+# QUIET_CPU_PCT (5) % of a CPU over a second; says how long it waited when it waited.
+quiesce_servers() {
+    local c before after waited=0 tck
+    tck=$(getconf CLK_TCK)
+    while [ "$waited" -lt "${QUIESCE_SECONDS:-90}" ]; do
+        before=0; for c in $CONFIGS; do before=$((before + $(server_cpu_ticks "${c%%=*}"))); done
+        sleep 1; waited=$((waited + 1))
+        after=0; for c in $CONFIGS; do after=$((after + $(server_cpu_ticks "${c%%=*}"))); done
+        [ $(((after - before) * 100)) -le $((${QUIET_CPU_PCT:-5} * tck)) ] && break
+    done
+    [ "$waited" -le 1 ] || echo "== servers quiet after ${waited}s$([ "$waited" -ge "${QUIESCE_SECONDS:-90}" ] && echo " (not quiet: gave up)")"
 }
 
 # Copies the prepared datadir for one server of a CONFIGS list (ab-tpcc.sh, mix.sh) and
