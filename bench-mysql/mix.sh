@@ -15,7 +15,9 @@
 # failed, e.g. sysbench's 2048 threads not connected within its 30 s); over the steady seconds
 # (all connections made), the CPUs the server used and the rest of the machine's busy CPUs
 # (srv_cpus, rest_cpus: the two should add up to the CPUs there are, less idle_pct); and over
-# the whole run, the statements the server served per CPU-second it used (stmt_per_cpu_s).
+# the steady seconds and over the whole run, the statements the server served per CPU-second
+# it used (steady_stmt_per_cpu_s from sysbench's rates; stmt_per_cpu_s from its totals, with
+# the connecting and closing of every connection).
 # Before each run the servers are let go quiet (common.sh's quiesce_servers). Then the median
 # of each per server over the runs that did not fail, and each preloaded server's ratio to
 # the first config (native by default).
@@ -110,8 +112,11 @@ mix_once() { # name round
     # The server's work per CPU over the whole run (connecting, serving, closing): the
     # statements both sysbench runs got, per CPU-second the server used from the start of
     # read_write to the end of both (the server's Questions agree with these totals).
-    queries=$(cat "$WORK/ps-$1-$2.log" "$WORK/rw-$1-$2.log" 2>/dev/null | awk '/^ *queries:/ { q += $2 } END { print q + 0 }')
+    queries=$({ cat "$WORK/ps-$1-$2.log" "$WORK/rw-$1-$2.log" 2>/dev/null || true; } | awk '/^ *queries:/ { q += $2 } END { print q + 0 }')
+    # And in the steady seconds: sysbench's rates (a read_write transaction is 20 statements)
+    # per CPU the server used.
     echo "round $2 $1 rw_tps=$rt rw_p95_ms=$rp rw_zero_s=$rz rw_max_s=${rm:--} ps_tps=$pt srv_cpus=$srv rest_cpus=$rest idle_pct=$idle" \
+        "steady_stmt_per_cpu_s=$(awk -v r="$rt" -v p="$pt" -v c="$srv" 'BEGIN { if (r == "-") r = 0; print (c > 0 && p != "FATAL" && r != "FATAL" ? int((p + 20 * r) / c) : "-") }')" \
         "stmt_per_cpu_s=$(awk -v q="$queries" -v s="$whole" -v p="$pt" 'BEGIN { print (s > 0 && q > 0 && p != "FATAL" ? int(q / s) : "-") }')" | tee -a "$WORK/results.txt"
 }
 : >"$WORK/results.txt"
@@ -121,13 +126,13 @@ median_of() { # name field (over the rounds whose run gave a number; FATAL if no
         awk '{a[NR]=$1} END {print (NR ? a[int((NR+1)/2)] : "FATAL")}'
 }
 read -r first _ <<<"$CONFIGS"; first=${first%%=*}
-printf "== medians of %s rounds; ratio = config / %s\n%-10s %8s %10s %9s %8s %9s %8s %9s %14s\n" "$ROUNDS" "$first" config rw_tps rw_p95_ms rw_zero_s rw_max_s ps_tps srv_cpus rest_cpus stmt_per_cpu_s
+printf "== medians of %s rounds; ratio = config / %s\n%-10s %8s %10s %9s %8s %9s %8s %9s %14s %13s\n" "$ROUNDS" "$first" config rw_tps rw_p95_ms rw_zero_s rw_max_s ps_tps srv_cpus rest_cpus steady_per_cpu whole_per_cpu
 declare -A M
 for c in $CONFIGS; do
     n=${c%%=*}
-    for f in rw_tps rw_p95_ms rw_zero_s rw_max_s ps_tps srv_cpus rest_cpus stmt_per_cpu_s; do M[$n,$f]=$(median_of "$n" $f); done
-    printf "%-10s %8s %10s %9s %8s %9s %8s %9s %14s\n" "$n" "${M[$n,rw_tps]}" "${M[$n,rw_p95_ms]}" "${M[$n,rw_zero_s]}" "${M[$n,rw_max_s]}" "${M[$n,ps_tps]}" \
-        "${M[$n,srv_cpus]}" "${M[$n,rest_cpus]}" "${M[$n,stmt_per_cpu_s]}"
+    for f in rw_tps rw_p95_ms rw_zero_s rw_max_s ps_tps srv_cpus rest_cpus steady_stmt_per_cpu_s stmt_per_cpu_s; do M[$n,$f]=$(median_of "$n" $f); done
+    printf "%-10s %8s %10s %9s %8s %9s %8s %9s %14s %13s\n" "$n" "${M[$n,rw_tps]}" "${M[$n,rw_p95_ms]}" "${M[$n,rw_zero_s]}" "${M[$n,rw_max_s]}" "${M[$n,ps_tps]}" \
+        "${M[$n,srv_cpus]}" "${M[$n,rest_cpus]}" "${M[$n,steady_stmt_per_cpu_s]}" "${M[$n,stmt_per_cpu_s]}"
 done
 for c in $CONFIGS; do
     n=${c%%=*}
@@ -137,7 +142,8 @@ for c in $CONFIGS; do
         'BEGIN { if (a == "FATAL" || b == "FATAL" || sa == "FATAL" || sb == "FATAL") { print "mix: " n ": a run failed" ; exit }
                  printf "mix: %s/%s read_write tps %.2fx, p95 %.2fx, point_select tps %.2fx\n", n, f, (a > 0 ? b / a : 0), (pa > 0 ? pb / pa : 0), (sa > 0 ? sb / sa : 0) }'
     awk -v n="$n" -v f="$first" -v ea="${M[$first,stmt_per_cpu_s]}" -v eb="${M[$n,stmt_per_cpu_s]}" \
-        'BEGIN { if (ea > 0 && eb > 0) printf "mix: %s/%s statements per server CPU-second (whole runs) %.2fx\n", n, f, eb / ea }'
+        -v sa="${M[$first,steady_stmt_per_cpu_s]}" -v sb="${M[$n,steady_stmt_per_cpu_s]}" \
+        'BEGIN { if (ea > 0 && eb > 0 && sa > 0 && sb > 0) printf "mix: %s/%s statements per server CPU-second: steady seconds %.2fx, whole runs %.2fx\n", n, f, sb / sa, eb / ea }'
 done
 # Transactions both sysbench runs got from server NAME, over all rounds.
 transactions_of() { # name
