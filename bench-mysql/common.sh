@@ -104,10 +104,6 @@ each_config_rotating() { # fn
 server_cpu_ticks() { # NAME
     awk '{ print $14 + $15 }' "/proc/$(cat "$WORK/pid-$1")/stat" 2>/dev/null || echo 0
 }
-# The machine's busy and idle clock ticks so far (all CPUs, /proc/stat): "busy idle".
-system_ticks() {
-    awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9, $5 + $6; exit }' /proc/stat
-}
 # Waits (at most QUIESCE_SECONDS, 90) until all servers of CONFIGS together use under
 # QUIET_CPU_PCT (5) % of a CPU over a second; says how long it waited when it waited.
 quiesce_servers() {

@@ -53,9 +53,6 @@ window() { # log from to
          END { if (fatal || n == 0) { print "FATAL FATAL FATAL"; exit }
                asort(lat); printf "%.1f %.1f %d\n", sum / n, lat[int((n + 1) / 2)], z }' "$1"
 }
-# read_write starts first and runs 10 s longer: point_select starts 5 s later (its 2048
-# connections would otherwise hold up read_write's connecting past sysbench's 30 s limit);
-# read_write is measured over the seconds both run, after point_select's 3 s of connecting.
 # Waits (at most 90 s) until FILE has a line that matches the extended regex.
 wait_for_line() { # file regex
     for _ in $(seq 1 180); do grep -qE "$2" "$1" 2>/dev/null && return 0; sleep 0.5; done
@@ -81,6 +78,9 @@ cpu_between() { # sample sample
         if (wall <= 0 || busy + idle <= 0) { print "- - - -"; exit }
         printf "%.2f %.2f %.1f %.1f\n", srv / wall, (busy - srv) / wall, 100 * idle / (busy + idle), srv }'
 }
+# read_write starts first and runs 10 s longer: point_select starts 5 s later (its 2048
+# connections would otherwise hold up read_write's connecting past sysbench's 30 s limit);
+# read_write is measured over the seconds both run, after point_select's 3 s of connecting.
 mix_once() { # name round
     local sb=(${CLIENT_PIN[@]+"${CLIENT_PIN[@]}"} sysbench --db-driver=mysql --mysql-host=127.0.0.1 --mysql-port="${PORT[$1]}" --mysql-user=root --mysql-db=sbtest
         --tables="$TABLES" --table-size="$TABLE_SIZE" --rand-type=uniform --report-interval=1)
@@ -138,7 +138,7 @@ for c in $CONFIGS; do
     n=${c%%=*}
     [ "$n" = "$first" ] && continue
     awk -v n="$n" -v f="$first" -v a="${M[$first,rw_tps]}" -v b="${M[$n,rw_tps]}" -v pa="${M[$first,rw_p95_ms]}" -v pb="${M[$n,rw_p95_ms]}" \
-        -v sa="${M[$first,ps_tps]}" -v sb="${M[$n,ps_tps]}" -v ea="${M[$first,stmt_per_cpu_s]}" -v eb="${M[$n,stmt_per_cpu_s]}" \
+        -v sa="${M[$first,ps_tps]}" -v sb="${M[$n,ps_tps]}" \
         'BEGIN { if (a == "FATAL" || b == "FATAL" || sa == "FATAL" || sb == "FATAL") { print "mix: " n ": a run failed" ; exit }
                  printf "mix: %s/%s read_write tps %.2fx, p95 %.2fx, point_select tps %.2fx\n", n, f, (a > 0 ? b / a : 0), (pa > 0 ? pb / pa : 0), (sa > 0 ? sb / sa : 0) }'
     awk -v n="$n" -v f="$first" -v ea="${M[$first,stmt_per_cpu_s]}" -v eb="${M[$n,stmt_per_cpu_s]}" \
