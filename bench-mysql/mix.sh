@@ -8,16 +8,18 @@
 #
 #   CONFIGS="native new=target/release/libfiberize.so" ROUNDS=3 bash bench-mysql/mix.sh
 #
-# Per run, over the seconds both run: read_write tps, the median of its per-second p95 (ms),
-# its seconds at 0 tps, point_select tps; and over the whole read_write run, its longest
-# transaction in seconds (rw_max_s: a stall before or after the window, e.g. while point_select's
-# 2048 connections close, shows only there) (see mix_once for the timing; FATAL for a run that
-# failed, e.g. sysbench's 2048 threads not connected within its 30 s); over the steady seconds
-# (all connections made), the CPUs the server used and the rest of the machine's busy CPUs
-# (srv_cpus, rest_cpus: the two should add up to the CPUs there are, less idle_pct); and over
-# the steady seconds and over the whole run, the statements the server served per CPU-second
-# it used (steady_stmt_per_cpu_s from sysbench's rates; stmt_per_cpu_s from its totals, with
-# the connecting and closing of every connection).
+# Per run, over the steady seconds (wall-clock seconds in which every connection of both
+# is up; counted by the server's TCP sockets, see mix_once): read_write tps, the median of
+# its per-second p95 (ms) there, its seconds at 0 tps, point_select tps; the seconds
+# point_select took to connect its PS_THREADS (ps_connect_s) and the window's length
+# (steady_s); over the whole read_write run, its longest transaction in seconds (rw_max_s:
+# a stall outside the window, e.g. while point_select's 2048 connections close, shows only
+# there); FATAL for a run that failed (e.g. sysbench's 2048 threads not connected within
+# its 30 s); the CPUs the server used in the window and the rest of the machine's busy
+# CPUs (srv_cpus, rest_cpus: the two should add up to the CPUs there are, less
+# idle_pct); and in the window and over the whole run, the statements the server served
+# per CPU-second it used (steady_stmt_per_cpu_s; stmt_per_cpu_s from sysbench's totals,
+# with the connecting and closing of every connection).
 # Before each run the servers are let go quiet (common.sh's quiesce_servers). Then the median
 # of each per server over the runs that did not fail, and each preloaded server's ratio to
 # the first config (native by default).
@@ -43,31 +45,62 @@ CONFIG_ENV=(FIBERIZE_DUMP_SIGNAL=12 ${EXTRA_ENV[@]+"${EXTRA_ENV[@]}"})
 start_configs_side_by_side mix.sh mix
 echo "== work directory $WORK; point_select x$PS_THREADS + read_write x$RW_THREADS for ${MIX_SECONDS}s per run, $ROUNDS rounds"
 
-# Per-second reports of a sysbench log over seconds [FROM, TO] -> "tps p95 zero_seconds":
-# the mean tps, the median of the per-second p95 latencies (ms), the seconds at 0 tps.
-window() { # log from to
-    awk -v from="$2" -v to="$3" '/^\[ [0-9]+s \]/ { s = $2 + 0; if (s < from || s > to) next
-            for (i = 1; i <= NF; i++) { if ($i == "tps:") t = $(i + 1) + 0; if ($i == "(ms,95%):") p = $(i + 1) + 0 }
-            n++; sum += t; if (t == 0) z++; lat[n] = p }
-         /FATAL/ { fatal = 1 }
-         END { if (fatal || n == 0) { print "FATAL FATAL FATAL"; exit }
-               asort(lat); printf "%.1f %.1f %d\n", sum / n, lat[int((n + 1) / 2)], z }' "$1"
+# The measurement (issue 27, session 9). Every rate below is counted by the kernel in
+# wall-clock seconds in which all PS_THREADS + RW_THREADS connections are up, not taken
+# from sysbench's per-second reports: on the saturated 2-vCPU machine a native run's
+# reports were printed seconds late and in bursts (point_select's first one at its
+# [18s]-[23s] when connecting its 2048 took that long), and read_write's window by its
+# labels covered the seconds while point_select was still connecting. In the seconds when
+# both ran at full strength a native server gave read_write ~70 tps, not the ~350 its
+# reports had suggested (perf stat of the clients' sendto calls, 2026-11-26).
+#
+# "uptime rw_statements ps_statements rw_conns ps_conns" now: the statements the server
+# has received so far on the connections from read_write's client ports (file RWPORTS)
+# and on the others, as its TCP sockets count them (`ss -i` data_segs_in: each sysbench
+# statement is one small request, one data segment), and how many of each are up.
+RT=(); chrt -f 50 true 2>/dev/null && RT=(chrt -f 50)
+conn_sample() { # name rwports_file
+    ${RT[@]+"${RT[@]}"} ss -Htin state established "( sport = :${PORT[$1]} )" 2>/dev/null |
+        ${RT[@]+"${RT[@]}"} awk -v rwf="$2" 'BEGIN { while ((getline p < rwf) > 0) rw[p] = 1; getline t < "/proc/uptime"; split(t, u, " ") }
+            $1 ~ /^[0-9]+$/ && NF >= 4 { n = split($4, a, ":"); cls = (a[n] in rw) ? "rw" : "ps"; c[cls]++; next }
+            { if (match($0, /data_segs_in:[0-9]+/)) s[cls] += substr($0, RSTART + 13, RLENGTH - 13) }
+            END { printf "%s %d %d %d %d\n", u[1], s["rw"], s["ps"], c["rw"], c["ps"] }'
 }
-# Waits (at most 90 s) until FILE has a line that matches the extended regex.
-wait_for_line() { # file regex
-    for _ in $(seq 1 180); do grep -qE "$2" "$1" 2>/dev/null && return 0; sleep 0.5; done
+# The client ports of server NAME's connections now, one per line.
+client_ports() { # name
+    ss -Htn state established "( sport = :${PORT[$1]} )" | awk '{ n = split($4, a, ":"); print a[n] }'
+}
+# Polls conn_sample every half second (at most LIMIT seconds) until at least RW and PS
+# connections are up; prints the last sample.
+wait_for_conns() { # name rwports_file rw ps limit_s
+    local s t0=$SECONDS
+    while :; do
+        s=$(conn_sample "$1" "$2")
+        read -r _ _ _ nrw nps <<<"$s"
+        if [ "$nrw" -ge "$3" ] && [ "$nps" -ge "$4" ]; then break; fi
+        [ $((SECONDS - t0)) -ge "$5" ] && break
+        sleep 0.5
+    done
+    echo "$s"
+}
+# The median of read_write's per-second p95 (ms) in LOG over its reports labelled FROM..TO (its
+# own seconds since it started; its 256 connections are made in about a second, so these
+# are close to wall-clock seconds since its start).
+rw_p95_between() { # from to log
+    awk -v from="$1" -v to="$2" '/^\[ [0-9]+s \]/ { s = $2 + 0; if (s < from || s > to) next
+            for (i = 1; i <= NF; i++) if ($i == "(ms,95%):") lat[++n] = $(i + 1) + 0 }
+         END { if (n == 0) { print "-"; exit } asort(lat); printf "%.1f\n", lat[int((n + 1) / 2)] }' "$3"
 }
 # "seconds server_ticks busy_ticks idle_ticks" now: the clock (/proc/uptime), the CPU
 # time server NAME's process used, the machine's busy and idle time, read by one awk at
 # real-time priority where chrt may (root): on the saturated machine a plain shell waits
-# seconds between two commands. (The server's own counters are no help here: mid-run a
-# native server's SHOW GLOBAL STATUS lagged sysbench's counts, e.g. Com_commit 0.7/s in a
-# window where read_write reported 311 tps; at the end the totals agree.)
+# seconds between two commands.
 cpu_sample() { # name
-    local pid read=(awk 'FILENAME == "/proc/uptime" { t = $1 } FILENAME ~ /^\/proc\/[0-9]+\/stat$/ { s = $14 + $15 }
-        FILENAME == "/proc/stat" && /^cpu / { b = $2 + $3 + $4 + $7 + $8 + $9; i = $5 + $6 } END { print t, s, b, i }')
+    local pid
     pid=$(cat "$WORK/pid-$1")
-    chrt -f 50 "${read[@]}" /proc/uptime "/proc/$pid/stat" /proc/stat 2>/dev/null || "${read[@]}" /proc/uptime "/proc/$pid/stat" /proc/stat
+    ${RT[@]+"${RT[@]}"} awk 'FILENAME == "/proc/uptime" { t = $1 } FILENAME ~ /^\/proc\/[0-9]+\/stat$/ { s = $14 + $15 }
+        FILENAME == "/proc/stat" && /^cpu / { b = $2 + $3 + $4 + $7 + $8 + $9; i = $5 + $6 } END { print t, s, b, i }' \
+        /proc/uptime "/proc/$pid/stat" /proc/stat 2>/dev/null
 }
 # Two samples -> "CPUS REST IDLE_PCT SERVER_CPU_SECONDS": the CPUs the server used between
 # them, the rest of the machine's busy CPUs (the clients, and kernel work charged to no
@@ -78,45 +111,71 @@ cpu_between() { # sample sample
         if (wall <= 0 || busy + idle <= 0) { print "- - - -"; exit }
         printf "%.2f %.2f %.1f %.1f\n", srv / wall, (busy - srv) / wall, 100 * idle / (busy + idle), srv }'
 }
-# read_write starts first and runs 10 s longer: point_select starts 5 s later (its 2048
-# connections would otherwise hold up read_write's connecting past sysbench's 30 s limit);
-# read_write is measured over the seconds both run, after point_select's 3 s of connecting.
+# read_write starts first (its connections made before point_select's 2048 would hold
+# them past sysbench's 30 s limit) and runs 10 s longer. The steady window: from 3 s
+# after every connection of both is up to point_select's planned end less 3 s (or read_write's,
+# or the first connection to close), sampled once a second: read_write tps (its statements
+# / 20), its seconds at 0, point_select tps, and the server's CPU. ps_connect_s: seconds
+# from point_select's start until its PS_THREADS connections were all up.
 mix_once() { # name round
     local sb=(${CLIENT_PIN[@]+"${CLIENT_PIN[@]}"} sysbench --db-driver=mysql --mysql-host=127.0.0.1 --mysql-port="${PORT[$1]}" --mysql-user=root --mysql-db=sbtest
         --tables="$TABLES" --table-size="$TABLE_SIZE" --rand-type=uniform --report-interval=1)
-    local rw= ps rt=- rp=- rz=- rm=- start end a b
+    local rw= ps ports="$WORK/rwports-$1-$2" rt=- rp=- rz=- rm=- pt=FATAL cs=FATAL steady=0 start end a b t_rw= t_ps s prev now nrw nps rwt wstmts=0 f0= f1=
+    : >"$ports"
     start=$(cpu_sample "$1")
     if [ "$RW_THREADS" -gt 0 ]; then
+        read -r t_rw _ <<<"$(conn_sample "$1" "$ports")"
         "${sb[@]}" --threads="$RW_THREADS" --time=$((MIX_SECONDS + 10)) oltp_read_write run >"$WORK/rw-$1-$2.log" 2>&1 &
         rw=$!
-        sleep 5
+        wait_for_conns "$1" "$ports" 0 "$RW_THREADS" 30 >/dev/null
+        client_ports "$1" >"$ports"
+        sleep 2
     fi
+    read -r t_ps _ <<<"$(conn_sample "$1" "$ports")"
     "${sb[@]}" --threads="$PS_THREADS" --time="$MIX_SECONDS" oltp_point_select run >"$WORK/ps-$1-$2.log" 2>&1 &
     ps=$!
-    # Where the CPUs went in the steady part of the run: from 3 s after point_select's first
-    # report (its connections all made) to its report 5 s before its end.
-    wait_for_line "$WORK/ps-$1-$2.log" "^\[ [0-9]+s \]"
-    sleep 3; a=$(cpu_sample "$1")
-    wait_for_line "$WORK/ps-$1-$2.log" "^\[ $((MIX_SECONDS - 5))s \]"; b=$(cpu_sample "$1")
+    s=$(wait_for_conns "$1" "$ports" "$RW_THREADS" "$PS_THREADS" "$MIX_SECONDS")
+    read -r now _ _ nrw nps <<<"$s"
+    if [ "$nrw" -ge "$RW_THREADS" ] && [ "$nps" -ge "$PS_THREADS" ]; then
+        cs=$(awk -v a="$t_ps" -v b="$now" 'BEGIN { printf "%.1f", b - a }')
+        sleep 3
+        a=$(cpu_sample "$1"); s=$(conn_sample "$1" "$ports"); b=$a
+        local first=$s last=$s zero=0 limit
+        limit=$(awk -v p="$t_ps" -v r="${t_rw:-$t_ps}" -v m="$MIX_SECONDS" 'BEGIN { e = p + m - 3; f = r + m + 7; print (e < f ? e : f) }')
+        while :; do
+            sleep 1
+            prev=$s; s=$(conn_sample "$1" "$ports")
+            read -r now _ _ nrw nps <<<"$s"
+            # The window ends at the last sample with every connection up.
+            [ "$nrw" -ge "$RW_THREADS" ] && [ "$nps" -ge "$PS_THREADS" ] || break
+            last=$s; b=$(cpu_sample "$1")
+            [ "$RW_THREADS" -gt 0 ] && awk -v p="$prev" -v q="$s" 'BEGIN { split(p, x, " "); split(q, y, " "); exit !(y[2] == x[2]) }' && zero=$((zero + 1))
+            awk -v n="$now" -v l="$limit" 'BEGIN { exit !(n >= l) }' && break
+        done
+        read -r steady pt rwt <<<"$(awk -v p="$first" -v q="$last" 'BEGIN { split(p, x, " "); split(q, y, " "); w = y[1] - x[1]
+            if (w <= 0) { print "0 FATAL FATAL"; exit } printf "%.1f %.1f %.1f\n", w, (y[3] - x[3]) / w, (y[2] - x[2]) / 20 / w }')"
+        if [ "$RW_THREADS" -gt 0 ]; then
+            rt=$rwt; rz=$zero
+        fi
+        read -r f0 _ <<<"$first"; read -r f1 _ <<<"$last"
+        wstmts=$(awk -v p="$first" -v q="$last" 'BEGIN { split(p, x, " "); split(q, y, " "); print y[2] - x[2] + y[3] - x[3] }')
+    fi
     wait $ps || true
     if [ -n "$rw" ]; then
         wait $rw || true
-        read -r rt rp rz <<<"$(window "$WORK/rw-$1-$2.log" 8 $((MIX_SECONDS + 4)))"
+        [ "$cs" != FATAL ] && rp=$(awk -v a="$f0" -v b="$f1" -v r="$t_rw" 'BEGIN { printf "%d %d", a - r, b - r }' | { read -r x y; rw_p95_between "$x" "$y" "$WORK/rw-$1-$2.log"; })
         rm=$(awk '/^ *max:/ { printf "%.1f", $2 / 1000 }' "$WORK/rw-$1-$2.log")
     fi
     end=$(cpu_sample "$1")
-    read -r pt _ _ <<<"$(window "$WORK/ps-$1-$2.log" 3 "$MIX_SECONDS")"
-    local srv rest idle whole queries
-    read -r srv rest idle _ <<<"$(cpu_between "$a" "$b")"
+    local srv=- rest=- idle=- wcpu=- whole queries
+    [ "$cs" != FATAL ] && read -r srv rest idle wcpu <<<"$(cpu_between "$a" "$b")"
     read -r _ _ _ whole <<<"$(cpu_between "$start" "$end")"
     # The server's work per CPU over the whole run (connecting, serving, closing): the
     # statements both sysbench runs got, per CPU-second the server used from the start of
     # read_write to the end of both (the server's Questions agree with these totals).
     queries=$({ cat "$WORK/ps-$1-$2.log" "$WORK/rw-$1-$2.log" 2>/dev/null || true; } | awk '/^ *queries:/ { q += $2 } END { print q + 0 }')
-    # And in the steady seconds: sysbench's rates (a read_write transaction is 20 statements)
-    # per CPU the server used.
-    echo "round $2 $1 rw_tps=$rt rw_p95_ms=$rp rw_zero_s=$rz rw_max_s=${rm:--} ps_tps=$pt srv_cpus=$srv rest_cpus=$rest idle_pct=$idle" \
-        "steady_stmt_per_cpu_s=$(awk -v r="$rt" -v p="$pt" -v c="$srv" 'BEGIN { if (r == "-") r = 0; print (c > 0 && p != "FATAL" && r != "FATAL" ? int((p + 20 * r) / c) : "-") }')" \
+    echo "round $2 $1 rw_tps=$rt rw_p95_ms=$rp rw_zero_s=$rz rw_max_s=${rm:--} ps_tps=$pt ps_connect_s=$cs steady_s=$steady srv_cpus=$srv rest_cpus=$rest idle_pct=$idle" \
+        "steady_stmt_per_cpu_s=$(awk -v q="${wstmts:-0}" -v c="$wcpu" 'BEGIN { print (c > 0 && q > 0 ? int(q / c) : "-") }')" \
         "stmt_per_cpu_s=$(awk -v q="$queries" -v s="$whole" -v p="$pt" 'BEGIN { print (s > 0 && q > 0 && p != "FATAL" ? int(q / s) : "-") }')" | tee -a "$WORK/results.txt"
 }
 : >"$WORK/results.txt"
@@ -126,12 +185,13 @@ median_of() { # name field (over the rounds whose run gave a number; FATAL if no
         awk '{a[NR]=$1} END {print (NR ? a[int((NR+1)/2)] : "FATAL")}'
 }
 read -r first _ <<<"$CONFIGS"; first=${first%%=*}
-printf "== medians of %s rounds; ratio = config / %s\n%-10s %8s %10s %9s %8s %9s %8s %9s %14s %13s\n" "$ROUNDS" "$first" config rw_tps rw_p95_ms rw_zero_s rw_max_s ps_tps srv_cpus rest_cpus steady_per_cpu whole_per_cpu
+printf "== medians of %s rounds; ratio = config / %s\n%-10s %8s %10s %9s %8s %9s %10s %9s %8s %9s %14s %13s\n" "$ROUNDS" "$first" config rw_tps rw_p95_ms rw_zero_s rw_max_s ps_tps ps_connect_s steady_s srv_cpus rest_cpus steady_per_cpu whole_per_cpu
 declare -A M
 for c in $CONFIGS; do
     n=${c%%=*}
-    for f in rw_tps rw_p95_ms rw_zero_s rw_max_s ps_tps srv_cpus rest_cpus steady_stmt_per_cpu_s stmt_per_cpu_s; do M[$n,$f]=$(median_of "$n" $f); done
-    printf "%-10s %8s %10s %9s %8s %9s %8s %9s %14s %13s\n" "$n" "${M[$n,rw_tps]}" "${M[$n,rw_p95_ms]}" "${M[$n,rw_zero_s]}" "${M[$n,rw_max_s]}" "${M[$n,ps_tps]}" \
+    for f in rw_tps rw_p95_ms rw_zero_s rw_max_s ps_tps ps_connect_s steady_s srv_cpus rest_cpus steady_stmt_per_cpu_s stmt_per_cpu_s; do M[$n,$f]=$(median_of "$n" $f); done
+    printf "%-10s %8s %10s %9s %8s %9s %10s %9s %8s %9s %14s %13s\n" "$n" "${M[$n,rw_tps]}" "${M[$n,rw_p95_ms]}" "${M[$n,rw_zero_s]}" "${M[$n,rw_max_s]}" "${M[$n,ps_tps]}" \
+        "${M[$n,ps_connect_s]}" "${M[$n,steady_s]}" \
         "${M[$n,srv_cpus]}" "${M[$n,rest_cpus]}" "${M[$n,steady_stmt_per_cpu_s]}" "${M[$n,stmt_per_cpu_s]}"
 done
 for c in $CONFIGS; do
