@@ -120,7 +120,7 @@ cpu_between() { # sample sample
 mix_once() { # name round
     local sb=(${CLIENT_PIN[@]+"${CLIENT_PIN[@]}"} sysbench --db-driver=mysql --mysql-host=127.0.0.1 --mysql-port="${PORT[$1]}" --mysql-user=root --mysql-db=sbtest
         --tables="$TABLES" --table-size="$TABLE_SIZE" --rand-type=uniform --report-interval=1)
-    local rw= ps ports="$WORK/rwports-$1-$2" rt=- rp=- rz=- rm=- pt=FATAL cs=FATAL steady=0 start end a b t_rw= t_ps s prev now nrw nps rwt wstmts=0 f0= f1=
+    local rw= ps ports="$WORK/rwports-$1-$2" rt=- rp=- rz=- rm=- pt=FATAL cs=FATAL steady=- start end a b t_rw= t_ps s prev now nrw nps rwt wstmts=0 f0= f1=
     : >"$ports"
     start=$(cpu_sample "$1")
     if [ "$RW_THREADS" -gt 0 ]; then
@@ -164,7 +164,8 @@ mix_once() { # name round
     if [ -n "$rw" ]; then
         wait $rw || true
         [ "$cs" != FATAL ] && rp=$(awk -v a="$f0" -v b="$f1" -v r="$t_rw" 'BEGIN { printf "%d %d", a - r, b - r }' | { read -r x y; rw_p95_between "$x" "$y" "$WORK/rw-$1-$2.log"; })
-        rm=$(awk '/^ *max:/ { printf "%.1f", $2 / 1000 }' "$WORK/rw-$1-$2.log")
+        # (A run that failed gets none: its read_write ran beside no point_select.)
+        [ "$cs" != FATAL ] && rm=$(awk '/^ *max:/ { printf "%.1f", $2 / 1000 }' "$WORK/rw-$1-$2.log")
     fi
     end=$(cpu_sample "$1")
     local srv=- rest=- idle=- wcpu=- whole queries

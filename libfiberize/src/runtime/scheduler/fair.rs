@@ -63,15 +63,17 @@
 //!   variable or a futex (another thread's progress: a commit, a row lock, a latch)
 //!   within its last `COORDINATION_CREDIT` descriptor waits is *coordinating*. Its
 //!   readiness wake-ups, turn ends, preemptions, and a lifo wakee it displaced, go to
-//!   the worker's **coordinating queue**, served before the soon queue, and its CPU time
+//!   the worker's **coordinating queue**, served before the soon queue on every
+//!   `FIBERIZE_COORDINATING_FIRST`th dequeue (default every 2nd), and its CPU time
 //!   is charged divided by `COORDINATING_WEIGHT` (a weight, as a nice level is: it may
 //!   use that many times a plain fiber's share before it is ahead).
 //!
 //! ```text
 //!   find_work:  urgent (a convoy's wakee, wake::unpark_lock_waiter) -> lifo slot (capped)
-//!               -> coordinating -> soon -> deque -> global
+//!               -> soon -> coordinating -> deque -> global
 //!               -> steal (coordinating, soon, deque) -> later (own, then stolen)
-//!               every 2nd dequeue soon before coordinating; every 4th the deque first;
+//!               every 2nd dequeue (FIBERIZE_COORDINATING_FIRST) coordinating before
+//!               soon; every 4th the deque first;
 //!               every 8th the later head if it is due; every 61st the global queues first
 //! ```
 //!
@@ -166,10 +168,25 @@ const COORDINATION_CREDIT: u32 = 32;
 /// connection's (1.3–1.8 ms/s against 0.15–0.37; issue 27, session 7).
 const COORDINATING_WEIGHT: u64 = 4;
 
-/// Every this many dequeues the soon queue goes first, before the coordinating queue
-/// (and every `DEQUE_FIRST_INTERVAL`th the deque): with all three full, coordinating
-/// fibers get at most half of the dequeues.
-pub(super) const SOON_FIRST_INTERVAL: u32 = 2;
+/// The coordinating queue goes before the soon queue on every this many dequeues (the
+/// others: the soon queue first; every `DEQUE_FIRST_INTERVAL`th the deque first), unless
+/// `FIBERIZE_COORDINATING_FIRST` says otherwise: with both full, coordinating fibers get
+/// at most one dequeue in this many. Origin: 2 (every other dequeue) from session 7's
+/// measurements, which session 9 found had read the native server's read_write rate
+/// from sysbench's late reports (issue 27).
+pub(super) const DEFAULT_COORDINATING_FIRST: u32 = 2;
+
+/// Whether dequeue number `tick` looks at the coordinating queue before the soon queue.
+#[inline]
+pub(super) fn coordinating_first(tick: u32) -> bool {
+    static EVERY: AtomicU32 = AtomicU32::new(0);
+    let mut every = EVERY.load(Ordering::Relaxed);
+    if every == 0 {
+        every = crate::base::config::config().coordinating_first.unwrap_or(DEFAULT_COORDINATING_FIRST).max(1);
+        EVERY.store(every, Ordering::Relaxed);
+    }
+    tick % every == every - 1
+}
 
 /// Whether the order by CPU time is on (`FIBERIZE_FAIR`, default on), read once.
 #[inline]

@@ -169,18 +169,19 @@ fn find_work(rt: &Runtime, w: &WorkerShared, tick: u32, lifo_streak: &mut u32) -
         local.push(f);
     }
     *lifo_streak = 0;
-    // Coordinating fibers, then owed ones, then the deque; but every
-    // DEQUE_FIRST_INTERVAL-th dequeue the deque first, and every other one the soon
-    // queue before the coordinating one (fair.rs). Each queue is looked at once.
+    // Owed fibers, then coordinating ones, then the deque; but every
+    // DEQUE_FIRST_INTERVAL-th dequeue the deque first, and every
+    // `FIBERIZE_COORDINATING_FIRST`th the coordinating queue first (fair.rs). Each queue
+    // is looked at once.
     // SAFETY (both closures): we are w's OS thread, in its scheduler context.
     let soon = || unsafe { w.soon.pop() };
     let coordinating = || unsafe { w.coordinating.pop() };
     let next = if tick.is_multiple_of(fair::DEQUE_FIRST_INTERVAL) {
         local.pop().or_else(soon).or_else(coordinating)
-    } else if tick.is_multiple_of(fair::SOON_FIRST_INTERVAL) {
-        soon().or_else(coordinating).or_else(|| local.pop())
-    } else {
+    } else if fair::coordinating_first(tick) {
         coordinating().or_else(soon).or_else(|| local.pop())
+    } else {
+        soon().or_else(coordinating).or_else(|| local.pop())
     };
     if next.is_some() {
         return next;
