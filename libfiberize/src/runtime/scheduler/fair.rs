@@ -86,9 +86,12 @@
 //! sysbench's, and a point_select round trip spends most of its 165 ms on the client's
 //! side; preloaded, the clients answer at once (their threads wait 0.08 ms for a CPU,
 //! against 25–38 ms natively) and every request waits in the server's queues. Both
-//! servers used 1.34 CPUs (`/proc/PID/stat`), but natively a read_write connection made
-//! 23–37 statements a second against 6 for a point_select one, and preloaded ~6 each:
-//! read_write, 20 round trips a transaction, got 0.15–0.18x native. A transaction also
+//! servers used 1.34 CPUs (`/proc/PID/stat`). Natively, counted in wall-clock seconds
+//! with every connection up (session 9: the figures before read sysbench's late
+//! reports), a read_write connection made 5–7 statements a second against 2.7–3.6 for
+//! a point_select one; without this class the preloaded server gave read_write 0.60x
+//! native (p95 1.84x) and point_select 1.64x, with it 2.45x (p95 1.02x) and 1.04x
+//! (docs/DESIGN.md §2.11). A transaction also
 //! holds row locks that other transactions wait for, so its slowness spreads (read_write
 //! transactions took 7 s). MariaDB's own pool-of-threads serves connections inside a
 //! transaction from a high-priority queue for the same reason. A library cannot see a
@@ -96,8 +99,8 @@
 //! waits: every one of the mix's 256 read_write fibers did (once per 4 descriptor
 //! waits), and almost no point_select fiber (1 wait in ~37 000).
 //!
-//! The coordinating queue is bounded as the soon queue is: every 2nd dequeue the soon
-//! queue goes first and every 4th the deque, so fibers that only wait for their
+//! The coordinating queue is bounded as the soon queue is: by default every 2nd dequeue
+//! the soon queue goes first and every 4th the deque, so fibers that only wait for their
 //! descriptors get at least half of the dequeues while they have work; and a
 //! coordinating fiber that uses more than `COORDINATING_WEIGHT` times a plain fiber's
 //! share still waits in the later queue. Where every fiber coordinates (TPC-C, a
