@@ -127,7 +127,7 @@ fn bad_environment_values_get_one_warning_each() {
         ("FIBERIZE_STATS", "maybe", "FIBERIZE_STATS=maybe is neither on"),
         ("FIBERIZE_DUMP_SIGNAL", "99", "FIBERIZE_DUMP_SIGNAL=99 is out of range"),
         ("FIBERIZE_PREEMPT_MS", "soon", "FIBERIZE_PREEMPT_MS=soon is not a whole number"),
-        ("FIBERIZE_COORDINATING_FIRST", "0", "FIBERIZE_COORDINATING_FIRST=0 is out of range"),
+        ("FIBERIZE_COORDINATING_FIRST", "-1", "FIBERIZE_COORDINATING_FIRST=-1 is out of range"),
     ];
     for (var, value, expect) in cases {
         let r = run_env(&bin, &["20"], &[(var, value)]);

@@ -175,7 +175,7 @@ pub struct Config {
     /// The run order by CPU time (`FIBERIZE_FAIR=0` turns it off; see
     /// `runtime::scheduler::fair`).
     pub fair: bool,
-    /// The coordinating queue goes before the soon queue on every Nth dequeue
+    /// The coordinating queue goes before the soon queue on every Nth dequeue, 0: never
     /// (`FIBERIZE_COORDINATING_FIRST`); `None`: the scheduler's default
     /// (`runtime::scheduler::fair::DEFAULT_COORDINATING_FIRST`).
     pub coordinating_first: Option<u32>,
@@ -264,7 +264,7 @@ pub fn config() -> &'static Config {
             turn_short_us: env_optional_number(b"FIBERIZE_TURN_SHORT_US\0", 1, 1_000_000),
             poll_per_worker: env_switch(b"FIBERIZE_POLL_PER_WORKER\0", false),
             fair: env_switch(b"FIBERIZE_FAIR\0", true),
-            coordinating_first: env_optional_number(b"FIBERIZE_COORDINATING_FIRST\0", 1, 1000).map(|n| n as u32),
+            coordinating_first: env_optional_number(b"FIBERIZE_COORDINATING_FIRST\0", 0, 1000).map(|n| n as u32),
         };
         // SAFETY: written once, inside the RawOnce, before any reader passes is_done().
         unsafe { *core::ptr::addr_of_mut!(CONFIG) = c };

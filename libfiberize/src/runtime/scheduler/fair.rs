@@ -63,8 +63,9 @@
 //!   variable or a futex (another thread's progress: a commit, a row lock, a latch)
 //!   within its last `COORDINATION_CREDIT` descriptor waits is *coordinating*. Its
 //!   readiness wake-ups, turn ends, preemptions, and a lifo wakee it displaced, go to
-//!   the worker's **coordinating queue**, served before the soon queue on every
-//!   `FIBERIZE_COORDINATING_FIRST`th dequeue (default every 2nd), and its CPU time
+//!   the worker's **coordinating queue**, served after the soon queue (fibers owed CPU
+//!   time) and before the deque (`FIBERIZE_COORDINATING_FIRST=N`: before the soon queue
+//!   on every Nth dequeue), and its CPU time
 //!   is charged divided by `COORDINATING_WEIGHT` (a weight, as a nice level is: it may
 //!   use that many times a plain fiber's share before it is ahead).
 //!
@@ -72,8 +73,8 @@
 //!   find_work:  urgent (a convoy's wakee, wake::unpark_lock_waiter) -> lifo slot (capped)
 //!               -> soon -> coordinating -> deque -> global
 //!               -> steal (coordinating, soon, deque) -> later (own, then stolen)
-//!               every 2nd dequeue (FIBERIZE_COORDINATING_FIRST) coordinating before
-//!               soon; every 4th the deque first;
+//!               every Nth dequeue (FIBERIZE_COORDINATING_FIRST, default never)
+//!               coordinating before soon; every 4th the deque first;
 //!               every 8th the later head if it is due; every 61st the global queues first
 //! ```
 //!
@@ -99,9 +100,10 @@
 //! waits: every one of the mix's 256 read_write fibers did (once per 4 descriptor
 //! waits), and almost no point_select fiber (1 wait in ~37 000).
 //!
-//! The coordinating queue is bounded as the soon queue is: by default every 2nd dequeue
-//! the soon queue goes first and every 4th the deque, so fibers that only wait for their
-//! descriptors get at least half of the dequeues while they have work; and a
+//! The coordinating queue is bounded: the soon queue goes before it and every 4th dequeue
+//! the deque, so fibers that only wait for their descriptors lose nothing to it while
+//! they are owed CPU time (until session 9 the coordinating queue went first on every
+//! other dequeue, which gave the transactions the short queries' share); and a
 //! coordinating fiber that uses more than `COORDINATING_WEIGHT` times a plain fiber's
 //! share still waits in the later queue. Where every fiber coordinates (TPC-C, a
 //! producer/consumer program) the coordinating queue takes the place of the soon queue
@@ -171,24 +173,29 @@ const COORDINATION_CREDIT: u32 = 32;
 /// connection's (1.3–1.8 ms/s against 0.15–0.37; issue 27, session 7).
 const COORDINATING_WEIGHT: u64 = 4;
 
-/// The coordinating queue goes before the soon queue on every this many dequeues (the
-/// others: the soon queue first; every `DEQUE_FIRST_INTERVAL`th the deque first), unless
-/// `FIBERIZE_COORDINATING_FIRST` says otherwise: with both full, coordinating fibers get
-/// at most one dequeue in this many. Origin: 2 (every other dequeue) from session 7's
-/// measurements, which session 9 found had read the native server's read_write rate
-/// from sysbench's late reports (issue 27).
-pub(super) const DEFAULT_COORDINATING_FIRST: u32 = 2;
+/// The coordinating queue goes before the soon queue on every this many dequeues (0:
+/// never; the others: the soon queue first, and every `DEQUE_FIRST_INTERVAL`th the deque
+/// first), unless `FIBERIZE_COORDINATING_FIRST` says otherwise. Origin: the MariaDB mix
+/// on 2 vCPUs counted in the seconds when every connection is up (issue 27, session 9,
+/// two runs of 2 rounds, ratios to native): every 2nd dequeue (the rule until then)
+/// gave read_write 1.87–5.3x native and point_select 0.90–1.15x; never (1000) 1.45–3.0x
+/// and 1.25–1.39x, and 1.2–1.5x the statements per server CPU-second; 4, 8 and 16 lay
+/// between. The point_select connections are owed CPU time as much as the transactions
+/// are; putting the transactions first as well gave them the CPU the kernel gives the
+/// short queries.
+pub(super) const DEFAULT_COORDINATING_FIRST: u32 = 0;
 
 /// Whether dequeue number `tick` looks at the coordinating queue before the soon queue.
 #[inline]
 pub(super) fn coordinating_first(tick: u32) -> bool {
-    static EVERY: AtomicU32 = AtomicU32::new(0);
+    const UNREAD: u32 = u32::MAX;
+    static EVERY: AtomicU32 = AtomicU32::new(UNREAD);
     let mut every = EVERY.load(Ordering::Relaxed);
-    if every == 0 {
-        every = crate::base::config::config().coordinating_first.unwrap_or(DEFAULT_COORDINATING_FIRST).max(1);
+    if every == UNREAD {
+        every = crate::base::config::config().coordinating_first.unwrap_or(DEFAULT_COORDINATING_FIRST);
         EVERY.store(every, Ordering::Relaxed);
     }
-    tick % every == every - 1
+    every != 0 && tick % every == every - 1
 }
 
 /// Whether the order by CPU time is on (`FIBERIZE_FAIR`, default on), read once.
