@@ -83,13 +83,15 @@ wait_for_conns() { # name rwports_file rw ps limit_s
     done
     echo "$s"
 }
-# The median of read_write's per-second p95 (ms) in LOG over its reports labelled FROM..TO (its
-# own seconds since it started; its 256 connections are made in about a second, so these
-# are close to wall-clock seconds since its start).
-rw_p95_between() { # from to log
-    awk -v from="$1" -v to="$2" '/^\[ [0-9]+s \]/ { s = $2 + 0; if (s < from || s > to) next
+# The median of read_write's per-second p95 (ms) in LOG over its reports for the uptimes
+# FROM..TO, read_write having started at uptime START (its labels are its own seconds
+# since it started; its 256 connections are made in about a second, so these are close
+# to wall-clock seconds).
+rw_p95_between() { # from to start log
+    awk -v from="$1" -v to="$2" -v start="$3" 'BEGIN { from = int(from - start); to = int(to - start) }
+         /^\[ [0-9]+s \]/ { s = $2 + 0; if (s < from || s > to) next
             for (i = 1; i <= NF; i++) if ($i == "(ms,95%):") lat[++n] = $(i + 1) + 0 }
-         END { if (n == 0) { print "-"; exit } asort(lat); printf "%.1f\n", lat[int((n + 1) / 2)] }' "$3"
+         END { if (n == 0) { print "-"; exit } asort(lat); printf "%.1f\n", lat[int((n + 1) / 2)] }' "$4"
 }
 # "seconds server_ticks busy_ticks idle_ticks" now: the clock (/proc/uptime), the CPU
 # time server NAME's process used, the machine's busy and idle time, read by one awk at
@@ -120,18 +122,18 @@ cpu_between() { # sample sample
 mix_once() { # name round
     local sb=(${CLIENT_PIN[@]+"${CLIENT_PIN[@]}"} sysbench --db-driver=mysql --mysql-host=127.0.0.1 --mysql-port="${PORT[$1]}" --mysql-user=root --mysql-db=sbtest
         --tables="$TABLES" --table-size="$TABLE_SIZE" --rand-type=uniform --report-interval=1)
-    local rw= ps ports="$WORK/rwports-$1-$2" rt=- rp=- rz=- rm=- pt=FATAL cs=FATAL steady=- start end a b t_rw= t_ps s prev now nrw nps rwt wstmts=0 f0= f1=
+    local rw= ps ports="$WORK/rwports-$1-$2" rt=- rp=- rz=- rm=- pt=FATAL cs=FATAL steady=- start end a b t_rw= t_ps s now nrw nps rwt wstmts=0 f0= f1= r0 r1
     : >"$ports"
     start=$(cpu_sample "$1")
     if [ "$RW_THREADS" -gt 0 ]; then
-        read -r t_rw _ <<<"$(conn_sample "$1" "$ports")"
+        read -r t_rw _ </proc/uptime
         "${sb[@]}" --threads="$RW_THREADS" --time=$((MIX_SECONDS + 10)) oltp_read_write run >"$WORK/rw-$1-$2.log" 2>&1 &
         rw=$!
         wait_for_conns "$1" "$ports" 0 "$RW_THREADS" 30 >/dev/null
         client_ports "$1" >"$ports"
         sleep 2
     fi
-    read -r t_ps _ <<<"$(conn_sample "$1" "$ports")"
+    read -r t_ps _ </proc/uptime
     "${sb[@]}" --threads="$PS_THREADS" --time="$MIX_SECONDS" oltp_point_select run >"$WORK/ps-$1-$2.log" 2>&1 &
     ps=$!
     s=$(wait_for_conns "$1" "$ports" "$RW_THREADS" "$PS_THREADS" "$MIX_SECONDS")
@@ -142,28 +144,29 @@ mix_once() { # name round
         a=$(cpu_sample "$1"); s=$(conn_sample "$1" "$ports"); b=$a
         local first=$s last=$s zero=0 limit
         limit=$(awk -v p="$t_ps" -v r="${t_rw:-$t_ps}" -v m="$MIX_SECONDS" 'BEGIN { e = p + m - 3; f = r + m + 7; print (e < f ? e : f) }')
+        read -r _ r1 _ <<<"$s"
         while :; do
             sleep 1
-            prev=$s; s=$(conn_sample "$1" "$ports")
-            read -r now _ _ nrw nps <<<"$s"
+            s=$(conn_sample "$1" "$ports")
+            r0=$r1; read -r now r1 _ nrw nps <<<"$s"
             # The window ends at the last sample with every connection up.
             [ "$nrw" -ge "$RW_THREADS" ] && [ "$nps" -ge "$PS_THREADS" ] || break
             last=$s; b=$(cpu_sample "$1")
-            [ "$RW_THREADS" -gt 0 ] && awk -v p="$prev" -v q="$s" 'BEGIN { split(p, x, " "); split(q, y, " "); exit !(y[2] == x[2]) }' && zero=$((zero + 1))
+            [ "$RW_THREADS" -gt 0 ] && [ "$r1" = "$r0" ] && zero=$((zero + 1))
             awk -v n="$now" -v l="$limit" 'BEGIN { exit !(n >= l) }' && break
         done
-        read -r steady pt rwt <<<"$(awk -v p="$first" -v q="$last" 'BEGIN { split(p, x, " "); split(q, y, " "); w = y[1] - x[1]
-            if (w <= 0) { print "0 FATAL FATAL"; exit } printf "%.1f %.1f %.1f\n", w, (y[3] - x[3]) / w, (y[2] - x[2]) / 20 / w }')"
+        # "seconds ps_tps rw_tps statements from_uptime to_uptime" of the window.
+        read -r steady pt rwt wstmts f0 f1 <<<"$(awk -v p="$first" -v q="$last" 'BEGIN { split(p, x, " "); split(q, y, " "); w = y[1] - x[1]
+            if (w <= 0) { print "0 FATAL FATAL 0", x[1], y[1]; exit }
+            printf "%.1f %.1f %.1f %d %.2f %.2f\n", w, (y[3] - x[3]) / w, (y[2] - x[2]) / 20 / w, y[2] - x[2] + y[3] - x[3], x[1], y[1] }')"
         if [ "$RW_THREADS" -gt 0 ]; then
             rt=$rwt; rz=$zero
         fi
-        read -r f0 _ <<<"$first"; read -r f1 _ <<<"$last"
-        wstmts=$(awk -v p="$first" -v q="$last" 'BEGIN { split(p, x, " "); split(q, y, " "); print y[2] - x[2] + y[3] - x[3] }')
     fi
     wait $ps || true
     if [ -n "$rw" ]; then
         wait $rw || true
-        [ "$cs" != FATAL ] && rp=$(awk -v a="$f0" -v b="$f1" -v r="$t_rw" 'BEGIN { printf "%d %d", a - r, b - r }' | { read -r x y; rw_p95_between "$x" "$y" "$WORK/rw-$1-$2.log"; })
+        [ "$cs" != FATAL ] && rp=$(rw_p95_between "$f0" "$f1" "$t_rw" "$WORK/rw-$1-$2.log")
         # (A run that failed gets none: its read_write ran beside no point_select.)
         [ "$cs" != FATAL ] && rm=$(awk '/^ *max:/ { printf "%.1f", $2 / 1000 }' "$WORK/rw-$1-$2.log")
     fi
