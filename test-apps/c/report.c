@@ -6,6 +6,7 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +35,12 @@ __attribute__((noinline)) static void hot_lock_user(void) {
         pthread_mutex_lock(&hot);
         for (int k = 0; k < 200; k++)
             shared_counter++;
+        /* Now and then the holder yields with the lock held, so that the other
+         * hammers always meet it: without this, on a loaded machine the second
+         * worker may not wake before each hammer's few ms are done, and the
+         * hammers then run one after another on one worker, never contending. */
+        if (i % 500 == 0)
+            sched_yield();
         pthread_mutex_unlock(&hot);
     }
 }
