@@ -177,7 +177,7 @@ pub struct Config {
     pub fair: bool,
     /// The coordinating queue goes before the soon queue on every Nth dequeue, 0: never
     /// (`FIBERIZE_COORDINATING_FIRST`); `None`: the scheduler's default
-    /// (`runtime::scheduler::fair::DEFAULT_COORDINATING_FIRST`).
+    /// (`runtime::scheduler::fair::coordinating_first`: by the queues' weighted lengths).
     pub coordinating_first: Option<u32>,
 }
 

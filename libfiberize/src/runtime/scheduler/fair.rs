@@ -59,22 +59,25 @@
 //!   task with positive lag is eligible first", with two levels instead of a tree.
 //!   Fibers woken by fibers keep the lifo slot (a hand-off runs next anyway).
 //!
-//! * **Coordinating fibers go before the owed.** A fiber that waited on a condition
-//!   variable or a futex (another thread's progress: a commit, a row lock, a latch)
-//!   within its last `COORDINATION_CREDIT` descriptor waits is *coordinating*. Its
-//!   readiness wake-ups, turn ends, preemptions, and a lifo wakee it displaced, go to
-//!   the worker's **coordinating queue**, served after the soon queue (fibers owed CPU
-//!   time) and before the deque (`FIBERIZE_COORDINATING_FIRST=N`: before the soon queue
-//!   on every Nth dequeue), and its CPU time
-//!   is charged divided by `COORDINATING_WEIGHT` (a weight, as a nice level is: it may
-//!   use that many times a plain fiber's share before it is ahead).
+//! * **Coordinating fibers are served more often.** A fiber
+//!   that waited on a condition variable or a futex (another thread's progress: a
+//!   commit, a row lock, a latch) within its last `COORDINATION_CREDIT` descriptor waits
+//!   is *coordinating*. Its readiness wake-ups, turn ends, preemptions, and a lifo
+//!   wakee it displaced, go to the worker's **coordinating queue**. Between it and the
+//!   soon queue (fibers owed CPU time) a worker picks by their lengths weighted:
+//!   the coordinating queue first with probability `S·c / (S·c + s)` (`c`, `s` the
+//!   fibers in each, `S` = `COORDINATING_SERVICE_WEIGHT`, 2), so that while both
+//!   classes wait a coordinating fiber is served `S` times as often as an owed one
+//!   (`coordinating_first`; `FIBERIZE_COORDINATING_FIRST=N` fixes the ratio instead,
+//!   every Nth dequeue, 0: never). Its CPU time is charged divided by
+//!   `COORDINATING_WEIGHT` (4; a weight, as a nice level is: it may use that many times
+//!   a plain fiber's share before it is ahead).
 //!
 //! ```text
 //!   find_work:  urgent (a convoy's wakee, wake::unpark_lock_waiter) -> lifo slot (capped)
-//!               -> soon -> coordinating -> deque -> global
+//!               -> soon and coordinating (picked by weighted length) -> deque -> global
 //!               -> steal (coordinating, soon, deque) -> later (own, then stolen)
-//!               every Nth dequeue (FIBERIZE_COORDINATING_FIRST, default never)
-//!               coordinating before soon; every 4th the deque first;
+//!               every 4th dequeue the deque first;
 //!               every 8th the later head if it is due; every 61st the global queues first
 //! ```
 //!
@@ -100,12 +103,14 @@
 //! waits: every one of the mix's 256 read_write fibers did (once per 4 descriptor
 //! waits), and almost no point_select fiber (1 wait in ~37 000).
 //!
-//! The coordinating queue is bounded: the soon queue goes before it and every 4th dequeue
-//! the deque, so fibers that only wait for their descriptors lose nothing to it while
-//! they are owed CPU time (until session 9 the coordinating queue went first on every
-//! other dequeue, which gave the transactions the short queries' share); and a
-//! coordinating fiber that uses more than `COORDINATING_WEIGHT` times a plain fiber's
-//! share still waits in the later queue. Where every fiber coordinates (TPC-C, a
+//! The coordinating class is bounded: every 4th dequeue the deque goes first, the soon
+//! queue keeps the share its length gives it, and a coordinating fiber that uses more
+//! than `COORDINATING_WEIGHT` times a plain fiber's share waits in the later queue. A fixed ratio between
+//! the two queues was tried first (sessions 7–9: first on every other dequeue, then
+//! never first); the share it gives depends on how many fibers of each class wait, and
+//! so on the machine: "never first" gave the mix's read_write 1.45–3.0x native on one
+//! VM and 0.75x (p95 1.9x) on a faster one, where point_select's clients keep more
+//! requests queued (issue 27, session 10). Where every fiber coordinates (TPC-C, a
 //! producer/consumer program) the coordinating queue takes the place of the soon queue
 //! and the deque: one FIFO, in which a fiber that ended its turn queues with fresh
 //! wake-ups, and the later queue still holds those ahead of their share.
@@ -173,29 +178,57 @@ const COORDINATION_CREDIT: u32 = 32;
 /// connection's (1.3–1.8 ms/s against 0.15–0.37; issue 27, session 7).
 const COORDINATING_WEIGHT: u64 = 4;
 
-/// The coordinating queue goes before the soon queue on every this many dequeues (0:
-/// never; the others: the soon queue first, and every `DEQUE_FIRST_INTERVAL`th the deque
-/// first), unless `FIBERIZE_COORDINATING_FIRST` says otherwise. Origin: the MariaDB mix
-/// on 2 vCPUs counted in the seconds when every connection is up (issue 27, session 9,
-/// two runs of 2 rounds, ratios to native): every 2nd dequeue (the rule until then)
-/// gave read_write 1.87–5.3x native and point_select 0.90–1.15x; never (1000) 1.45–3.0x
-/// and 1.25–1.39x, and 1.2–1.5x the statements per server CPU-second; 4, 8 and 16 lay
-/// between. The point_select connections are owed CPU time as much as the transactions
-/// are; putting the transactions first as well gave them the CPU the kernel gives the
-/// short queries.
-pub(super) const DEFAULT_COORDINATING_FIRST: u32 = 0;
+/// How many times as often as an owed fiber a coordinating fiber is served while both
+/// wait: the weight of the coordinating queue's length when a worker picks between it
+/// and the soon queue (`coordinating_first`). Origin: the MariaDB mix on 2 vCPUs (issue
+/// 27, session 10, ratios to native in the same run): 2 gave read_write 2.3–2.8x,
+/// p95 0.65–0.82x, point_select 1.33–1.57x per round; 4 gave 2.4–4.8x, 0.35–0.91x,
+/// 1.02–1.56x; 8 about as 4. More than 2 only moves point_select's share to
+/// transactions that already get more than natively.
+const COORDINATING_SERVICE_WEIGHT: u64 = 2;
 
-/// Whether dequeue number `tick` looks at the coordinating queue before the soon queue.
+/// Whether dequeue number `tick` looks at the coordinating queue before the soon queue,
+/// which hold `coordinating_len` and `soon_len` fibers.
+///
+/// By default by their weighted lengths: the coordinating queue first with probability
+/// `W·c / (W·c + s)` (`W` = `COORDINATING_SERVICE_WEIGHT`, `c` and `s` the two
+/// lengths), so that while both wait, a coordinating fiber is served `W` times as often
+/// as an owed one (a weighted round robin over the fibers, not over the classes). `tick` is hashed to pick, so that consecutive dequeues spread
+/// over the range. `FIBERIZE_COORDINATING_FIRST=N` fixes the ratio instead: every `N`th
+/// dequeue (0: never; for A/B runs).
+///
+/// Why not a fixed ratio: the share it gives depends on how many fibers of each class
+/// wait, which depends on the machine. In the MariaDB mix (issue 27, sessions 9 and 10,
+/// 2 vCPUs each) "never first" gave read_write 1.45–3.0x native and point_select
+/// 1.25–1.39x on one VM, and read_write 0.8x (p95 1.9x) and point_select 1.7x on a
+/// faster one, where point_select's 2 048 clients keep many more requests queued.
 #[inline]
-pub(super) fn coordinating_first(tick: u32) -> bool {
+pub(super) fn coordinating_first(tick: u32, coordinating_len: usize, soon_len: usize) -> bool {
     const UNREAD: u32 = u32::MAX;
+    const WEIGHTED: u32 = u32::MAX - 1;
     static EVERY: AtomicU32 = AtomicU32::new(UNREAD);
     let mut every = EVERY.load(Ordering::Relaxed);
     if every == UNREAD {
-        every = crate::base::config::config().coordinating_first.unwrap_or(DEFAULT_COORDINATING_FIRST);
+        every = crate::base::config::config().coordinating_first.unwrap_or(WEIGHTED);
         EVERY.store(every, Ordering::Relaxed);
     }
-    every != 0 && tick % every == every - 1
+    match every {
+        WEIGHTED => weighted_pick(tick, coordinating_len as u64 * COORDINATING_SERVICE_WEIGHT, soon_len as u64),
+        0 => false,
+        n => tick % n == n - 1,
+    }
+}
+
+/// Whether `tick` falls into the first `a` of `a + b` parts (`a` out of `a + b`
+/// dequeues over a run of ticks): Fibonacci hashing spreads the tick over 32 bits, and
+/// the high bits of its product with `a + b` pick the part (Lemire's reduction).
+#[inline]
+fn weighted_pick(tick: u32, a: u64, b: u64) -> bool {
+    if a == 0 {
+        return false;
+    }
+    let spread = tick.wrapping_mul(0x9E37_79B9) as u64;
+    (spread * (a + b)) >> 32 < a
 }
 
 /// Whether the order by CPU time is on (`FIBERIZE_FAIR`, default on), read once.
@@ -299,8 +332,8 @@ pub(super) fn note_wait(f: &Fiber, kind: u32) {
 /// Whether `f` is coordinating: a wait on another thread's progress (a condition
 /// variable, a futex) is among its last `COORDINATION_CREDIT` descriptor waits, as in
 /// a database connection inside a transaction (commits, row locks, latches). Its
-/// wake-ups and turn ends go to the coordinating queue, before fibers that only wait
-/// for their descriptors (module docs).
+/// wake-ups and turn ends go to the coordinating queue, served more often than fibers
+/// that only wait for their descriptors (module docs).
 #[inline]
 pub(super) fn is_coordinating(f: &Fiber) -> bool {
     enabled() && f.cpu.is_coordinating()
@@ -465,5 +498,24 @@ pub(super) unsafe fn requeue_on_worker(rt: &Runtime, w: &WorkerShared, f: FiberR
     if source != Source::Yield && local.len() > 1 {
         // A surplus: others may take what waits here while this worker runs the next.
         rt.notify();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::weighted_pick;
+
+    /// Over a run of consecutive ticks, `a` of every `a + b` dequeues pick the first
+    /// queue, within a few percent, and never with `a` = 0, always with `b` = 0.
+    #[test]
+    fn weighted_pick_gives_each_part_its_share() {
+        for (a, b) in [(1u64, 3u64), (4, 1000), (400, 1000), (7, 7), (1000, 1)] {
+            let ticks = 100_000u32;
+            let picked = (0..ticks).filter(|&t| weighted_pick(t, a, b)).count() as f64;
+            let want = ticks as f64 * a as f64 / (a + b) as f64;
+            assert!((picked - want).abs() <= want * 0.05 + 10.0, "{a}/{b}: {picked} picked, {want} wanted");
+        }
+        assert!((0..1000).all(|t| !weighted_pick(t, 0, 5)));
+        assert!((0..1000).all(|t| weighted_pick(t, 5, 0)));
     }
 }

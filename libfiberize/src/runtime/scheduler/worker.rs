@@ -169,16 +169,15 @@ fn find_work(rt: &Runtime, w: &WorkerShared, tick: u32, lifo_streak: &mut u32) -
         local.push(f);
     }
     *lifo_streak = 0;
-    // Owed fibers, then coordinating ones, then the deque; but every
-    // DEQUE_FIRST_INTERVAL-th dequeue the deque first, and every
-    // `FIBERIZE_COORDINATING_FIRST`th the coordinating queue first (fair.rs). Each queue
-    // is looked at once.
+    // Owed and coordinating fibers, the two picked between by their weighted lengths
+    // (fair::coordinating_first), then the deque; but every DEQUE_FIRST_INTERVAL-th
+    // dequeue the deque first. Each queue is looked at once.
     // SAFETY (both closures): we are w's OS thread, in its scheduler context.
     let soon = || unsafe { w.soon.pop() };
     let coordinating = || unsafe { w.coordinating.pop() };
     let next = if tick.is_multiple_of(fair::DEQUE_FIRST_INTERVAL) {
         local.pop().or_else(soon).or_else(coordinating)
-    } else if fair::coordinating_first(tick) {
+    } else if fair::coordinating_first(tick, w.coordinating.stealer.len(), w.soon.stealer.len()) {
         coordinating().or_else(soon).or_else(|| local.pop())
     } else {
         soon().or_else(coordinating).or_else(|| local.pop())
