@@ -5,6 +5,9 @@
 # datadir copied for each). Every round runs each point once against each server, the
 # order rotating by round; the table gives the medians of the rounds: tps, p95 and p99
 # (ms, from sysbench's histogram of the whole run), and each server's ratio to the first.
+# Under each run, the machine's rescheduling and function-call IPIs, context switches
+# per transaction and idle CPU share during it (where the CPUs go at few connections:
+# a client thread and its server thread sharing one CPU need no IPI).
 # Loopback only.
 #
 #   CONFIGS="native new=target/release/libfiberize.so" bash bench-mysql/tails.sh
@@ -38,17 +41,32 @@ summarize() { # log
                printf "%.0f %.3f %.3f\n", tps, p95, p99 }' "$1"
 }
 : >"$WORK/results.txt"
+# The machine's rescheduling and function-call IPIs (RES, CAL of /proc/interrupts, all
+# CPUs), context switches and idle/total CPU ticks (/proc/stat): "res cal ctxt idle total".
+kernel_counters() {
+    awk '/^ *RES:/ { for (i = 2; i <= NF; i++) if ($i ~ /^[0-9]+$/) r += $i }
+         /^ *CAL:/ { for (i = 2; i <= NF; i++) if ($i ~ /^[0-9]+$/) c += $i }
+         END { printf "%d %d ", r, c }' /proc/interrupts
+    awk '/^ctxt/ { x = $2 } /^cpu / { i = $5; t = $2 + $3 + $4 + $5 + $6 + $7 + $8 }
+         END { printf "%d %d %d\n", x, i, t }' /proc/stat
+}
 point_once() { # name round
     local n=$1 r=$2 path conns where log
     for path in $PATHS; do
         for conns in $CONNS; do
             if [ "$path" = tcp ]; then where=(--mysql-host=127.0.0.1 --mysql-port="${PORT[$n]}"); else where=(--mysql-socket="$WORK/sock-$n"); fi
             log="$WORK/ps-$n-$path-$conns-$r.log"
+            read -r res0 cal0 ctxt0 idle0 total0 <<<"$(kernel_counters)"
             ${CLIENT_PIN[@]+"${CLIENT_PIN[@]}"} sysbench --db-driver=mysql "${where[@]}" --mysql-user=root --mysql-db=sbtest \
                 --tables="$TABLES" --table-size="$TABLE_SIZE" --rand-type=uniform --histogram=on \
                 --threads="$conns" --time="$SECONDS_PER_RUN" oltp_point_select run >"$log" 2>&1 || true
             read -r t p95 p99 <<<"$(summarize "$log")"
+            read -r res1 cal1 ctxt1 idle1 total1 <<<"$(kernel_counters)"
             echo "round $r $n $path $conns tps=$t p95=$p95 p99=$p99" | tee -a "$WORK/results.txt"
+            awk -v t="$t" -v s="$SECONDS_PER_RUN" -v res=$((res1 - res0)) -v cal=$((cal1 - cal0)) -v cx=$((ctxt1 - ctxt0)) \
+                -v idle=$((idle1 - idle0)) -v total=$((total1 - total0)) 'BEGIN { n = t * s; if (n <= 0 || total <= 0) exit
+                printf "    per transaction: %.3f rescheduling IPIs, %.3f function-call IPIs, %.2f context switches; CPUs idle %.1f%%\n",
+                    res / n, cal / n, cx / n, 100 * idle / total }'
         done
     done
 }
