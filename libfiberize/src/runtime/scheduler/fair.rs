@@ -59,19 +59,19 @@
 //!   task with positive lag is eligible first", with two levels instead of a tree.
 //!   Fibers woken by fibers keep the lifo slot (a hand-off runs next anyway).
 //!
-//! * **Coordinating fibers are served more often.** A fiber
-//!   that waited on a condition variable or a futex (another thread's progress: a
-//!   commit, a row lock, a latch) within its last `COORDINATION_CREDIT` descriptor waits
-//!   is *coordinating*. Its readiness wake-ups, turn ends, preemptions, and a lifo
-//!   wakee it displaced, go to the worker's **coordinating queue**. Between it and the
-//!   soon queue (fibers owed CPU time) a worker picks by their lengths weighted:
-//!   the coordinating queue first with probability `S·c / (S·c + s)` (`c`, `s` the
-//!   fibers in each, `S` = `COORDINATING_SERVICE_WEIGHT`, 2), so that while both
-//!   classes wait a coordinating fiber is served `S` times as often as an owed one
-//!   (`coordinating_first`; `FIBERIZE_COORDINATING_FIRST=N` fixes the ratio instead,
-//!   every Nth dequeue, 0: never). Its CPU time is charged divided by
-//!   `COORDINATING_WEIGHT` (4; a weight, as a nice level is: it may use that many times
-//!   a plain fiber's share before it is ahead).
+//! * **Coordinating fibers are served more often.** A fiber that waited on a condition
+//!   variable or a futex (another thread's progress: a commit, a row lock, a latch)
+//!   within its last `COORDINATION_CREDIT` descriptor waits is *coordinating*. Its
+//!   readiness wake-ups, turn ends, preemptions, and a lifo wakee it displaced, go to
+//!   the worker's **coordinating queue**. Between it and the soon queue (fibers owed
+//!   CPU time) a worker picks by their lengths weighted: the coordinating queue first
+//!   with probability `S·c / (S·c + s)` (`c`, `s` the fibers in each, `S` =
+//!   `COORDINATING_SERVICE_WEIGHT`, 2), so that while both classes wait a coordinating
+//!   fiber is served `S` times as often as an owed one (`coordinating_first`;
+//!   `FIBERIZE_COORDINATING_FIRST=N` fixes the ratio instead, every Nth dequeue, 0:
+//!   never). Its CPU time is charged divided by `COORDINATING_WEIGHT` (4; a weight, as
+//!   a nice level is: it may use that many times a plain fiber's share before it is
+//!   ahead).
 //!
 //! ```text
 //!   find_work:  urgent (a convoy's wakee, wake::unpark_lock_waiter) -> lifo slot (capped)
@@ -105,15 +105,16 @@
 //!
 //! The coordinating class is bounded: every 4th dequeue the deque goes first, the soon
 //! queue keeps the share its length gives it, and a coordinating fiber that uses more
-//! than `COORDINATING_WEIGHT` times a plain fiber's share waits in the later queue. A fixed ratio between
-//! the two queues was tried first (sessions 7–9: first on every other dequeue, then
-//! never first); the share it gives depends on how many fibers of each class wait, and
-//! so on the machine: "never first" gave the mix's read_write 1.45–3.0x native on one
-//! VM and 0.75x (p95 1.9x) on a faster one, where point_select's clients keep more
-//! requests queued (issue 27, session 10). Where every fiber coordinates (TPC-C, a
-//! producer/consumer program) the coordinating queue takes the place of the soon queue
-//! and the deque: one FIFO, in which a fiber that ended its turn queues with fresh
-//! wake-ups, and the later queue still holds those ahead of their share.
+//! than `COORDINATING_WEIGHT` times a plain fiber's share waits in the later queue. A
+//! fixed ratio between the two queues was tried first (sessions 7–9: first on every
+//! other dequeue, then never first); the share it gives depends on how many fibers of
+//! each class wait, and so on the machine: "never first" gave the mix's read_write
+//! 1.45–3.0x native on one VM and 0.75x (p95 1.9x) on a faster one, where
+//! point_select's clients keep more requests queued (issue 27, session 10). Where every
+//! fiber coordinates (TPC-C, a producer/consumer program) the coordinating queue takes
+//! the place of the soon queue and the deque: one FIFO, in which a fiber that ended its
+//! turn queues with fresh wake-ups, and the later queue still holds those ahead of
+//! their share.
 //!
 //! # Serving the later queue, and the bound on its wait
 //!
@@ -187,23 +188,25 @@ const COORDINATING_WEIGHT: u64 = 4;
 /// transactions that already get more than natively.
 const COORDINATING_SERVICE_WEIGHT: u64 = 2;
 
-/// Whether dequeue number `tick` looks at the coordinating queue before the soon queue,
-/// which hold `coordinating_len` and `soon_len` fibers.
+/// Whether dequeue number `tick` looks at the `coordinating` queue before the `soon`
+/// queue.
 ///
 /// By default by their weighted lengths: the coordinating queue first with probability
-/// `W·c / (W·c + s)` (`W` = `COORDINATING_SERVICE_WEIGHT`, `c` and `s` the two
-/// lengths), so that while both wait, a coordinating fiber is served `W` times as often
-/// as an owed one (a weighted round robin over the fibers, not over the classes). `tick` is hashed to pick, so that consecutive dequeues spread
-/// over the range. `FIBERIZE_COORDINATING_FIRST=N` fixes the ratio instead: every `N`th
-/// dequeue (0: never; for A/B runs).
+/// `S·c / (S·c + s)` (`S` = `COORDINATING_SERVICE_WEIGHT`, `c` and `s` the two
+/// lengths), so that while both wait, a coordinating fiber is served `S` times as often
+/// as an owed one (a weighted round robin over the fibers, not over the classes).
+/// `tick` is hashed to pick, so that consecutive dequeues spread over the range. The
+/// lengths are read only in that mode, and the soon queue's only when the coordinating
+/// queue holds any. `FIBERIZE_COORDINATING_FIRST=N` fixes the ratio instead: every
+/// `N`th dequeue (0: never; for A/B runs).
 ///
 /// Why not a fixed ratio: the share it gives depends on how many fibers of each class
 /// wait, which depends on the machine. In the MariaDB mix (issue 27, sessions 9 and 10,
 /// 2 vCPUs each) "never first" gave read_write 1.45–3.0x native and point_select
-/// 1.25–1.39x on one VM, and read_write 0.8x (p95 1.9x) and point_select 1.7x on a
+/// 1.25–1.39x on one VM, and read_write 0.75x (p95 1.9x) and point_select 2.1x on a
 /// faster one, where point_select's 2 048 clients keep many more requests queued.
 #[inline]
-pub(super) fn coordinating_first(tick: u32, coordinating_len: usize, soon_len: usize) -> bool {
+pub(super) fn coordinating_first(tick: u32, coordinating: &SideQueue, soon: &SideQueue) -> bool {
     const UNREAD: u32 = u32::MAX;
     const WEIGHTED: u32 = u32::MAX - 1;
     static EVERY: AtomicU32 = AtomicU32::new(UNREAD);
@@ -213,7 +216,10 @@ pub(super) fn coordinating_first(tick: u32, coordinating_len: usize, soon_len: u
         EVERY.store(every, Ordering::Relaxed);
     }
     match every {
-        WEIGHTED => weighted_pick(tick, coordinating_len as u64 * COORDINATING_SERVICE_WEIGHT, soon_len as u64),
+        WEIGHTED => {
+            let waiting = coordinating.stealer.len() as u64;
+            waiting != 0 && weighted_pick(tick, waiting * COORDINATING_SERVICE_WEIGHT, soon.stealer.len() as u64)
+        }
         0 => false,
         n => tick % n == n - 1,
     }

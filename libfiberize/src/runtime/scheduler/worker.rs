@@ -177,7 +177,7 @@ fn find_work(rt: &Runtime, w: &WorkerShared, tick: u32, lifo_streak: &mut u32) -
     let coordinating = || unsafe { w.coordinating.pop() };
     let next = if tick.is_multiple_of(fair::DEQUE_FIRST_INTERVAL) {
         local.pop().or_else(soon).or_else(coordinating)
-    } else if fair::coordinating_first(tick, w.coordinating.stealer.len(), w.soon.stealer.len()) {
+    } else if fair::coordinating_first(tick, &w.coordinating, &w.soon) {
         coordinating().or_else(soon).or_else(|| local.pop())
     } else {
         soon().or_else(coordinating).or_else(|| local.pop())
