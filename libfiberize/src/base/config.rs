@@ -154,6 +154,10 @@ pub struct Config {
     /// A fiber alone on its worker waits for its descriptor in the kernel directly
     /// (`FIBERIZE_DIRECT_WAIT=0` turns it off; see `scheduler::direct_wait`).
     pub direct_wait: bool,
+    /// A direct wait on a socket only while the socket's last segment came in on the
+    /// worker's CPU, where its peer runs (`FIBERIZE_DIRECT_WAIT_PEER_CPU=0`: wherever
+    /// it came in, the rule until session 11; see `io::ops::peer_runs_elsewhere`).
+    pub direct_wait_peer_cpu: bool,
     /// Time slice of a fiber before preemption, in ms (`FIBERIZE_PREEMPT_MS`; 0: off);
     /// `None`: the preemption module's default (`runtime::preempt::DEFAULT_SLICE_MS`).
     pub preempt_ms: Option<u64>,
@@ -194,6 +198,7 @@ static mut CONFIG: Config = Config {
     dump_at_exit: false,
     spin_rounds: None,
     direct_wait: false,
+    direct_wait_peer_cpu: true,
     preempt_ms: None,
     stack_release_ms: None,
     turn_us: None,
@@ -258,6 +263,7 @@ pub fn config() -> &'static Config {
             dump_at_exit: env_switch(b"FIBERIZE_DUMP_AT_EXIT\0", false),
             spin_rounds: env_optional_number(b"FIBERIZE_SPIN\0", 0, 100_000).map(|n| n as u32),
             direct_wait: env_switch(b"FIBERIZE_DIRECT_WAIT\0", true),
+            direct_wait_peer_cpu: env_switch(b"FIBERIZE_DIRECT_WAIT_PEER_CPU\0", true),
             preempt_ms: env_optional_number(b"FIBERIZE_PREEMPT_MS\0", 0, 60_000),
             stack_release_ms: env_optional_number(b"FIBERIZE_STACK_RELEASE_MS\0", 0, 3_600_000),
             turn_us: env_optional_number(b"FIBERIZE_TURN_US\0", 0, 1_000_000),

@@ -62,6 +62,7 @@ counters! {
     worker_sleeps,
     worker_wakeups,
     direct_waits,
+    direct_waits_declined_peer_elsewhere,
     thread_waits,
     futex_waits,
     futex_wakes,

@@ -11,8 +11,12 @@
 //!   for a plain thread, block in the real `poll`. Calls that cannot be made
 //!   readiness-driven run on the fiber's donor thread (multi-fd `poll`, `select`,
 //!   `fsync`).
+//! * [`peer_cpu`]: whether a socket's peer runs on the calling worker's CPU, which a
+//!   fiber alone on its worker needs before it waits for that socket in the kernel
+//!   directly (`scheduler::direct_wait`).
 pub mod epoll_membership;
 pub mod fdtable;
 pub mod offload;
 pub mod ops;
+pub mod peer_cpu;
 pub mod reactor;

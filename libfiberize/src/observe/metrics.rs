@@ -104,6 +104,10 @@ const METRICS: &[Metric] = &[
     stat!(worker_sleeps, "Times an idle worker went to sleep."),
     stat!(worker_wakeups, "Times a sleeping worker was woken for work."),
     stat!(direct_waits, "Waits of a fiber alone on its worker directly in the kernel."),
+    stat!(
+        direct_waits_declined_peer_elsewhere,
+        "Direct waits not taken: the socket's last segment came in on another CPU than the worker's."
+    ),
     stat!(thread_waits, "Waits of plain threads on the runtime's locks and conditions."),
     stat!(futex_waits, "futex waits of fibers."),
     stat!(futex_wakes, "futex wakes through the runtime."),

@@ -32,10 +32,11 @@ use core::sync::atomic::{AtomicU32, Ordering};
 
 use libc::{c_int, c_void, nfds_t, pollfd, size_t, sockaddr, socklen_t, ssize_t};
 
+use crate::base::stats::{bump, STATS};
 use crate::base::sys;
 use crate::base::sys::{errno, set_errno};
 use crate::io::fdtable::{self, FdState, EPOLL_FD, OWNED, REGISTERED, SOCKET, STREAM, USER_NONBLOCK};
-use crate::io::reactor;
+use crate::io::{peer_cpu, reactor};
 use crate::runtime::fiber::{self, WaitKind};
 use crate::runtime::scheduler::{self, DirectWait};
 use crate::signal::delivery;
@@ -241,6 +242,10 @@ fn try_direct_wait(
     // that seemed to show the loss, MariaDB at 64 and 1024 connections, did not survive
     // swapping the two servers' roles.)
     if reactor::io_waiters() as usize >= crate::base::config::config().workers {
+        return None;
+    }
+    if st.has(SOCKET) && peer_cpu::peer_runs_elsewhere(fd) {
+        bump(&STATS.direct_waits_declined_peer_elsewhere);
         return None;
     }
     let r = match scheduler::direct_wait(fd, events, deadline, || reactor::leave_epoll_set(fd, st)) {

@@ -25,6 +25,10 @@
 //!          wake_fd / timer / signal -> F parks the ordinary way (W runs the new work)
 //! ```
 //!
+//! The I/O layer asks for a direct wait on a socket only while the socket's peer runs
+//! on this worker's CPU (`io::peer_cpu`): a direct wait across CPUs binds each fiber to
+//! the wrong worker for good, and every request and reply then crosses CPUs.
+//!
 //! A direct waiter counts as sleeping: `wake_one_sleeper` prefers ordinary sleepers
 //! and writes the eventfd of a direct one; `unpark` (cancellation, pthread_kill, a
 //! stale wake) writes the eventfd named in the fiber; the monitor does not mistake a

@@ -1,0 +1,288 @@
+//! Thin wrappers, one per system call: the kernel's result, `-errno` on failure (the
+//! rules of [`crate::base::sys`] apply: no exports reached by name, no TLS).
+
+use crate::base::arch::syscall6;
+
+/// The process id, asked of the kernel (a forked or cloned child gets its own).
+#[inline]
+pub fn getpid() -> i32 {
+    // SAFETY: getpid has no arguments and cannot fail.
+    unsafe { syscall6(libc::SYS_getpid as usize, 0, 0, 0, 0, 0, 0) as i32 }
+}
+
+/// `close(fd)`.
+#[inline]
+pub fn close(fd: i32) -> isize {
+    // SAFETY: close takes no pointers; the caller names a descriptor it owns.
+    unsafe { syscall6(libc::SYS_close as usize, fd as usize, 0, 0, 0, 0, 0) }
+}
+
+/// `close_range(first, last, flags)`.
+#[inline]
+pub fn close_range(first: u32, last: u32, flags: u32) -> isize {
+    // SAFETY: close_range takes no pointers.
+    unsafe { syscall6(libc::SYS_close_range as usize, first as usize, last as usize, flags as usize, 0, 0, 0) }
+}
+
+/// `read(fd, buf, buf.len())`.
+#[inline]
+pub fn read(fd: i32, buf: &mut [u8]) -> isize {
+    // SAFETY: `buf` is writable for its length.
+    unsafe { syscall6(libc::SYS_read as usize, fd as usize, buf.as_mut_ptr() as usize, buf.len(), 0, 0, 0) }
+}
+
+/// `write(fd, bytes, bytes.len())`.
+#[inline]
+pub fn write(fd: i32, bytes: &[u8]) -> isize {
+    // SAFETY: `bytes` is readable for its length.
+    unsafe { syscall6(libc::SYS_write as usize, fd as usize, bytes.as_ptr() as usize, bytes.len(), 0, 0, 0) }
+}
+
+/// `pread64(fd, buf, buf.len(), offset)`.
+#[inline]
+pub fn pread64(fd: i32, buf: &mut [u8], offset: u64) -> isize {
+    // SAFETY: `buf` is writable for its length.
+    unsafe { syscall6(libc::SYS_pread64 as usize, fd as usize, buf.as_mut_ptr() as usize, buf.len(), offset as usize, 0, 0) }
+}
+
+/// `readv(fd, iov, count)`.
+///
+/// # Safety
+/// `iov` must point to `count` iovecs describing writable buffers (or `count` be 0).
+#[inline]
+pub unsafe fn readv(fd: i32, iov: *const libc::iovec, count: i32) -> isize {
+    // SAFETY: the caller vouches for the vector.
+    unsafe { syscall6(libc::SYS_readv as usize, fd as usize, iov as usize, count as usize, 0, 0, 0) }
+}
+
+/// `writev(fd, iov, count)`.
+///
+/// # Safety
+/// `iov` must point to `count` iovecs describing readable buffers (or `count` be 0).
+#[inline]
+pub unsafe fn writev(fd: i32, iov: *const libc::iovec, count: i32) -> isize {
+    // SAFETY: the caller vouches for the vector.
+    unsafe { syscall6(libc::SYS_writev as usize, fd as usize, iov as usize, count as usize, 0, 0, 0) }
+}
+
+/// `preadv2(fd, iov, count, offset, flags)` (offset -1: the file position).
+///
+/// # Safety
+/// As [`readv`].
+#[inline]
+pub unsafe fn preadv2(fd: i32, iov: *const libc::iovec, count: i32, offset: i64, flags: i32) -> isize {
+    // SAFETY: the caller vouches for the vector; the offset is one register on 64-bit.
+    unsafe { syscall6(libc::SYS_preadv2 as usize, fd as usize, iov as usize, count as usize, offset as usize, 0, flags as usize) }
+}
+
+/// `pwritev2(fd, iov, count, offset, flags)` (offset -1: the file position).
+///
+/// # Safety
+/// As [`writev`].
+#[inline]
+pub unsafe fn pwritev2(fd: i32, iov: *const libc::iovec, count: i32, offset: i64, flags: i32) -> isize {
+    // SAFETY: the caller vouches for the vector; the offset is one register on 64-bit.
+    unsafe {
+        syscall6(libc::SYS_pwritev2 as usize, fd as usize, iov as usize, count as usize, offset as usize, 0, flags as usize)
+    }
+}
+
+/// `fstat(fd, st)`.
+#[inline]
+pub fn fstat(fd: i32, st: &mut libc::stat) -> isize {
+    // SAFETY: `st` is a writable struct stat.
+    unsafe { syscall6(libc::SYS_fstat as usize, fd as usize, st as *mut libc::stat as usize, 0, 0, 0, 0) }
+}
+
+/// `fcntl(fd, F_GETFL)`: the descriptor's status flags.
+#[inline]
+pub fn fcntl_getfl(fd: i32) -> isize {
+    // SAFETY: F_GETFL takes no argument and writes no memory.
+    unsafe { syscall6(libc::SYS_fcntl as usize, fd as usize, libc::F_GETFL as usize, 0, 0, 0, 0) }
+}
+
+/// `flock(fd, operation)`.
+#[inline]
+pub fn flock(fd: i32, operation: i32) -> isize {
+    // SAFETY: flock takes no pointers.
+    unsafe { syscall6(libc::SYS_flock as usize, fd as usize, operation as usize, 0, 0, 0, 0) }
+}
+
+/// `renameat(AT_FDCWD, old_nul, AT_FDCWD, new_nul)`; `-EINVAL` for a path that is not
+/// NUL-terminated.
+pub fn renameat(old_nul: &[u8], new_nul: &[u8]) -> isize {
+    if old_nul.last() != Some(&0) || new_nul.last() != Some(&0) {
+        return -(libc::EINVAL as isize); // not C strings: the kernel would read past them
+    }
+    // SAFETY: both paths are NUL-terminated (checked) and outlive the call.
+    unsafe {
+        syscall6(
+            libc::SYS_renameat as usize,
+            libc::AT_FDCWD as usize,
+            old_nul.as_ptr() as usize,
+            libc::AT_FDCWD as usize,
+            new_nul.as_ptr() as usize,
+            0,
+            0,
+        )
+    }
+}
+
+/// `unlinkat(AT_FDCWD, path_nul, 0)`; `-EINVAL` for a path that is not NUL-terminated.
+pub fn unlinkat(path_nul: &[u8]) -> isize {
+    if path_nul.last() != Some(&0) {
+        return -(libc::EINVAL as isize); // not a C string: the kernel would read past it
+    }
+    // SAFETY: `path_nul` is NUL-terminated (checked) and outlives the call.
+    unsafe { syscall6(libc::SYS_unlinkat as usize, libc::AT_FDCWD as usize, path_nul.as_ptr() as usize, 0, 0, 0, 0) }
+}
+
+/// `epoll_create1(flags)`.
+#[inline]
+pub fn epoll_create1(flags: i32) -> isize {
+    // SAFETY: epoll_create1 takes no pointers.
+    unsafe { syscall6(libc::SYS_epoll_create1 as usize, flags as usize, 0, 0, 0, 0, 0) }
+}
+
+/// `epoll_ctl(ep, op, fd, event)` (`None`: a null event, for `EPOLL_CTL_DEL`).
+#[inline]
+pub fn epoll_ctl(ep: i32, op: i32, fd: i32, event: Option<&libc::epoll_event>) -> isize {
+    let e = event.map_or(core::ptr::null(), |e| e as *const libc::epoll_event);
+    // SAFETY: `e` is null or a live epoll_event, which the kernel only reads.
+    unsafe { syscall6(libc::SYS_epoll_ctl as usize, ep as usize, op as usize, fd as usize, e as usize, 0, 0) }
+}
+
+/// `tgkill(getpid(), tid, sig)`: sends `sig` to thread `tid` of this process.
+#[inline]
+pub fn tgkill(tid: i32, sig: i32) -> isize {
+    // SAFETY: tgkill takes no pointers.
+    unsafe { syscall6(libc::SYS_tgkill as usize, getpid() as usize, tid as usize, sig as usize, 0, 0, 0) }
+}
+
+/// `rt_sigtimedwait(set, info, timeout, 8)` (`None`: no timeout).
+///
+/// # Safety
+/// `info` must be null or writable for a `siginfo_t`.
+#[inline]
+pub unsafe fn rt_sigtimedwait(set: u64, info: *mut libc::siginfo_t, timeout: Option<&libc::timespec>) -> isize {
+    let ts = timeout.map_or(core::ptr::null(), |t| t as *const libc::timespec);
+    // SAFETY: `set` and `ts` live across the call; the caller vouches for `info`.
+    unsafe { syscall6(libc::SYS_rt_sigtimedwait as usize, &set as *const u64 as usize, info as usize, ts as usize, 8, 0, 0) }
+}
+
+/// `kill(getpid(), sig)`: sends `sig` to this process.
+#[inline]
+pub fn kill(sig: i32) -> isize {
+    // SAFETY: kill takes no pointers.
+    unsafe { syscall6(libc::SYS_kill as usize, getpid() as usize, sig as usize, 0, 0, 0, 0) }
+}
+
+/// `rt_sigqueueinfo(getpid(), sig, info)`: queues `sig` with `info` to this process.
+#[inline]
+pub fn rt_sigqueueinfo(sig: i32, info: &libc::siginfo_t) -> isize {
+    // SAFETY: `info` is a live siginfo, which the kernel only reads.
+    unsafe {
+        syscall6(
+            libc::SYS_rt_sigqueueinfo as usize,
+            getpid() as usize,
+            sig as usize,
+            info as *const libc::siginfo_t as usize,
+            0,
+            0,
+            0,
+        )
+    }
+}
+
+/// `rt_tgsigqueueinfo(getpid(), tid, sig, info)`: queues `sig` with `info` to thread
+/// `tid` of this process.
+#[inline]
+pub fn rt_tgsigqueueinfo(tid: i32, sig: i32, info: &libc::siginfo_t) -> isize {
+    let info = info as *const libc::siginfo_t;
+    // SAFETY: `info` is a live siginfo, which the kernel only reads.
+    unsafe { syscall6(libc::SYS_rt_tgsigqueueinfo as usize, getpid() as usize, tid as usize, sig as usize, info as usize, 0, 0) }
+}
+
+/// `sched_getaffinity(0, size_of(set), set)`: the calling thread's CPU mask (the
+/// kernel's result is the size it wrote).
+#[inline]
+pub fn sched_getaffinity(set: &mut libc::cpu_set_t) -> isize {
+    // SAFETY: `set` is writable for the size we pass.
+    unsafe {
+        syscall6(
+            libc::SYS_sched_getaffinity as usize,
+            0,
+            core::mem::size_of::<libc::cpu_set_t>(),
+            set as *mut libc::cpu_set_t as usize,
+            0,
+            0,
+            0,
+        )
+    }
+}
+
+/// `process_vm_readv(getpid(), local, 1, remote, 1, 0)`: copies from our own memory
+/// at `remote` into `local`, the kernel checking that the remote range is mapped.
+///
+/// # Safety
+/// `local` must describe a writable buffer.
+#[inline]
+pub unsafe fn process_vm_readv(local: &libc::iovec, remote: &libc::iovec) -> isize {
+    // SAFETY: one local and one remote iovec; the caller vouches for the local buffer
+    // and the kernel checks the remote range.
+    unsafe {
+        syscall6(
+            libc::SYS_process_vm_readv as usize,
+            getpid() as usize,
+            local as *const libc::iovec as usize,
+            1,
+            remote as *const libc::iovec as usize,
+            1,
+            0,
+        )
+    }
+}
+
+/// `madvise(start, len, advice)`.
+///
+/// # Safety
+/// The range must be whole pages the caller owns; an advice such as `MADV_DONTNEED`
+/// discards their contents.
+#[inline]
+pub unsafe fn madvise(start: usize, len: usize, advice: i32) -> isize {
+    // SAFETY: the caller vouches for the range and the advice.
+    unsafe { syscall6(libc::SYS_madvise as usize, start, len, advice as usize, 0, 0, 0) }
+}
+
+/// `sched_getscheduler(0)`: the calling thread's scheduling policy.
+#[inline]
+pub fn sched_getscheduler() -> isize {
+    // SAFETY: no pointers; pid 0 is the calling thread.
+    unsafe { syscall6(libc::SYS_sched_getscheduler as usize, 0, 0, 0, 0, 0, 0) }
+}
+
+/// `sched_getparam(0, param)`: the calling thread's scheduling parameters.
+#[inline]
+pub fn sched_getparam(param: &mut libc::sched_param) -> isize {
+    // SAFETY: `param` is a writable sched_param; pid 0 is the calling thread.
+    unsafe { syscall6(libc::SYS_sched_getparam as usize, 0, param as *mut libc::sched_param as usize, 0, 0, 0, 0) }
+}
+
+/// Reads an `int` socket option of `fd` into `value` (getsockopt(2)): 0 or `-errno`.
+#[inline]
+pub fn getsockopt_int(fd: i32, level: i32, name: i32, value: &mut i32) -> isize {
+    let mut len = core::mem::size_of::<i32>() as libc::socklen_t;
+    // SAFETY: getsockopt writes at most `len` (4) bytes into `value` and the length it
+    // wrote into `len`, both valid for writes.
+    unsafe {
+        syscall6(
+            libc::SYS_getsockopt as usize,
+            fd as usize,
+            level as usize,
+            name as usize,
+            value as *mut i32 as usize,
+            &mut len as *mut libc::socklen_t as usize,
+            0,
+        )
+    }
+}
