@@ -156,7 +156,7 @@ pub struct Config {
     pub direct_wait: bool,
     /// A direct wait on a socket only while the socket's last segment came in on the
     /// worker's CPU, where its peer runs (`FIBERIZE_DIRECT_WAIT_PEER_CPU=0`: wherever
-    /// it came in, the rule until session 11; see `io::ops::peer_runs_elsewhere`).
+    /// it came in, the rule until session 11; see `io::peer_cpu::peer_may_run_elsewhere`).
     pub direct_wait_peer_cpu: bool,
     /// Time slice of a fiber before preemption, in ms (`FIBERIZE_PREEMPT_MS`; 0: off);
     /// `None`: the preemption module's default (`runtime::preempt::DEFAULT_SLICE_MS`).

@@ -50,6 +50,9 @@ pub const EPOLL_FD: u32 = 8;
 pub const STREAM: u32 = 16;
 /// A socket: per-call MSG_DONTWAIT makes its reads and writes non-blocking.
 pub const SOCKET: u32 = 32;
+/// An AF_UNIX socket: the kernel records no CPU for what comes in on it
+/// (`io::peer_cpu`).
+pub const LOCAL_SOCKET: u32 = 256;
 
 pub struct FdState {
     pub flags: AtomicU32,

@@ -8,25 +8,37 @@
 use super::*;
 use crate::base::own_fds;
 
-/// Starts tracking a freshly created fd.
-pub(super) fn adopt_kind(fd: c_int, user_nonblock: bool, stream: bool, socket: bool) {
+/// Starts tracking a freshly created fd; `kind` is what it is (`STREAM`, `SOCKET`,
+/// `LOCAL_SOCKET`).
+pub(super) fn adopt_kind(fd: c_int, user_nonblock: bool, kind: u32) {
     if let Some(st) = fdtable::slot(fd) {
         fdtable::reset(fd);
-        let f = OWNED
-            | if user_nonblock { USER_NONBLOCK } else { 0 }
-            | if stream { STREAM } else { 0 }
-            | if socket { SOCKET } else { 0 };
+        let f = OWNED | if user_nonblock { USER_NONBLOCK } else { 0 } | kind & (STREAM | SOCKET | LOCAL_SOCKET);
         st.flags.store(f, Ordering::Release);
     }
 }
 
-/// Whether socket `fd` is SOCK_STREAM.
-pub(super) fn is_stream_socket(fd: c_int) -> bool {
-    let mut ty: c_int = 0;
-    let mut len = core::mem::size_of::<c_int>() as socklen_t;
-    // SAFETY: valid out-parameters.
-    let r = unsafe { getsockopt(fd, libc::SOL_SOCKET, libc::SO_TYPE, &mut ty as *mut c_int as *mut c_void, &mut len) };
-    r == 0 && ty == libc::SOCK_STREAM
+/// The kind (`adopt_kind`) of a socket of domain `domain` and type `ty` (the type
+/// argument of `socket`, flags allowed).
+pub(super) fn socket_kind(domain: c_int, ty: c_int) -> u32 {
+    let ty = ty & !(libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC);
+    SOCKET | if ty == libc::SOCK_STREAM { STREAM } else { 0 } | if domain == libc::AF_UNIX { LOCAL_SOCKET } else { 0 }
+}
+
+/// The kind (`adopt_kind`) of socket `fd`, asked of the kernel (an accepted socket).
+pub(super) fn socket_kind_of(fd: c_int) -> u32 {
+    let option = |name| {
+        let mut v: c_int = -1;
+        let mut len = core::mem::size_of::<c_int>() as socklen_t;
+        // SAFETY: valid out-parameters.
+        let r = unsafe { getsockopt(fd, libc::SOL_SOCKET, name, &mut v as *mut c_int as *mut c_void, &mut len) };
+        if r == 0 {
+            v
+        } else {
+            -1
+        }
+    };
+    socket_kind(option(libc::SO_DOMAIN), option(libc::SO_TYPE))
 }
 
 /// Forgets `fd` before it is closed or replaced (or once it was, out of our sight).
@@ -60,7 +72,7 @@ fn copy_state(from: c_int, to: c_int) {
     }
     release(to);
     if let Some(src) = fdtable::owned(from) {
-        let f = src.flags.load(Ordering::Acquire) & (OWNED | USER_NONBLOCK | EPOLL_FD | STREAM | SOCKET);
+        let f = src.flags.load(Ordering::Acquire) & (OWNED | USER_NONBLOCK | EPOLL_FD | STREAM | SOCKET | LOCAL_SOCKET);
         if let Some(dst) = fdtable::slot(to) {
             fdtable::reset(to);
             dst.rcvtimeo_ns.store(src.rcvtimeo_ns.load(Ordering::Relaxed), Ordering::Relaxed);
@@ -77,8 +89,7 @@ pub unsafe fn socket(d: c_int, t: c_int, p: c_int) -> c_int {
     // protocol.
     let fd = unsafe { super::socket(d, t, p) };
     if fd >= 0 {
-        let ty = t & !(libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC);
-        adopt_kind(fd, t & libc::SOCK_NONBLOCK != 0, ty == libc::SOCK_STREAM, true);
+        adopt_kind(fd, t & libc::SOCK_NONBLOCK != 0, socket_kind(d, t));
     }
     fd
 }
@@ -92,9 +103,8 @@ pub unsafe fn socketpair(d: c_int, t: c_int, p: c_int, sv: *mut c_int) -> c_int 
     if r == 0 {
         // SAFETY: on success the kernel wrote two fds.
         unsafe {
-            let stream = t & !(libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC) == libc::SOCK_STREAM;
-            adopt_kind(*sv, t & libc::SOCK_NONBLOCK != 0, stream, true);
-            adopt_kind(*sv.add(1), t & libc::SOCK_NONBLOCK != 0, stream, true);
+            adopt_kind(*sv, t & libc::SOCK_NONBLOCK != 0, socket_kind(d, t));
+            adopt_kind(*sv.add(1), t & libc::SOCK_NONBLOCK != 0, socket_kind(d, t));
         }
     }
     r
@@ -112,9 +122,9 @@ pub unsafe fn pipe2(fds: *mut c_int, flags: c_int) -> c_int {
         // SAFETY: on success the kernel wrote two fds.
         unsafe {
             // O_DIRECT makes a pipe packet-oriented: then a short read proves nothing.
-            let stream = flags & libc::O_DIRECT == 0;
-            adopt_kind(*fds, flags & libc::O_NONBLOCK != 0, stream, false);
-            adopt_kind(*fds.add(1), flags & libc::O_NONBLOCK != 0, stream, false);
+            let kind = if flags & libc::O_DIRECT == 0 { STREAM } else { 0 };
+            adopt_kind(*fds, flags & libc::O_NONBLOCK != 0, kind);
+            adopt_kind(*fds.add(1), flags & libc::O_NONBLOCK != 0, kind);
         }
     }
     r
@@ -126,7 +136,7 @@ pub unsafe fn eventfd(init: libc::c_uint, flags: c_int) -> c_int {
     // SAFETY: eventfd takes no pointers; the real eventfd gets the program's value and flags.
     let fd = unsafe { super::eventfd(init, flags) };
     if fd >= 0 {
-        adopt_kind(fd, flags & libc::EFD_NONBLOCK != 0, false, false);
+        adopt_kind(fd, flags & libc::EFD_NONBLOCK != 0, 0);
     }
     fd
 }

@@ -35,7 +35,7 @@ use libc::{c_int, c_void, nfds_t, pollfd, size_t, sockaddr, socklen_t, ssize_t};
 use crate::base::stats::{bump, STATS};
 use crate::base::sys;
 use crate::base::sys::{errno, set_errno};
-use crate::io::fdtable::{self, FdState, EPOLL_FD, OWNED, REGISTERED, SOCKET, STREAM, USER_NONBLOCK};
+use crate::io::fdtable::{self, FdState, EPOLL_FD, LOCAL_SOCKET, OWNED, REGISTERED, SOCKET, STREAM, USER_NONBLOCK};
 use crate::io::{peer_cpu, reactor};
 use crate::runtime::fiber::{self, WaitKind};
 use crate::runtime::scheduler::{self, DirectWait};
@@ -244,7 +244,7 @@ fn try_direct_wait(
     if reactor::io_waiters() as usize >= crate::base::config::config().workers {
         return None;
     }
-    if st.has(SOCKET) && peer_cpu::peer_runs_elsewhere(fd) {
+    if st.has(SOCKET) && peer_cpu::peer_may_run_elsewhere(fd, st.has(LOCAL_SOCKET)) {
         bump(&STATS.direct_waits_declined_peer_elsewhere);
         return None;
     }

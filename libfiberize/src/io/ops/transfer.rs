@@ -2,7 +2,7 @@
 //! `connect`, each made blocking for the program over a non-blocking descriptor (see
 //! the module essay in `mod.rs`). `super::read` and the like are the real functions.
 
-use super::lifecycle::{adopt_kind, is_stream_socket};
+use super::lifecycle::{adopt_kind, socket_kind_of};
 use super::*;
 
 /// Whether `fd` is readable (or writable) right now, without waiting.
@@ -445,7 +445,7 @@ pub unsafe fn accept4(fd: c_int, a: *mut sockaddr, l: *mut socklen_t, flags: c_i
         None => call(),
     } as c_int;
     if r >= 0 {
-        adopt_kind(r, flags & libc::SOCK_NONBLOCK != 0, is_stream_socket(r), true);
+        adopt_kind(r, flags & libc::SOCK_NONBLOCK != 0, socket_kind_of(r));
     }
     r
 }
