@@ -29,10 +29,7 @@ pub(super) fn socket_kind(domain: c_int, ty: c_int) -> u32 {
 pub(super) fn socket_kind_of(fd: c_int) -> u32 {
     let option = |name| {
         let mut v: c_int = -1;
-        let mut len = core::mem::size_of::<c_int>() as socklen_t;
-        // SAFETY: valid out-parameters.
-        let r = unsafe { getsockopt(fd, libc::SOL_SOCKET, name, &mut v as *mut c_int as *mut c_void, &mut len) };
-        if r == 0 {
+        if sys::getsockopt_int(fd, libc::SOL_SOCKET, name, &mut v) == 0 {
             v
         } else {
             -1
@@ -103,8 +100,9 @@ pub unsafe fn socketpair(d: c_int, t: c_int, p: c_int, sv: *mut c_int) -> c_int 
     if r == 0 {
         // SAFETY: on success the kernel wrote two fds.
         unsafe {
-            adopt_kind(*sv, t & libc::SOCK_NONBLOCK != 0, socket_kind(d, t));
-            adopt_kind(*sv.add(1), t & libc::SOCK_NONBLOCK != 0, socket_kind(d, t));
+            let kind = socket_kind(d, t);
+            adopt_kind(*sv, t & libc::SOCK_NONBLOCK != 0, kind);
+            adopt_kind(*sv.add(1), t & libc::SOCK_NONBLOCK != 0, kind);
         }
     }
     r
