@@ -25,11 +25,10 @@ use core::sync::atomic::AtomicU32;
 use crate::base::arch::syscall6;
 
 mod thin;
-pub use crate::base::arch::{detect_thread_pointer_method, set_thread_pointer, thread_pointer};
+pub use crate::base::arch::{cycle_count, detect_thread_pointer_method, set_thread_pointer, thread_pointer};
 pub use thin::*;
 
 // The kernel's futex operation codes, from `libc` (the one definition the runtime uses).
-const FUTEX_WAIT: usize = libc::FUTEX_WAIT as usize;
 const FUTEX_WAKE: usize = libc::FUTEX_WAKE as usize;
 const FUTEX_WAIT_BITSET: usize = libc::FUTEX_WAIT_BITSET as usize;
 const FUTEX_PRIVATE_FLAG: usize = libc::FUTEX_PRIVATE_FLAG as usize;
@@ -40,38 +39,22 @@ const FUTEX_BITSET_MATCH_ANY: usize = libc::FUTEX_BITSET_MATCH_ANY as u32 as usi
 /// 0, `-EAGAIN`, `-ETIMEDOUT` or `-EINTR`. Spurious returns are possible: callers loop.
 #[inline]
 pub fn futex_wait(word: &AtomicU32, expected: u32, deadline_ns: Option<u64>) -> isize {
-    match deadline_ns {
-        None => {
-            // SAFETY: `word` is a valid, aligned u32 for the duration of the call; a
-            // null timeout means "no limit".
-            unsafe {
-                syscall6(
-                    libc::SYS_futex as usize,
-                    word.as_ptr() as usize,
-                    FUTEX_WAIT | FUTEX_PRIVATE_FLAG,
-                    expected as usize,
-                    0,
-                    0,
-                    0,
-                )
-            }
-        }
-        Some(ns) => {
-            let ts = ns_to_timespec(ns);
-            // SAFETY: as above; `ts` lives across the call. FUTEX_WAIT_BITSET takes an
-            // absolute CLOCK_MONOTONIC deadline when FUTEX_CLOCK_REALTIME is not set.
-            unsafe {
-                syscall6(
-                    libc::SYS_futex as usize,
-                    word.as_ptr() as usize,
-                    FUTEX_WAIT_BITSET | FUTEX_PRIVATE_FLAG,
-                    expected as usize,
-                    &ts as *const libc::timespec as usize,
-                    0,
-                    FUTEX_BITSET_MATCH_ANY,
-                )
-            }
-        }
+    // FUTEX_WAIT_BITSET takes an absolute CLOCK_MONOTONIC deadline (FUTEX_CLOCK_REALTIME
+    // is not set); a null one means "no limit", as for FUTEX_WAIT.
+    let deadline = deadline_ns.map(ns_to_timespec);
+    let timeout = deadline.as_ref().map_or(0, |ts| ts as *const libc::timespec as usize);
+    // SAFETY: `word` is a valid, aligned u32 for the duration of the call; `timeout` is
+    // null or points at `deadline`, which lives across the call.
+    unsafe {
+        syscall6(
+            libc::SYS_futex as usize,
+            word.as_ptr() as usize,
+            FUTEX_WAIT_BITSET | FUTEX_PRIVATE_FLAG,
+            expected as usize,
+            timeout,
+            0,
+            FUTEX_BITSET_MATCH_ANY,
+        )
     }
 }
 
