@@ -6,7 +6,8 @@
 # order rotating by round; the table gives the medians of the rounds: tps, p95 and p99
 # (ms, from sysbench's histogram of the whole run), and each server's ratio to the first.
 # Under each run, the machine's rescheduling and function-call IPIs, context switches
-# per transaction and idle CPU share during it (where the CPUs go at few connections:
+# and the server's threads' wait for a CPU in the kernel's run queues per transaction, and
+# the idle CPU share during it (where the CPUs go at few connections:
 # a client thread and its server thread sharing one CPU need no IPI).
 # Loopback only.
 #
@@ -50,6 +51,13 @@ kernel_counters() {
     awk '/^ctxt/ { x = $2 } /^cpu / { i = $5; t = $2 + $3 + $4 + $5 + $6 + $7 + $8 }
          END { printf "%d %d %d\n", x, i, t }' /proc/stat
 }
+# Nanoseconds that server NAME's threads have spent runnable in the kernel's run queues
+# without a CPU (field 2 of /proc/PID/task/*/schedstat, summed): the time its requests
+# waited because the thread serving them (a native connection thread, or a worker with
+# the fibers queued on it) was not on a CPU.
+server_run_delay() { # name
+    cat /proc/"$(cat "$WORK/pid-$1")"/task/*/schedstat 2>/dev/null | awk '{ s += $2 } END { printf "%d\n", s }'
+}
 point_once() { # name round
     local n=$1 r=$2 path conns where log
     for path in $PATHS; do
@@ -57,16 +65,18 @@ point_once() { # name round
             if [ "$path" = tcp ]; then where=(--mysql-host=127.0.0.1 --mysql-port="${PORT[$n]}"); else where=(--mysql-socket="$WORK/sock-$n"); fi
             log="$WORK/ps-$n-$path-$conns-$r.log"
             read -r res0 cal0 ctxt0 idle0 total0 <<<"$(kernel_counters)"
+            delay0=$(server_run_delay "$n")
             ${CLIENT_PIN[@]+"${CLIENT_PIN[@]}"} sysbench --db-driver=mysql "${where[@]}" --mysql-user=root --mysql-db=sbtest \
                 --tables="$TABLES" --table-size="$TABLE_SIZE" --rand-type=uniform --histogram=on \
                 --threads="$conns" --time="$SECONDS_PER_RUN" oltp_point_select run >"$log" 2>&1 || true
             read -r t p95 p99 <<<"$(summarize "$log")"
             read -r res1 cal1 ctxt1 idle1 total1 <<<"$(kernel_counters)"
+            delay1=$(server_run_delay "$n")
             echo "round $r $n $path $conns tps=$t p95=$p95 p99=$p99" | tee -a "$WORK/results.txt"
             awk -v t="$t" -v s="$SECONDS_PER_RUN" -v res=$((res1 - res0)) -v cal=$((cal1 - cal0)) -v cx=$((ctxt1 - ctxt0)) \
-                -v idle=$((idle1 - idle0)) -v total=$((total1 - total0)) 'BEGIN { n = t * s; if (n <= 0 || total <= 0) exit
-                printf "    per transaction: %.3f rescheduling IPIs, %.3f function-call IPIs, %.2f context switches; CPUs idle %.1f%%\n",
-                    res / n, cal / n, cx / n, 100 * idle / total }'
+                -v idle=$((idle1 - idle0)) -v total=$((total1 - total0)) -v delay=$((delay1 - delay0)) 'BEGIN { n = t * s; if (n <= 0 || total <= 0) exit
+                printf "    per transaction: %.3f rescheduling IPIs, %.3f function-call IPIs, %.2f context switches, %.1f us of the server waiting for a CPU; CPUs idle %.1f%%\n",
+                    res / n, cal / n, cx / n, delay / n / 1000, 100 * idle / total }'
         done
     done
 }
