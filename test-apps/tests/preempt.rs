@@ -77,7 +77,21 @@ fn without_preemption_spinners_livelock() {
 /// must still finish as natively (a fiber in the later queue is never stranded), on one
 /// worker and on two.
 fn fair_order(workers: &str) -> Run {
-    let pre = same_as_native("sched_fair", &["4", "200"], workers);
+    fair_order_with(workers, &[])
+}
+
+/// [`fair_order`] with more of the library's environment.
+fn fair_order_with(workers: &str, env: &[(&str, &str)]) -> Run {
+    let bin = build_c("sched_fair");
+    let args = ["4", "200"];
+    let native = run(&bin, &args, false, LIMIT);
+    assert_eq!(native.status, Some(0), "native run failed:\n{}{}", native.stdout, native.stderr);
+    let mut all_env = vec![("FIBERIZE_WORKERS", workers)];
+    all_env.extend_from_slice(env);
+    let pre = run_with(&bin, &args, true, &all_env, LIMIT);
+    assert_eq!(pre.status, native.status, "exit status differs:\n{}{}", pre.stdout, pre.stderr);
+    assert_eq!(pre.stdout, native.stdout, "stdout differs; preloaded stderr:\n{}", pre.stderr);
+    assert!(pre.stderr.contains("preloaded=1"), "library not active:\n{}", pre.stderr);
     assert!(pre.stdout.contains("hogs that computed and stopped: 4 of 4"), "{}", pre.stdout);
     assert!(
         stat(&pre, "fair_coordinating") > 0,
@@ -92,9 +106,24 @@ fn fair_order(workers: &str) -> Run {
 fn fibers_ahead_of_their_share_wait_but_are_not_stranded_one_worker() {
     let pre = fair_order("1");
     assert!(stat(&pre, "fair_later") > 0, "the computing fibers never went to the later queue:\n{}", pre.stderr);
+    // The runs were timed by the cycle counter: RDTSC costs ~10 ns on the machines this
+    // project runs on (a hypervisor that traps it would make this fail, and the library
+    // fall back to samples; see run_clock.rs).
+    if cfg!(target_arch = "x86_64") {
+        assert_eq!(stat(&pre, "run_clock_timed"), 1, "runs were not timed by the cycle counter:\n{}", pre.stderr);
+    }
 }
 
 #[test]
 fn fibers_ahead_of_their_share_wait_but_are_not_stranded_two_workers() {
     fair_order("2");
+}
+
+/// The charges by the monitor's samples alone (`FIBERIZE_RUN_CLOCK=0`, what a machine
+/// whose cycle counter is slow gets) still find the computing fibers ahead.
+#[test]
+fn fibers_ahead_of_their_share_by_sampled_charges_one_worker() {
+    let pre = fair_order_with("1", &[("FIBERIZE_RUN_CLOCK", "0")]);
+    assert_eq!(stat(&pre, "run_clock_timed"), 0, "FIBERIZE_RUN_CLOCK=0 left the runs timed:\n{}", pre.stderr);
+    assert!(stat(&pre, "fair_later") > 0, "the computing fibers never went to the later queue:\n{}", pre.stderr);
 }

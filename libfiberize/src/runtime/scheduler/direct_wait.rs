@@ -65,6 +65,9 @@ pub fn direct_wait(fd: i32, events: i16, deadline: Option<u64>, leave_epoll: imp
     if wake_fd < 0 || !local_empty || w.lifo.is_occupied(Ordering::Relaxed) || rt.has_work(Some(w)) {
         return DirectWait::Other;
     }
+    // From here the worker waits (spins, then blocks) instead of running the fiber: not
+    // charged to the fiber's CPU account (run_clock), whichever way the wait ends.
+    let _uncharged = Uncharged::since_now(w);
     // Spin first, as an idle worker would, watching this fd instead of the epoll set.
     let mut revents = 0;
     let became_ready = || {
@@ -122,4 +125,27 @@ pub fn direct_wait(fd: i32, events: i16, deadline: Option<u64>, leave_epoll: imp
         sys::eventfd_drain(wake_fd);
     }
     outcome
+}
+
+/// Leaves the time from its creation to its drop out of the running fiber's charge
+/// (`WorkerShared::uncharged_cycles`, `fair::charge`).
+struct Uncharged<'a> {
+    worker: &'a WorkerShared,
+    since: u64,
+}
+
+impl<'a> Uncharged<'a> {
+    /// On `worker`'s own OS thread, during a fiber's run.
+    fn since_now(worker: &'a WorkerShared) -> Uncharged<'a> {
+        Uncharged { worker, since: run_clock::now() }
+    }
+}
+
+impl Drop for Uncharged<'_> {
+    fn drop(&mut self) {
+        let waited = run_clock::now().wrapping_sub(self.since);
+        // Only the worker's own OS thread touches the field (its doc): load and store.
+        let cell = &self.worker.uncharged_cycles;
+        cell.store(cell.load(Ordering::Relaxed).wrapping_add(waited), Ordering::Relaxed);
+    }
 }

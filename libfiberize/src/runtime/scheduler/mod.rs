@@ -47,6 +47,7 @@
 //! | [`lifo`] | the lifo slot: one fiber, owned as a raw `Arc` pointer, swapped in and out |
 //! | [`worker_role`] | a worker's role (ACTIVE, BLOCKED, SPARE) and its transitions |
 //! | [`fair`] | the run order by CPU time: virtual runtimes, the later queue of fibers that used more than their share |
+//! | [`run_clock`] | how long a fiber's run lasted (the cycle counter, calibrated by the monitor), for its CPU account |
 //! | [`turn`] | a fiber's turn: a fiber that keeps finding requests on its socket goes to the back after `FIBERIZE_TURN_US` |
 //!
 use core::cell::UnsafeCell;
@@ -68,6 +69,7 @@ mod direct_wait;
 mod fair;
 mod lifo;
 mod monitor;
+mod run_clock;
 mod share;
 mod start;
 mod turn;
@@ -155,9 +157,14 @@ pub struct WorkerShared {
     pub running: Padded<AtomicU64>,
     /// Bumped at every fiber switch; the monitor's sign of life.
     pub progress: Padded<AtomicU64>,
-    /// Monitor ticks that found this worker running a fiber: the CPU-time samples
-    /// charged to the fibers it runs ([`fair`]). Written by the monitor only.
-    cpu_ticks: Padded<AtomicU64>,
+    /// The time between monitor ticks, summed over the ticks that found this worker
+    /// running a fiber: the CPU-time samples that bound (or, where runs are not timed,
+    /// make) the charges of the fibers it runs ([`fair`]). Written by the monitor only.
+    cpu_sampled_ns: Padded<AtomicU64>,
+    /// Counter cycles of the current run spent in a direct wait (blocked in the kernel,
+    /// not on the CPU), which its charge leaves out ([`run_clock`]). Only the worker's
+    /// own OS thread touches it.
+    uncharged_cycles: AtomicU64,
     /// Coordinating fibers (a recent wait on another thread's progress) woken by
     /// readiness or at the end of a turn, served before the soon queue ([`fair`]).
     coordinating: fair::SideQueue,

@@ -1,0 +1,171 @@
+//! How long a fiber's run lasted, for its CPU account (`fair.rs`): the processor's
+//! cycle counter read at both ends of the run, calibrated against CLOCK_MONOTONIC by
+//! the monitor.
+//!
+//! # Why not the monitor's samples alone (issue 27, session 12)
+//!
+//! Until session 12 a run was charged the monitor ticks (1 ms each) that found it on
+//! the CPU: a run of 30 µs got a whole tick with probability 3 %. The expected charge
+//! is right, but each charge is a millisecond while a fiber's fair share grows by
+//! `TICK × workers / contenders` per tick: 31 µs a tick at 64 point_select
+//! connections on 2 workers. So a fiber's lead over the pool's virtual time moved in
+//! jumps of 32 of its shares and fell back one share a tick: a random walk with no
+//! drift, which crossed the ahead limit (then 2 ms) all the time by chance. Each crossing
+//! sent a fiber that had used no more than the others to the later queue, where it
+//! waited until V caught up (~64 ms at 64 connections): point_select over TCP had p99
+//! 2.6–2.9x native at 16 and 64 connections, 1.1–1.4x with the later queue turned off
+//! (`bench-mysql/tails.sh`, 3 rounds, 2-vCPU VM). The kernel's EEVDF charges what a
+//! thread ran, exactly; so does this now.
+//!
+//! ```text
+//!   worker:  find_work   run_fiber: cycles_before ─── the fiber runs ─── cycles_after
+//!                                      │          (a direct wait inside the run:  │
+//!                                      │           its cycles are not charged)    │
+//!   charge = ns(cycles_after - cycles_before - direct-wait cycles),
+//!            at most (monitor ticks seen during the run + 1) × TICK
+//! ```
+//!
+//! * **Cost**: one counter read at each end of a run (`RDTSC` ~10 ns on the 2-vCPU VM;
+//!   a vDSO `clock_gettime` is ~24 ns, and two of those per switch had measurably
+//!   slowed switch-heavy programs, which is why the samples were used).
+//! * **The bound by the samples**: a run that blocked in a system call, or whose worker
+//!   the kernel moved to a CPU whose counter disagrees, would be charged its wall
+//!   time, or garbage; the monitor's ticks count only the time the worker ran a fiber
+//!   as an ACTIVE worker, so the charge is capped at those ticks plus one.
+//! * **Calibration**: the monitor reads the counter and CLOCK_MONOTONIC at each tick
+//!   and keeps ns per cycle (32.32 fixed point) over everything since the first tick,
+//!   so the ratio's error shrinks as the program runs.
+//! * **Where the counter is slow, the samples.** Some hypervisors trap `RDTSC`: on an
+//!   earlier 2-vCPU VM of this project it cost ~120 ns (`docs/DESIGN.md`, the report's
+//!   clock), which at two reads per run would have cost a switch-heavy program a large
+//!   part of its rate. At its first tick the monitor times the read; above
+//!   `MAX_READ_NS` (and with `FIBERIZE_RUN_CLOCK=0`, for A/B runs) the runs are charged
+//!   by the samples alone, as before session 12. Until that first tick too.
+
+use core::sync::atomic::{AtomicU64, AtomicU8, Ordering::Relaxed};
+
+use crate::base::sys;
+
+/// The monitor keeps the first calibration until this much time has passed, so that
+/// the ratio is never taken over a span the clock's resolution makes coarse. Origin:
+/// a tick; the clock and the counter are read a few ns apart, so the error is ~1e-5.
+const CALIBRATION_MIN_NS: u64 = 1_000_000;
+
+/// The most a counter read may cost for runs to be timed by it. Origin: ~10 ns on the
+/// 2-vCPU VM of session 12 (AMD EPYC, TSC clock source), ~120 ns where a hypervisor
+/// traps it; a run switch costs ~200 ns (`bench_core pingpong`: 2.6 M round trips/s).
+const MAX_READ_NS: u64 = 40;
+
+/// Reads per timing of the counter, and timings (the fastest counts: the monitor may be
+/// descheduled in one).
+const COST_PROBE_READS: u64 = 64;
+const COST_PROBES: usize = 3;
+
+/// [`RunClock::mode`]: not decided yet (before the monitor's first tick).
+const UNDECIDED: u8 = 0;
+/// Runs are timed by the counter.
+const TIMED: u8 = 1;
+/// Runs are charged by the monitor's samples alone.
+const SAMPLED: u8 = 2;
+
+/// The counter's calibration against CLOCK_MONOTONIC. Written by the monitor only,
+/// read by every worker after each run: Relaxed (a ratio a tick old is as good).
+#[derive(Default)]
+pub(super) struct RunClock {
+    /// `UNDECIDED`, `TIMED` or `SAMPLED`.
+    mode: AtomicU8,
+    base_ns: AtomicU64,
+    base_cycles: AtomicU64,
+    /// ns per cycle, 32.32 fixed point; 0 until calibrated.
+    ns_per_cycle_q32: AtomicU64,
+}
+
+impl RunClock {
+    /// The monitor's tick: refines the ratio.
+    pub(super) fn calibrate(&self) {
+        if self.mode.load(Relaxed) == UNDECIDED {
+            let timed = crate::base::config::config().run_clock && read_cost_ns() <= MAX_READ_NS;
+            self.mode.store(if timed { TIMED } else { SAMPLED }, Relaxed);
+            if timed {
+                crate::base::stats::bump(&crate::base::stats::STATS.run_clock_timed);
+            }
+        }
+        if self.mode.load(Relaxed) != TIMED {
+            return;
+        }
+        let (ns, cycles) = (sys::now_ns(), sys::cycle_count());
+        let base_ns = self.base_ns.load(Relaxed);
+        if base_ns == 0 {
+            self.base_cycles.store(cycles, Relaxed);
+            self.base_ns.store(ns, Relaxed);
+            return;
+        }
+        let elapsed_ns = ns.saturating_sub(base_ns);
+        let elapsed_cycles = cycles.wrapping_sub(self.base_cycles.load(Relaxed));
+        if elapsed_ns >= CALIBRATION_MIN_NS && elapsed_cycles != 0 && elapsed_cycles < 1 << 62 {
+            let q32 = ((elapsed_ns as u128) << 32) / elapsed_cycles as u128;
+            self.ns_per_cycle_q32.store(q32.min(u64::MAX as u128) as u64, Relaxed);
+        }
+    }
+
+    /// Whether runs are timed by the counter (else charged by the samples alone).
+    #[inline]
+    pub(super) fn timed(&self) -> bool {
+        self.mode.load(Relaxed) == TIMED
+    }
+
+    /// `cycles` of the counter in ns (0 before the first calibration).
+    #[inline]
+    pub(super) fn to_ns(&self, cycles: u64) -> u64 {
+        let ns = (cycles as u128 * self.ns_per_cycle_q32.load(Relaxed) as u128) >> 32;
+        ns.min(u64::MAX as u128) as u64
+    }
+}
+
+/// What one read of the counter costs, in ns: the fastest of a few timings.
+fn read_cost_ns() -> u64 {
+    (0..COST_PROBES)
+        .map(|_| {
+            let start = sys::now_ns();
+            let mut sink = 0u64;
+            for _ in 0..COST_PROBE_READS {
+                sink = sink.wrapping_add(core::hint::black_box(sys::cycle_count()));
+            }
+            core::hint::black_box(sink);
+            sys::now_ns().saturating_sub(start) / COST_PROBE_READS
+        })
+        .min()
+        .unwrap_or(u64::MAX)
+}
+
+/// The counter now (for `run_fiber` and `direct_wait`).
+#[inline(always)]
+pub(super) fn now() -> u64 {
+    sys::cycle_count()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// After a calibration over a few ms, a span of the counter converts to the
+    /// CLOCK_MONOTONIC time it took, within a few percent.
+    #[test]
+    fn calibrated_cycles_convert_to_monotonic_time() {
+        let clock = RunClock::default();
+        assert_eq!(clock.to_ns(1_000_000), 0, "uncalibrated: nothing is charged");
+        clock.calibrate();
+        if !clock.timed() {
+            eprintln!("the counter costs {} ns a read here: runs are charged by samples", read_cost_ns());
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        clock.calibrate();
+        let (ns0, c0) = (sys::now_ns(), now());
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let (ns1, c1) = (sys::now_ns(), now());
+        let measured = clock.to_ns(c1 - c0) as f64;
+        let wall = (ns1 - ns0) as f64;
+        assert!((measured - wall).abs() < wall * 0.05, "{measured} ns by the counter, {wall} ns by the clock");
+    }
+}
