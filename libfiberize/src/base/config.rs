@@ -159,8 +159,8 @@ pub struct Config {
     /// it came in, the rule until session 11; see `io::peer_cpu::peer_may_run_elsewhere`).
     pub direct_wait_peer_cpu: bool,
     /// A fiber's run is charged to its CPU account as timed by the cycle counter
-    /// (`FIBERIZE_RUN_CLOCK=0`: by the monitor's 1 ms samples alone, the rule until
-    /// session 12; see `runtime::scheduler::run_clock`).
+    /// (`FIBERIZE_RUN_CLOCK=1`; off by default: by the monitor's 1 ms samples; see
+    /// `runtime::scheduler::run_clock`).
     pub run_clock: bool,
     /// Time slice of a fiber before preemption, in ms (`FIBERIZE_PREEMPT_MS`; 0: off);
     /// `None`: the preemption module's default (`runtime::preempt::DEFAULT_SLICE_MS`).
@@ -203,7 +203,7 @@ static mut CONFIG: Config = Config {
     spin_rounds: None,
     direct_wait: false,
     direct_wait_peer_cpu: true,
-    run_clock: true,
+    run_clock: false,
     preempt_ms: None,
     stack_release_ms: None,
     turn_us: None,
@@ -269,7 +269,7 @@ pub fn config() -> &'static Config {
             spin_rounds: env_optional_number(b"FIBERIZE_SPIN\0", 0, 100_000).map(|n| n as u32),
             direct_wait: env_switch(b"FIBERIZE_DIRECT_WAIT\0", true),
             direct_wait_peer_cpu: env_switch(b"FIBERIZE_DIRECT_WAIT_PEER_CPU\0", true),
-            run_clock: env_switch(b"FIBERIZE_RUN_CLOCK\0", true),
+            run_clock: env_switch(b"FIBERIZE_RUN_CLOCK\0", false),
             preempt_ms: env_optional_number(b"FIBERIZE_PREEMPT_MS\0", 0, 60_000),
             stack_release_ms: env_optional_number(b"FIBERIZE_STACK_RELEASE_MS\0", 0, 3_600_000),
             turn_us: env_optional_number(b"FIBERIZE_TURN_US\0", 0, 1_000_000),

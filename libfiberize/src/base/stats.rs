@@ -117,8 +117,8 @@ counters! {
     lock_wakes_yielded,
     /// Later-queue heads run because they had waited the kickup time.
     fair_kickups,
-    /// 1 once the monitor decided to time fiber runs by the cycle counter (cheap enough
-    /// here, and `FIBERIZE_RUN_CLOCK` not 0), 0 while runs are charged by samples
+    /// 1 once the monitor decided to time fiber runs by the cycle counter
+    /// (`FIBERIZE_RUN_CLOCK=1`, and a read cheap enough here), 0 while runs are charged by samples
     /// (`runtime::scheduler::run_clock`).
     run_clock_timed,
 }

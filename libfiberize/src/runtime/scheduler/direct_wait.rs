@@ -128,7 +128,7 @@ pub fn direct_wait(fd: i32, events: i16, deadline: Option<u64>, leave_epoll: imp
 }
 
 /// Leaves the time from its creation to its drop out of the running fiber's charge
-/// (`WorkerShared::uncharged_cycles`, `fair::charge`).
+/// (`WorkerShared::uncharged_cycles`, `run_clock::charge`).
 struct Uncharged<'a> {
     worker: &'a WorkerShared,
     since: u64,

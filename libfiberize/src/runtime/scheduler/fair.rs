@@ -25,21 +25,22 @@
 //!   is lifted to here at least    |   normal order  |  worker's later queue
 //! ```
 //!
-//! * **Charging what a run used.** After each run the worker charges the fiber the
-//!   run's length, read from the processor's cycle counter at both ends (`run_clock`,
-//!   ~10 ns a read), less any direct wait inside it, and at most the monitor's samples
-//!   during it plus two ticks: every monitor tick (1 ms, or later on a loaded machine)
-//!   adds the time since the previous one to `cpu_sampled_ns` of each worker that is
-//!   running a fiber on the CPU. Until session 12 those samples were the whole charge (a
-//!   run of 30 µs got a whole tick with probability 3 %), which made equal fibers look
-//!   ahead by chance (`run_clock` has the measurement); where the counter is slow they
-//!   still are.
+//! * **Charging without a clock read.** A clock read per switch halves a switch-heavy
+//!   program's rate (`queue_delay`'s measurement, where `RDTSC` was trapped), so CPU time
+//!   is *sampled*, as the BSD schedulers' statclock does: every monitor tick adds a
+//!   tick (1 ms; with timed runs, the time since the previous tick) to
+//!   `cpu_sampled_ns` of each worker that is running a fiber on the CPU, and the worker,
+//!   when the fiber switches out, charges what was added during the run. A run of 30 µs
+//!   is charged a whole tick with probability 3 %: over many runs the expected charge is
+//!   the CPU time used, but equal fibers drift ahead of V by chance (`run_clock` has the
+//!   measurement and the experimental alternative, `FIBERIZE_RUN_CLOCK=1`: each run
+//!   timed by the cycle counter).
 //! * **The pool's virtual time V** advances every tick by `elapsed × busy / (busy +
-//!   runnable)` (`elapsed`: the time since the previous tick): with `busy` workers
-//!   running fibers and `runnable` fibers queued, each of those contenders would have
-//!   received that much CPU since the previous tick if the pool were perfectly fair
-//!   (the virtual time of generalized processor sharing). Only the monitor writes it;
-//!   workers read it when they queue a fiber.
+//!   runnable)` (`elapsed`: a tick; with timed runs the time since the previous tick):
+//!   with `busy` workers running fibers and `runnable` fibers queued, each of those
+//!   contenders would have received that much CPU since the previous tick if the pool
+//!   were perfectly fair (the virtual time of generalized processor sharing). Only the
+//!   monitor writes it; workers read it when they queue a fiber.
 //! * **Sleepers get a bounded head start.** A fiber that becomes runnable after a wait
 //!   (`unpark`, its donor handing it back, a new fiber) has its vruntime lifted to at
 //!   least `V - SLEEP_CREDIT_NS`: sleeping long earns no more than that.
@@ -140,7 +141,7 @@
 //! `FIBERIZE_FAIR=0` turns the order off: every fiber is "not ahead", turns and
 //! preemption go to the global injector as before (for A/B runs of one library).
 
-use super::run_clock::{self, RunClock};
+use super::run_clock::RunClock;
 use super::*;
 use crate::runtime::fiber::WaitKind;
 use crate::runtime::queue_delay::Source;
@@ -150,16 +151,28 @@ pub(super) const TICK_NS: u64 = MONITOR_TICK_NS;
 /// The most one tick counts for, however late it comes: a monitor descheduled that long
 /// says nothing about what the workers did meanwhile. Origin: ten ticks.
 const MAX_TICK_SPAN_NS: u64 = 10 * TICK_NS;
-/// How far past V a fiber's vruntime may be before it waits in the later queue.
-/// Origin: two ticks while runs were charged by samples (one unlucky sample never
-/// demoted a fiber by itself); five since they are timed (`run_clock`, issue 27,
-/// session 12). A fiber that ends a turn gets a turn per round of its worker's queue,
-/// however much less its neighbours ran before they parked, so timed charges put such
-/// fibers steadily ahead; with 2 ms, point_select at 64 connections over TCP sent 36 000
-/// fibers to the later queue in 6 runs of 10 s (p95 1.24–1.75x native), with 5 ms
-/// 19 000 (p95 1.13x, p99 0.90x; `bench-mysql/tails.sh`, 3 rounds, 2-vCPU VM). The
-/// kernel's EEVDF base slice is 3 ms on 8 CPUs.
-pub(super) const AHEAD_LIMIT_NS: u64 = 5 * TICK_NS;
+/// How far past V a fiber's vruntime may be before it waits in the later queue, while
+/// runs are charged by the monitor's samples (the default). Origin: two ticks, so that
+/// one unlucky sample (a short run caught by the tick) never demotes a fiber by itself.
+pub(super) const AHEAD_LIMIT_NS: u64 = 2 * TICK_NS;
+/// The same while runs are timed (`FIBERIZE_RUN_CLOCK=1`, `run_clock`). Origin (issue
+/// 27, session 12): a fiber that ends a turn gets a turn per round of its worker's
+/// queue, however much less its neighbours ran before they parked, so timed charges put
+/// such fibers steadily ahead; with 2 ms, point_select at 64 connections over TCP sent
+/// 36 000 fibers to the later queue in 6 runs of 10 s (p95 1.24–1.75x native), with
+/// 5 ms 19 000 (p95 1.13x, p99 0.90x; `bench-mysql/tails.sh`, 3 rounds, 2-vCPU VM).
+/// The kernel's EEVDF base slice is 3 ms on 8 CPUs.
+pub(super) const TIMED_AHEAD_LIMIT_NS: u64 = 5 * TICK_NS;
+
+/// The ahead limit for the way runs are charged now.
+#[inline]
+fn ahead_limit(rt: &Runtime) -> u64 {
+    if rt.fair.run_clock.timed() {
+        TIMED_AHEAD_LIMIT_NS
+    } else {
+        AHEAD_LIMIT_NS
+    }
+}
 /// The most a fiber's vruntime may be behind V when it wakes: the head start a sleeper
 /// gets. Origin: CFS's sleeper credit, half its 6 ms latency target.
 const SLEEP_CREDIT_NS: u64 = 3 * TICK_NS;
@@ -189,7 +202,7 @@ const COORDINATION_CREDIT: u32 = 32;
 /// descriptors: its CPU time is charged divided by this. Origin: in the MariaDB mix
 /// natively, a read_write connection's thread used 4–12 times the CPU of a point_select
 /// connection's (1.3–1.8 ms/s against 0.15–0.37; issue 27, session 7).
-const COORDINATING_WEIGHT: u64 = 4;
+pub(super) const COORDINATING_WEIGHT: u64 = 4;
 
 /// How many times as often as an owed fiber a coordinating fiber is served while both
 /// wait: the weight of the coordinating queue's length when a worker picks between it
@@ -288,18 +301,18 @@ pub(super) struct FairClock {
     /// CLOCK_MONOTONIC at the previous tick (0 before the first).
     last_tick_ns: AtomicU64,
     /// The cycle counter's calibration, for the charges (`run_clock`).
-    run_clock: RunClock,
+    pub(super) run_clock: RunClock,
 }
 
 impl Runtime {
     /// The monitor's tick: samples every worker running a fiber on the CPU and advances
-    /// V by the time since the previous tick (module docs); `runnable`: the fibers
-    /// waiting in the run queues now.
+    /// V (module docs); `runnable`: the fibers waiting in the run queues now.
     ///
-    /// By the time, not by one tick: on a loaded machine the monitor is a thread like
-    /// any other and its ticks come late (a run of the tails at 64 connections charged
-    /// by the counter, with V moving a fixed tick per tick, found fibers ahead 7 times
-    /// as often as with the samples, which came late alike).
+    /// Where runs are timed (`run_clock`), by the time since the previous tick, not by
+    /// one tick: on a loaded machine the monitor is a thread like any other and its
+    /// ticks come late (a run of the tails at 64 connections with timed charges and V
+    /// moving a fixed tick per tick found fibers ahead 7 times as often as with the
+    /// samples, which came late alike).
     pub(super) fn fair_tick(&self, runnable: u64) {
         // The tick count also dates lock waits (`parked_long`): counted even without the order.
         self.fair.ticks.store(self.fair.ticks.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
@@ -307,9 +320,20 @@ impl Runtime {
             return;
         }
         self.fair.run_clock.calibrate();
-        let now = sys::now_ns();
-        let last = self.fair.last_tick_ns.swap(now, Ordering::Relaxed);
-        let elapsed = if last == 0 { TICK_NS } else { now.saturating_sub(last).min(MAX_TICK_SPAN_NS) };
+        // Timed runs are charged their real length, so V and the samples (the bound on
+        // a charge) follow the clock; sampled runs keep the unit of one tick per tick,
+        // the rule their limits were measured with.
+        let elapsed = if self.fair.run_clock.timed() {
+            let now = sys::now_ns();
+            let last = self.fair.last_tick_ns.swap(now, Ordering::Relaxed);
+            if last == 0 {
+                TICK_NS
+            } else {
+                now.saturating_sub(last).min(MAX_TICK_SPAN_NS)
+            }
+        } else {
+            TICK_NS
+        };
         let mut busy = 0u64;
         for w in self.workers() {
             if w.runs_fiber_on_cpu() {
@@ -326,41 +350,6 @@ impl Runtime {
     #[inline]
     fn virtual_time(&self) -> u64 {
         self.fair.v_ns.load(Ordering::Relaxed)
-    }
-}
-
-/// The counter at the start of a run, for [`charge`] (0 where runs are charged by the
-/// samples alone: `run_clock`).
-#[inline]
-pub(super) fn run_started() -> u64 {
-    if runtime_unchecked().fair.run_clock.timed() {
-        run_clock::now()
-    } else {
-        0
-    }
-}
-
-/// Charges a run of `f` on `w` that began when the counter read `cycles_before`
-/// ([`run_started`]) and `w.cpu_sampled_ns` was `sampled_before`: its length less its
-/// direct waits (`run_clock`), at most the monitor's samples during it plus two ticks;
-/// or, where runs are not timed, the samples. For `run_fiber`, after the switch out.
-#[inline]
-pub(super) fn charge(w: &WorkerShared, f: &Fiber, sampled_before: u64, cycles_before: u64) {
-    let rt = runtime_unchecked();
-    let sampled = w.cpu_sampled_ns.load(Ordering::Relaxed).wrapping_sub(sampled_before);
-    let waited = w.uncharged_cycles.load(Ordering::Relaxed);
-    if waited != 0 {
-        w.uncharged_cycles.store(0, Ordering::Relaxed);
-    }
-    let ns = if rt.fair.run_clock.timed() && cycles_before != 0 {
-        let cycles = run_clock::now().wrapping_sub(cycles_before).saturating_sub(waited);
-        rt.fair.run_clock.to_ns(cycles).min(sampled + 2 * TICK_NS)
-    } else {
-        sampled
-    };
-    if ns != 0 {
-        let weight = if f.cpu.is_coordinating() { COORDINATING_WEIGHT } else { 1 };
-        f.cpu.charge(ns / weight);
     }
 }
 
@@ -405,7 +394,7 @@ pub(super) fn is_owed(rt: &Runtime, f: &Fiber) -> bool {
 /// Whether `f` used more than its share: it waits in a later queue.
 #[inline]
 pub(super) fn is_ahead(rt: &Runtime, f: &Fiber) -> bool {
-    enabled() && f.cpu.vruntime() > rt.virtual_time() + AHEAD_LIMIT_NS
+    enabled() && f.cpu.vruntime() > rt.virtual_time() + ahead_limit(rt)
 }
 
 /// One of a worker's two side queues ([`WorkerShared`]'s `soon` and `later`; module
@@ -522,7 +511,7 @@ impl SideQueue {
 /// actually there.
 pub(super) fn catch_up(rt: &Runtime, f: &Fiber) {
     if enabled() {
-        rt.fair.v_ns.fetch_max(f.cpu.vruntime().saturating_sub(AHEAD_LIMIT_NS), Ordering::Relaxed);
+        rt.fair.v_ns.fetch_max(f.cpu.vruntime().saturating_sub(ahead_limit(rt)), Ordering::Relaxed);
     }
 }
 

@@ -47,7 +47,7 @@
 //! | [`lifo`] | the lifo slot: one fiber, owned as a raw `Arc` pointer, swapped in and out |
 //! | [`worker_role`] | a worker's role (ACTIVE, BLOCKED, SPARE) and its transitions |
 //! | [`fair`] | the run order by CPU time: virtual runtimes, the later queue of fibers that used more than their share |
-//! | [`run_clock`] | how long a fiber's run lasted (the cycle counter, calibrated by the monitor), for its CPU account |
+//! | [`run_clock`] | charging a fiber's run to its CPU account: the monitor's samples, or (experimental) the cycle counter |
 //! | [`turn`] | a fiber's turn: a fiber that keeps finding requests on its socket goes to the back after `FIBERIZE_TURN_US` |
 //!
 use core::cell::UnsafeCell;

@@ -290,7 +290,7 @@ pub(super) fn run_fiber(w: &WorkerShared, f: FiberRef) {
     let base = w.base_sigmask.load(Ordering::Relaxed);
     let own_mask = |f: &Fiber| f.signals.own_mask().map(|m| m & !crate::runtime::kick::KICK_BIT).filter(|&m| m != base);
     let sampled_before = w.cpu_sampled_ns.load(Ordering::Relaxed);
-    let cycles_before = fair::run_started();
+    let cycles_before = run_clock::run_started();
     let result = unsafe {
         let co = f.coroutine_mut();
         // WTLS registrations (crate::runtime::wtls): the worker's values in, the
@@ -311,7 +311,7 @@ pub(super) fn run_fiber(w: &WorkerShared, f: FiberRef) {
     };
     w.running.store(0, Ordering::Relaxed);
     w.progress.fetch_add(1, Ordering::Relaxed);
-    fair::charge(w, &f, sampled_before, cycles_before);
+    run_clock::charge(w, &f, sampled_before, cycles_before);
     bump(&STATS.switches);
     // SAFETY: we are w's OS thread, back in its scheduler context.
     let local = unsafe { w.owner_local() };
