@@ -21,16 +21,17 @@
 //! # Measured: the p99 gets better, the p95 and the throughput not reliably
 //!
 //! Same-run ratios to native, point_select over TCP, 3 rounds each (session 12):
-//! timed charges took the p99 at 64 connections from 2.3–2.8x native to 0.90–1.5x in
+//! timed charges took the p99 at 64 connections from 1.6–2.9x native to 0.90–1.5x in
 //! every run. But with exact charges the fibers that end their turns (their client
 //! answered while they ran) are *really* ahead of those that park, and each later-queue
 //! stay delays a request: at the 2 ms ahead limit the p95 at 64 was 1.24–1.75x against
 //! 1.22–1.51x sampled; at 5 ms (`fair::TIMED_AHEAD_LIMIT_NS`) one run gave 1.13x (tps
 //! 1.28x), the next 1.54x (tps 0.89x against 1.01x sampled, and 0.97x / 1.57x against
-//! 1.18x / 1.16x over the unix socket at 64). The issue's target is the p95 at
-//! throughput, so the samples stay the default until the later queue's rule suits
-//! exact charges (a turn end that is ahead need not mean a hog). The mix and TPC-C
-//! were unchanged with it (read_write 2.2x / 3.0x, p95 0.88x / 0.64x; tpmC 1.17x).
+//! 1.18x / 1.16x over the unix socket at 64), a third 1.63x against 1.11x. The
+//! issue's target is the p95 at throughput, so the samples stay the default until the
+//! later queue's rule suits exact charges (a turn end that is ahead need not mean a
+//! hog). The mix and TPC-C were unchanged with it (read_write 2.2x / 3.0x, p95 0.88x /
+//! 0.64x; tpmC 1.17x).
 //!
 //! ```text
 //!   worker:  find_work   run_fiber: cycles_before ─── the fiber runs ─── cycles_after
