@@ -121,7 +121,8 @@ fn fibers_ahead_of_their_share_by_timed_runs_one_worker() {
     let pre = fair_order_with("1", &[("FIBERIZE_RUN_CLOCK", "1")]);
     // RDTSC costs ~10 ns on the machines this project runs on; a hypervisor that traps
     // it would make this fail, and the library fall back to samples (run_clock.rs).
-    if cfg!(target_arch = "x86_64") {
+    // Under qemu the counter is emulated and may be found slow: not asserted there.
+    if !emulated() {
         assert_eq!(stat(&pre, "run_clock_timed"), 1, "runs were not timed by the cycle counter:\n{}", pre.stderr);
     }
     assert!(stat(&pre, "fair_later") > 0, "the computing fibers never went to the later queue:\n{}", pre.stderr);

@@ -139,6 +139,7 @@ const METRICS: &[Metric] = &[
     stat!(fair_coordinating, "Wake-ups and turn ends of fibers that recently waited on another thread (a condition variable, a futex), queued before the owed ones."),
     stat!(lock_wakes_yielded, "Mutex unlocks that woke a waiter others queued behind and gave it the worker."),
     stat!(fair_kickups, "Fibers run from the later queue because they had waited the kickup time."),
+    stat!(run_clock_timed, "1 once fiber runs are timed by the cycle counter (FIBERIZE_RUN_CLOCK=1 and a cheap read), else 0."),
     stat!(epoll_waits, "epoll_wait calls on the runtime's readiness sets."),
     stat!(epoll_events, "Events those epoll_wait calls returned (wake-up eventfds included)."),
     stat!(fd_moves, "Descriptors moved to the readiness set of the worker their only waiter runs on (FIBERIZE_POLL_PER_WORKER)."),

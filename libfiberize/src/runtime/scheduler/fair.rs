@@ -319,7 +319,7 @@ impl Runtime {
         if !enabled() {
             return;
         }
-        self.fair.run_clock.calibrate();
+        self.fair.run_clock.calibrate(self.fair.ticks.load(Ordering::Relaxed));
         // Timed runs are charged their real length, so V and the samples (the bound on
         // a charge) follow the clock; sampled runs keep the unit of one tick per tick,
         // the rule their limits were measured with.
