@@ -135,14 +135,18 @@ struct Uncharged<'a> {
 }
 
 impl<'a> Uncharged<'a> {
-    /// On `worker`'s own OS thread, during a fiber's run.
+    /// On `worker`'s own OS thread, during a fiber's run. Reads the counter only where
+    /// runs are timed (`since` 0: nothing to leave out).
     fn since_now(worker: &'a WorkerShared) -> Uncharged<'a> {
-        Uncharged { worker, since: run_clock::now() }
+        Uncharged { worker, since: run_clock::run_started() }
     }
 }
 
 impl Drop for Uncharged<'_> {
     fn drop(&mut self) {
+        if self.since == 0 {
+            return;
+        }
         let waited = run_clock::now().wrapping_sub(self.since);
         // Only the worker's own OS thread touches the field (its doc): load and store.
         let cell = &self.worker.uncharged_cycles;
