@@ -62,8 +62,8 @@ pub fn stack_pointer() -> usize {
     sp
 }
 
-/// The virtual counter (`CNTVCT_EL0`), for timing a fiber's run (`scheduler::fair`'s
-/// CPU accounts). Its rate (`CNTFRQ_EL0`, typically 25 MHz to 1 GHz) is calibrated
+/// The virtual counter (`CNTVCT_EL0`), for timing a fiber's run (`scheduler::run_clock`,
+/// experimental). Its rate (`CNTFRQ_EL0`, typically 25 MHz to 1 GHz) is calibrated
 /// against CLOCK_MONOTONIC by the caller, as on x86_64.
 #[inline(always)]
 pub fn cycle_count() -> u64 {

@@ -84,7 +84,7 @@ pub fn stack_pointer() -> usize {
 }
 
 /// The processor's cycle counter (`RDTSC`), for timing a fiber's run
-/// (`scheduler::fair`'s CPU accounts): ~10 ns against ~24 for a vDSO `clock_gettime`
+/// (`scheduler::run_clock`, experimental): ~10 ns against ~24 for a vDSO `clock_gettime`
 /// on the 2-vCPU VM. Not serializing: an instruction or two may retire on either side
 /// of the read, which is nothing against a run. Its rate is calibrated against
 /// CLOCK_MONOTONIC by the caller; every x86_64 CPU the kernel trusts as a clock source

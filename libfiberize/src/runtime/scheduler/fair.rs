@@ -173,6 +173,7 @@ fn ahead_limit(rt: &Runtime) -> u64 {
         AHEAD_LIMIT_NS
     }
 }
+
 /// The most a fiber's vruntime may be behind V when it wakes: the head start a sleeper
 /// gets. Origin: CFS's sleeper credit, half its 6 ms latency target.
 const SLEEP_CREDIT_NS: u64 = 3 * TICK_NS;
@@ -298,7 +299,7 @@ pub fn parked_long(since: u64) -> bool {
 pub(super) struct FairClock {
     v_ns: AtomicU64,
     ticks: AtomicU64,
-    /// CLOCK_MONOTONIC at the previous tick (0 before the first).
+    /// CLOCK_MONOTONIC at the previous tick while runs are timed (0 before the first).
     last_tick_ns: AtomicU64,
     /// The cycle counter's calibration, for the charges (`run_clock`).
     pub(super) run_clock: RunClock,

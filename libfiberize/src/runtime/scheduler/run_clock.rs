@@ -38,7 +38,7 @@
 //!                                      │          (a direct wait inside the run:  │
 //!                                      │           its cycles are not charged)    │
 //!   charge = ns(cycles_after - cycles_before - direct-wait cycles),
-//!            at most (monitor ticks seen during the run + 1) × TICK
+//!            at most the monitor's samples during the run + 2 ticks
 //! ```
 //!
 //! * **Cost**: one counter read at each end of a run (`RDTSC` ~10 ns on the 2-vCPU VM;
@@ -46,8 +46,9 @@
 //!   slowed switch-heavy programs, which is why the samples were used).
 //! * **The bound by the samples**: a run that blocked in a system call, or whose worker
 //!   the kernel moved to a CPU whose counter disagrees, would be charged its wall
-//!   time, or garbage; the monitor's ticks count only the time the worker ran a fiber
-//!   as an ACTIVE worker, so the charge is capped at those ticks plus one.
+//!   time, or garbage; the monitor's samples count only the time the worker ran a fiber
+//!   as an ACTIVE worker, so the charge is capped at those samples plus two ticks (a
+//!   run may begin just after one tick and end just before a late one).
 //! * **Calibration**: the monitor reads the counter and CLOCK_MONOTONIC at each tick
 //!   and keeps ns per cycle (32.32 fixed point) over everything since the first tick,
 //!   so the ratio's error shrinks as the program runs.
@@ -99,7 +100,7 @@ const SLOW: u8 = 3;
 /// read by every worker after each run: Relaxed (a ratio a tick old is as good).
 #[derive(Default)]
 pub(super) struct RunClock {
-    /// `UNDECIDED`, `TIMED` or `SAMPLED`.
+    /// `UNDECIDED`, `TIMED`, `SAMPLED` or `SLOW`.
     mode: AtomicU8,
     base_ns: AtomicU64,
     base_cycles: AtomicU64,
@@ -144,8 +145,7 @@ impl RunClock {
             true => SLOW,
         };
         self.mode.store(mode, Relaxed);
-        let timed = mode == TIMED;
-        if timed {
+        if mode == TIMED {
             crate::base::stats::bump(&crate::base::stats::STATS.run_clock_timed);
         }
     }
