@@ -55,8 +55,16 @@ kernel_counters() {
 # without a CPU (field 2 of /proc/PID/task/*/schedstat, summed): the time its requests
 # waited because the thread serving them (a native connection thread, or a worker with
 # the fibers queued on it) was not on a CPU.
+# Also the count of those waits (field 3: timeslices run) and of the threads' involuntary
+# context switches (the kernel took the CPU from a runnable thread), and the CPU time its
+# threads ran (field 1): "delay waits cpu preempted".
+# A worker preempted with fibers queued on it holds all their requests, so the mean wait
+# per preemption says how long such a stall lasts.
 server_run_delay() { # name
-    cat /proc/"$(cat "$WORK/pid-$1")"/task/*/schedstat 2>/dev/null | awk '{ s += $2 } END { printf "%d\n", s }'
+    local pid
+    pid=$(cat "$WORK/pid-$1")
+    { cat /proc/"$pid"/task/*/schedstat 2>/dev/null | awk '{ s += $2; n += $3; cpu += $1 } END { printf "%d %d %d ", s, n, cpu }'
+      cat /proc/"$pid"/task/*/status 2>/dev/null | awk '/^nonvoluntary_ctxt_switches/ { s += $2 } END { printf "%d\n", s }'; }
 }
 point_once() { # name round
     local n=$1 r=$2 path conns where log
@@ -65,18 +73,19 @@ point_once() { # name round
             if [ "$path" = tcp ]; then where=(--mysql-host=127.0.0.1 --mysql-port="${PORT[$n]}"); else where=(--mysql-socket="$WORK/sock-$n"); fi
             log="$WORK/ps-$n-$path-$conns-$r.log"
             read -r res0 cal0 ctxt0 idle0 total0 <<<"$(kernel_counters)"
-            delay0=$(server_run_delay "$n")
+            read -r delay0 waits0 cpu0 preempted0 <<<"$(server_run_delay "$n")"
             ${CLIENT_PIN[@]+"${CLIENT_PIN[@]}"} sysbench --db-driver=mysql "${where[@]}" --mysql-user=root --mysql-db=sbtest \
                 --tables="$TABLES" --table-size="$TABLE_SIZE" --rand-type=uniform --histogram=on \
                 --threads="$conns" --time="$SECONDS_PER_RUN" oltp_point_select run >"$log" 2>&1 || true
             read -r t p95 p99 <<<"$(summarize "$log")"
             read -r res1 cal1 ctxt1 idle1 total1 <<<"$(kernel_counters)"
-            delay1=$(server_run_delay "$n")
+            read -r delay1 waits1 cpu1 preempted1 <<<"$(server_run_delay "$n")"
             echo "round $r $n $path $conns tps=$t p95=$p95 p99=$p99" | tee -a "$WORK/results.txt"
             awk -v t="$t" -v s="$SECONDS_PER_RUN" -v res=$((res1 - res0)) -v cal=$((cal1 - cal0)) -v cx=$((ctxt1 - ctxt0)) \
-                -v idle=$((idle1 - idle0)) -v total=$((total1 - total0)) -v delay=$((delay1 - delay0)) 'BEGIN { n = t * s; if (n <= 0 || total <= 0) exit
-                printf "    per transaction: %.3f rescheduling IPIs, %.3f function-call IPIs, %.2f context switches, %.1f us of the server waiting for a CPU; CPUs idle %.1f%%\n",
-                    res / n, cal / n, cx / n, delay / n / 1000, 100 * idle / total }'
+                -v idle=$((idle1 - idle0)) -v total=$((total1 - total0)) -v delay=$((delay1 - delay0)) \
+                -v waits=$((waits1 - waits0)) -v cpu=$((cpu1 - cpu0)) -v preempted=$((preempted1 - preempted0)) 'BEGIN { n = t * s; if (n <= 0 || total <= 0) exit
+                printf "    per transaction: %.1f us of the server on a CPU, %.3f rescheduling IPIs, %.3f function-call IPIs, %.2f context switches, %.1f us of the server waiting for a CPU (%.1f us per wait, %.3f preemptions); CPUs idle %.1f%%\n",
+                    cpu / n / 1000, res / n, cal / n, cx / n, delay / n / 1000, (waits > 0 ? delay / waits / 1000 : 0), preempted / n, 100 * idle / total }'
         done
     done
 }
