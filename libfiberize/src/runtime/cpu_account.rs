@@ -10,7 +10,7 @@ use core::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
 
 #[derive(Default)]
 pub struct CpuAccount {
-    /// Virtual runtime in ns: CPU time charged, lifted after waits (`scheduler::fair`).
+    /// Virtual runtime in ns: CPU time charged, clamped after waits (`scheduler::fair`).
     vruntime: AtomicU64,
     /// The pool's tick count when the fiber entered a later queue (the kickup rule).
     later_since: AtomicU64,
@@ -32,11 +32,14 @@ impl CpuAccount {
         self.vruntime.fetch_add(ns, Relaxed);
     }
 
-    /// Raises the vruntime to `floor` if it is lower (a wake-up's bounded head start).
+    /// Brings the vruntime into `floor..=ceiling` (a wake-up's bounded head start and
+    /// bounded debt).
     #[inline]
-    pub fn lift_to(&self, floor: u64) {
-        if self.vruntime.load(Relaxed) < floor {
-            self.vruntime.store(floor, Relaxed);
+    pub fn clamp_to(&self, floor: u64, ceiling: u64) {
+        let v = self.vruntime.load(Relaxed);
+        let clamped = v.clamp(floor, ceiling.max(floor));
+        if clamped != v {
+            self.vruntime.store(clamped, Relaxed);
         }
     }
 
@@ -72,5 +75,26 @@ impl CpuAccount {
     #[inline]
     pub fn is_coordinating(&self) -> bool {
         self.coordination_credit.load(Relaxed) != 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::CpuAccount;
+
+    /// A wake-up lifts a vruntime below the floor, forgives one above the ceiling and
+    /// leaves one between them alone; a ceiling under the floor (V near 0) means the floor.
+    #[test]
+    fn clamp_lifts_forgives_and_keeps() {
+        let a = CpuAccount::default();
+        a.clamp_to(5_000, 9_000);
+        assert_eq!(a.vruntime(), 5_000);
+        a.charge(10_000);
+        a.clamp_to(5_000, 9_000);
+        assert_eq!(a.vruntime(), 9_000);
+        a.clamp_to(8_000, 12_000);
+        assert_eq!(a.vruntime(), 9_000);
+        a.clamp_to(10_000, 3_000);
+        assert_eq!(a.vruntime(), 10_000);
     }
 }

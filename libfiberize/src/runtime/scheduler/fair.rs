@@ -19,10 +19,10 @@
 //!   fiber:   vruntime  (ns of CPU charged to it, virtual: see the clamp below)
 //!   pool:    V         (the vruntime of a fiber that got exactly its fair share)
 //!
-//!         V - SLEEP_CREDIT        V           V + AHEAD_LIMIT
-//!   ---------|--------------------|-----------------|------------------->
-//!   a fiber that wakes            |   runs in the   |  "ahead": waits in its
-//!   is lifted to here at least    |   normal order  |  worker's later queue
+//!         V - SLEEP_CREDIT        V     V + WAKE_DEBT   V + AHEAD_LIMIT
+//!   ---------|--------------------|-----------|-----------|------------------->
+//!   a fiber that wakes is brought |      runs in the      |  "ahead": waits in its
+//!   into this range (lifted or forgiven)  normal order    |  worker's later queue
 //! ```
 //!
 //! * **Charging without a clock read.** A clock read per switch halves a switch-heavy
@@ -41,9 +41,19 @@
 //!   contenders would have received that much CPU since the previous tick if the pool
 //!   were perfectly fair (the virtual time of generalized processor sharing). Only the
 //!   monitor writes it; workers read it when they queue a fiber.
-//! * **Sleepers get a bounded head start.** A fiber that becomes runnable after a wait
-//!   (`unpark`, its donor handing it back, a new fiber) has its vruntime lifted to at
-//!   least `V - SLEEP_CREDIT_NS`: sleeping long earns no more than that.
+//! * **Sleepers get a bounded head start, and a bounded debt.** A fiber that becomes
+//!   runnable after a wait (`unpark`, its donor handing it back, a new fiber) has its
+//!   vruntime brought into `V - SLEEP_CREDIT_NS ..= V + WAKE_DEBT_LIMIT_NS`: sleeping
+//!   long earns no more than the credit, and what it used past its share before it
+//!   waited is forgiven beyond the debt limit, as EEVDF clamps a task's lag when it
+//!   sleeps. Without the upper bound equal fibers drifted into the later queue by
+//!   chance: a fiber's lead over V is a random walk with no drift (sampled charges of
+//!   a whole tick, or timed turns of varying length, against V's steady rise), and the
+//!   floor alone makes it wander upwards without bound: with ahead limits of 8 and
+//!   16 ms, point_select's fibers at 16 and 64 connections still reached them 10 900
+//!   and 13 000 times in 6 runs of 10 s, against 19 500 at 2 ms (issue 27, session
+//!   13). So only a fiber that keeps running without waiting (turn ends, preemptions,
+//!   yields) can get ahead: a CPU hog, not a connection that parks between requests.
 //! * **Ahead fibers wait.** A fiber queued by a worker (a wake-up, the end of a turn, a
 //!   preemption, a yield) whose vruntime is more than `AHEAD_LIMIT_NS` past V goes to
 //!   the worker's **later queue** instead of its lifo slot or local deque. The end of a
@@ -177,6 +187,16 @@ fn ahead_limit(rt: &Runtime) -> u64 {
 /// The most a fiber's vruntime may be behind V when it wakes: the head start a sleeper
 /// gets. Origin: CFS's sleeper credit, half its 6 ms latency target.
 const SLEEP_CREDIT_NS: u64 = 3 * TICK_NS;
+/// The most a fiber's vruntime may be past V when it wakes: what it used past its share
+/// beyond this before it waited is forgiven (module docs). Origin: one tick, half the
+/// ahead limit, so that a fiber just woken is never ahead; EEVDF's bound on a sleeping
+/// task's lag is of the same order (twice its 0.7–3 ms slice). Point_select over TCP
+/// at 64 connections, 2-vCPU VM (issue 27, session 13, `bench-mysql/tails.sh`, 3
+/// rounds): later-queue stays 2 229 against 17 633 without it, p99 1.36x native
+/// against 2.21x, tps 1.03x against 0.91x.
+const WAKE_DEBT_LIMIT_NS: u64 = TICK_NS;
+// A fiber just woken is never ahead, however its runs are charged.
+const _: () = assert!(WAKE_DEBT_LIMIT_NS < AHEAD_LIMIT_NS && WAKE_DEBT_LIMIT_NS < TIMED_AHEAD_LIMIT_NS);
 /// A later-queue head that has waited this many ticks runs at the next check whatever
 /// its vruntime. Origin: a tenth of MariaDB's `thread_pool_prio_kickup_timer` (1 s),
 /// since a round trip here is a fraction of a pool-of-threads statement.
@@ -354,14 +374,15 @@ impl Runtime {
     }
 }
 
-/// A fiber becomes runnable after a wait (or is new): lifts its vruntime to at least
-/// `V - SLEEP_CREDIT_NS`. TLS-free (donors call it).
+/// A fiber becomes runnable after a wait (or is new): brings its vruntime into
+/// `V - SLEEP_CREDIT_NS ..= V + WAKE_DEBT_LIMIT_NS`. TLS-free (donors call it).
 #[inline]
 pub(super) fn note_woken(rt: &Runtime, f: &Fiber) {
     if !enabled() {
         return;
     }
-    f.cpu.lift_to(rt.virtual_time().saturating_sub(SLEEP_CREDIT_NS));
+    let v = rt.virtual_time();
+    f.cpu.clamp_to(v.saturating_sub(SLEEP_CREDIT_NS), v + WAKE_DEBT_LIMIT_NS);
 }
 
 /// A fiber begins a wait of `kind` (`wake::park_current`): a wait on another thread's
