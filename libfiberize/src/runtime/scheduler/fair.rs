@@ -193,7 +193,9 @@ const SLEEP_CREDIT_NS: u64 = 3 * TICK_NS;
 /// task's lag is of the same order (twice its 0.7–3 ms slice). Point_select over TCP
 /// at 64 connections, 2-vCPU VM (issue 27, session 13, `bench-mysql/tails.sh`, 3
 /// rounds): later-queue stays 2 229 against 17 633 without it, p99 1.36x native
-/// against 2.21x, tps 1.03x against 0.91x.
+/// against 2.21x, tps 1.03x against 0.91x; over five runs p99 1.29–1.46x, but the p95
+/// no better (1.49–1.81x; the later queue had also cut the runs of the fibers that
+/// serve the most requests back to back).
 const WAKE_DEBT_LIMIT_NS: u64 = TICK_NS;
 // A fiber just woken is never ahead, however its runs are charged.
 const _: () = assert!(WAKE_DEBT_LIMIT_NS < AHEAD_LIMIT_NS && WAKE_DEBT_LIMIT_NS < TIMED_AHEAD_LIMIT_NS);

@@ -37,7 +37,7 @@
 //! fiber's lead up and nothing pulled it down, so it wandered up to any limit (8 or
 //! 16 ms were reached as often as 2 ms). A wake-up now forgives debt beyond
 //! `fair::WAKE_DEBT_LIMIT_NS`, with samples or timed runs alike, and the sampled p99
-//! at 64 connections is 1.29–1.36x native. Timed runs with that bound (one run, 3
+//! at 64 connections is 1.29–1.46x native (five runs). Timed runs with that bound (one run, 3
 //! rounds): p95 1.63x / 2.13x at 16 / 64 connections, p99 1.63x / 1.88x, against
 //! 1.69x / 1.66x and 1.60x / 1.36x sampled: still no reason to make them the default.
 //!
