@@ -60,7 +60,7 @@ kernel_counters() {
 # threads ran (field 1): "delay waits cpu preempted".
 # A worker preempted with fibers queued on it holds all their requests, so the mean wait
 # per preemption says how long such a stall lasts.
-server_run_delay() { # name
+server_sched_counters() { # name
     local pid
     pid=$(cat "$WORK/pid-$1")
     { cat /proc/"$pid"/task/*/schedstat 2>/dev/null | awk '{ s += $2; n += $3; cpu += $1 } END { printf "%d %d %d ", s, n, cpu }'
@@ -73,13 +73,13 @@ point_once() { # name round
             if [ "$path" = tcp ]; then where=(--mysql-host=127.0.0.1 --mysql-port="${PORT[$n]}"); else where=(--mysql-socket="$WORK/sock-$n"); fi
             log="$WORK/ps-$n-$path-$conns-$r.log"
             read -r res0 cal0 ctxt0 idle0 total0 <<<"$(kernel_counters)"
-            read -r delay0 waits0 cpu0 preempted0 <<<"$(server_run_delay "$n")"
+            read -r delay0 waits0 cpu0 preempted0 <<<"$(server_sched_counters "$n")"
             ${CLIENT_PIN[@]+"${CLIENT_PIN[@]}"} sysbench --db-driver=mysql "${where[@]}" --mysql-user=root --mysql-db=sbtest \
                 --tables="$TABLES" --table-size="$TABLE_SIZE" --rand-type=uniform --histogram=on \
                 --threads="$conns" --time="$SECONDS_PER_RUN" oltp_point_select run >"$log" 2>&1 || true
             read -r t p95 p99 <<<"$(summarize "$log")"
             read -r res1 cal1 ctxt1 idle1 total1 <<<"$(kernel_counters)"
-            read -r delay1 waits1 cpu1 preempted1 <<<"$(server_run_delay "$n")"
+            read -r delay1 waits1 cpu1 preempted1 <<<"$(server_sched_counters "$n")"
             echo "round $r $n $path $conns tps=$t p95=$p95 p99=$p99" | tee -a "$WORK/results.txt"
             awk -v t="$t" -v s="$SECONDS_PER_RUN" -v res=$((res1 - res0)) -v cal=$((cal1 - cal0)) -v cx=$((ctxt1 - ctxt0)) \
                 -v idle=$((idle1 - idle0)) -v total=$((total1 - total0)) -v delay=$((delay1 - delay0)) \

@@ -37,8 +37,8 @@
 //! fiber's lead up and nothing pulled it down, so it wandered up to any limit (8 or
 //! 16 ms were reached as often as 2 ms). A wake-up now forgives debt beyond
 //! `fair::WAKE_DEBT_LIMIT_NS`, with samples or timed runs alike, and the sampled p99
-//! at 64 connections is 1.29–1.46x native (five runs). Timed runs with that bound (one run, 3
-//! rounds): p95 1.63x / 2.13x at 16 / 64 connections, p99 1.63x / 1.88x, against
+//! at 64 connections is 1.29–1.46x native (five runs). Timed runs with that bound (one
+//! run, 3 rounds): p95 1.63x / 2.13x at 16 / 64 connections, p99 1.63x / 1.88x, against
 //! 1.69x / 1.66x and 1.60x / 1.36x sampled: still no reason to make them the default.
 //!
 //! ```text
@@ -68,7 +68,7 @@
 //!   `FIBERIZE_RUN_CLOCK=1`, and the read is timed again about once a second. Until that
 //!   first tick too.
 
-use core::sync::atomic::{AtomicU64, AtomicU8, Ordering, Ordering::Relaxed};
+use core::sync::atomic::{AtomicU64, AtomicU8, Ordering::Relaxed};
 
 use super::fair::{COORDINATING_WEIGHT, TICK_NS};
 use super::WorkerShared;
@@ -212,10 +212,10 @@ pub(super) fn run_started() -> u64 {
 #[inline]
 pub(super) fn charge(w: &WorkerShared, f: &Fiber, sampled_before: u64, cycles_before: u64) {
     let rt = super::runtime_unchecked();
-    let sampled = w.cpu_sampled_ns.load(Ordering::Relaxed).wrapping_sub(sampled_before);
-    let waited = w.uncharged_cycles.load(Ordering::Relaxed);
+    let sampled = w.cpu_sampled_ns.load(Relaxed).wrapping_sub(sampled_before);
+    let waited = w.uncharged_cycles.load(Relaxed);
     if waited != 0 {
-        w.uncharged_cycles.store(0, Ordering::Relaxed);
+        w.uncharged_cycles.store(0, Relaxed);
     }
     let ns = if rt.fair.run_clock.timed() && cycles_before != 0 {
         let cycles = now().wrapping_sub(cycles_before).saturating_sub(waited);
