@@ -48,8 +48,9 @@
 //!
 //! A turn of 1 ms bounds the longest runs but not the everyday tail: at 16 connections
 //! over TCP a request waits behind the turns of the fibers queued before it, and
-//! point_select's p95 was 2.3–2.6x native. A shorter turn cuts that p95 (a tenth of it: to
-//! ~1.2x, [`DEFAULT_SHORT_TURN_US`]), but a quarter of it had cost TPC-C @256 a twentieth of its throughput when tried before: a TPC-C connection
+//! point_select's p95 was 2.3–2.6x native. A shorter turn cuts that p95 (to 1.0–1.3x with
+//! 40 µs, [`DEFAULT_SHORT_TURN_US`]), but a quarter of a millisecond had cost TPC-C @256
+//! a twentieth of its throughput when tried before: a TPC-C connection
 //! holds row locks between its statements, and every cut turn delays what other
 //! connections wait for. The two kinds of program look different from here: TPC-C's
 //! threads wake each other all the time (lock and condition hand-offs, group commit:
@@ -84,19 +85,34 @@ use crate::base::stats::{bump, STATS};
 pub const DEFAULT_TURN_US: u64 = 1000;
 
 /// Default turn in µs while the program's threads rarely wake each other and few fibers
-/// wait (see the module docs). Origin: point_select over TCP loopback, 2-vCPU VM with
-/// the client, 3 rounds (`CONFIGS="native s150=…+FIBERIZE_TURN_SHORT_US=150 s100=…
-/// s250=…" PATHS=tcp CONNS="2 16 64" bash bench-mysql/tails.sh`): p95 at 16 / 64
-/// connections 1.88x / 1.43x native with 250 µs, 1.57x / 1.26x with 150, 1.15x / 0.98x
-/// with 100, throughput the same within the noise (1.03x / 1.27x with 100); over the
-/// unix socket (2 rounds) 1.84x / 1.81x, 1.41x / 1.18x, 1.24x / 1.04x. Shorter turns
-/// had cost throughput where hundreds wait (1024 connections, the mix), where the turn
-/// now stays long ([`SHORT_MAX_WAITING_PER_WORKER`]). Session 11, a faster 2-vCPU VM,
-/// TCP, 3 rounds, same invocation: 30 µs against 100 gave p95 at 16 / 64 connections
-/// 1.18x / 0.93x native against 1.38x / 1.41x, but tps 0.89x / 0.91x against 1.08x /
-/// 0.95x (unix socket: p95 1.00x / 0.95x against 1.54x / 1.29x, tps 0.99x / 0.79x
-/// against 1.01x / 1.02x); kept at 100, which meets p95 ≤ 1.5x at the throughput.
-pub const DEFAULT_SHORT_TURN_US: u64 = 100;
+/// wait (see the module docs). Origin: point_select over TCP loopback and the unix
+/// socket, 2-vCPU VMs with the client, servers side by side (`bench-mysql/tails.sh`).
+/// First 250, 150 and 100 µs (3 rounds, `CONFIGS="native s150=…+FIBERIZE_TURN_SHORT_US=150
+/// s100=… s250=…" PATHS=tcp CONNS="2 16 64"`): p95 at 16 / 64 connections 1.88x / 1.43x
+/// native with 250, 1.57x / 1.26x with 150, 1.15x / 0.98x with 100, throughput the same
+/// within the noise. On a faster VM (AMD EPYC, sessions 11–14) 100 µs left the p95 at
+/// 1.43–1.81x native over TCP (nine runs) and 1.43–2.09x over the unix socket: a fiber
+/// there serves 3–4 requests per turn, and the first request of each turn waits for the
+/// turns of every fiber queued before it. 40 against 100 µs, same invocations, medians
+/// (tps / p95 at 16, then at 64 connections, TCP):
+///
+/// | run | 40 µs | 100 µs |
+/// |---|---|---|
+/// | session 13, 3 rounds | 1.10x / 1.09x, 1.01x / 1.04x | 1.12x / 1.49x, 1.06x / 1.49x |
+/// | session 13, 3 rounds | 0.93x / 1.33x, 0.87x / 1.02x | 1.17x / 1.69x, 1.22x / 1.57x |
+/// | session 14, 3 rounds | 1.11x / 1.04x, 1.05x / 1.04x | 1.05x / 1.63x, 1.06x / 1.57x |
+/// | session 14, 5 rounds | 1.05x / 1.09x, 0.87x / 1.13x | 1.09x / 1.57x, 0.98x / 1.81x |
+///
+/// Over the unix socket (session 14): p95 1.18x / 1.22x and 1.14x / 1.33x against
+/// 1.57x / 1.91x and 1.91x / 1.84x. So 40 µs holds the p95 within 1.5x native in every
+/// run, at a throughput within 5 % of 100 µs's in two runs of four, a tenth lower at 64
+/// in one, a fifth to a quarter lower in one: every cut turn is another switch and another trip
+/// through the queue (the server's CPU per request at 16 connections, one run: 22–26 µs
+/// with 1 ms turns, 26–28 with 100 µs, 33–34 with a turn of one request, 29–32 natively).
+/// 30 µs cost more throughput for no better p95 (sessions 11 and 13: tps 0.79–0.97x).
+/// The turn stays long where hundreds wait ([`SHORT_MAX_WAITING_PER_WORKER`]) and in
+/// programs whose threads hand each other locks (TPC-C), so neither sees this value.
+pub const DEFAULT_SHORT_TURN_US: u64 = 40;
 
 /// Fiber-to-fiber wake-ups per 1000 runs at or above which the turn is the long one.
 /// Origin: the two kinds of server the 2-vCPU VM runs are far apart (`FIBERIZE_STATS`,
