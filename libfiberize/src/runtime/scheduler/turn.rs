@@ -102,12 +102,13 @@ pub const DEFAULT_TURN_US: u64 = 1000;
 /// | session 13, 3 rounds | 0.93x / 1.33x, 0.87x / 1.02x | 1.17x / 1.69x, 1.22x / 1.57x |
 /// | session 14, 3 rounds | 1.11x / 1.04x, 1.05x / 1.04x | 1.05x / 1.63x, 1.06x / 1.57x |
 /// | session 14, 5 rounds | 1.05x / 1.09x, 0.87x / 1.13x | 1.09x / 1.57x, 0.98x / 1.81x |
+/// | session 14, 3 rounds, this default | 1.10x / 1.11x, 0.92x / 1.22x | 0.82x / 1.68x, 0.89x / 1.54x |
 ///
-/// Over the unix socket (session 14): p95 1.18x / 1.22x and 1.14x / 1.33x against
-/// 1.57x / 1.91x and 1.91x / 1.84x. So 40 µs holds the p95 within 1.5x native in every
-/// run, at a throughput within 5 % of 100 µs's in two runs of four, a tenth lower at 64
-/// in one, a fifth to a quarter lower in one: every cut turn is another switch and another trip
-/// through the queue (the server's CPU per request at 16 connections, one run: 22–26 µs
+/// Over the unix socket (session 14): p95 1.18x / 1.22x, 1.14x / 1.33x and 1.04x / 0.93x
+/// against 1.57x / 1.91x, 1.91x / 1.84x and 1.69x / 1.51x. So 40 µs holds the p95 within
+/// 1.5x native in every run, at a throughput within 5 % of 100 µs's or better in three
+/// runs of five, a tenth lower at 64 in one, a fifth to a quarter lower in one: every cut
+/// turn is another switch and another trip through the queue (the server's CPU per request at 16 connections, one run: 22–26 µs
 /// with 1 ms turns, 26–28 with 100 µs, 33–34 with a turn of one request, 29–32 natively).
 /// 30 µs cost more throughput for no better p95 (sessions 11 and 13: tps 0.79–0.97x).
 /// The turn stays long where hundreds wait ([`SHORT_MAX_WAITING_PER_WORKER`]) and in
