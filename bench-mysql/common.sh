@@ -134,9 +134,23 @@ start_config() { # config
         IFS=+ read -ra parts <<<"${c#*=}"
         LIB=$(realpath "${parts[0]}")
         SERVER_ENV=(${CONFIG_ENV[@]+"${CONFIG_ENV[@]}"} "${parts[@]:1}")
+        # With SERVER_METRICS_INTERVAL (e.g. 500ms), each preloaded server writes its
+        # counters to $WORK/metrics-NAME.prom at that interval (read with server_counter).
+        [ -z "${SERVER_METRICS_INTERVAL:-}" ] || SERVER_ENV+=("FIBERIZE_METRICS=$WORK/metrics-$n.prom,$SERVER_METRICS_INTERVAL")
         start_mariadb "$n" preload ;;
     *) echo "unknown config $c (native, pool, NAME=LIB or NAME=LIB+VAR=value)" >&2; exit 2 ;;
     esac
+}
+
+# A preloaded server's counters from its metrics file (see start_config), one line:
+# the value of each fiberize_<name>_total, in the order given; 0 where there is no file
+# (a native server) or no such counter.
+server_counters() { # NAME COUNTER...
+    local name=$1; shift
+    awk -v names="$*" 'BEGIN { n = split(names, want, " ") }
+        { v[$1] = $2 }
+        END { for (i = 1; i <= n; i++) printf "%s%d", (i > 1 ? " " : ""), v["fiberize_" want[i] "_total"] + 0; print "" }' \
+        "$WORK/metrics-$name.prom" 2>/dev/null || { printf '0%.0s ' "$@"; echo; }
 }
 
 # The set-up of the scripts that run the servers of a CONFIGS list side by side (mix.sh,

@@ -8,7 +8,10 @@
 # Under each run, the machine's rescheduling and function-call IPIs, context switches
 # and the server's threads' wait for a CPU in the kernel's run queues per transaction, and
 # the idle CPU share during it (where the CPUs go at few connections:
-# a client thread and its server thread sharing one CPU need no IPI).
+# a client thread and its server thread sharing one CPU need no IPI); for a preloaded
+# server also its own counters over that run, per transaction (switches, parks, direct
+# waits and those refused because the peer ran on another CPU, migrations, steals, turns
+# ended; from its FIBERIZE_METRICS file), so that a bad round can be told from a good one.
 # Loopback only.
 #
 #   CONFIGS="native new=target/release/libfiberize.so" bash bench-mysql/tails.sh
@@ -28,6 +31,10 @@ SERVER_OPTS=${SERVER_OPTS:-"--innodb-buffer-pool-size=256M"}
 LIB=${FIBERIZE_LIB:-$ROOT/target/release/libfiberize.so}
 . bench-mysql/common.sh
 CONFIG_ENV=()
+# Each preloaded server writes its counters twice a second (server_counters reads them),
+# so that every run prints its own: the stats line at exit sums the whole invocation.
+SERVER_METRICS_INTERVAL=500ms
+FIBER_COUNTERS="switches parks direct_waits direct_waits_declined_peer_elsewhere migrations steals turns_ended"
 start_configs_side_by_side tails.sh tails
 echo "== work directory $WORK; point_select at $CONNS connections over $PATHS, ${SECONDS_PER_RUN}s per run, $ROUNDS rounds"
 
@@ -74,12 +81,16 @@ point_once() { # name round
             log="$WORK/ps-$n-$path-$conns-$r.log"
             read -r res0 cal0 ctxt0 idle0 total0 <<<"$(kernel_counters)"
             read -r delay0 waits0 cpu0 preempted0 <<<"$(server_sched_counters "$n")"
+            fibers0=$(server_counters "$n" $FIBER_COUNTERS)
             ${CLIENT_PIN[@]+"${CLIENT_PIN[@]}"} sysbench --db-driver=mysql "${where[@]}" --mysql-user=root --mysql-db=sbtest \
                 --tables="$TABLES" --table-size="$TABLE_SIZE" --rand-type=uniform --histogram=on \
                 --threads="$conns" --time="$SECONDS_PER_RUN" oltp_point_select run >"$log" 2>&1 || true
             read -r t p95 p99 <<<"$(summarize "$log")"
             read -r res1 cal1 ctxt1 idle1 total1 <<<"$(kernel_counters)"
             read -r delay1 waits1 cpu1 preempted1 <<<"$(server_sched_counters "$n")"
+            # The metrics file is at most 500 ms old: wait for one written after the run.
+            [ ! -f "$WORK/metrics-$n.prom" ] || sleep 0.6
+            fibers1=$(server_counters "$n" $FIBER_COUNTERS)
             echo "round $r $n $path $conns tps=$t p95=$p95 p99=$p99" | tee -a "$WORK/results.txt"
             awk -v t="$t" -v s="$SECONDS_PER_RUN" -v res=$((res1 - res0)) -v cal=$((cal1 - cal0)) -v cx=$((ctxt1 - ctxt0)) \
                 -v idle=$((idle1 - idle0)) -v total=$((total1 - total0)) -v delay=$((delay1 - delay0)) \
@@ -94,6 +105,15 @@ point_once() { # name round
                 }
                 printf "    per transaction: %.1f us of the server on a CPU, %.3f rescheduling IPIs, %.3f function-call IPIs, %.2f context switches, %.1f us of the server waiting for a CPU (%.1f us per wait, %.3f preemptions); CPUs idle %.1f%%\n",
                     cpu / n / 1000, res / n, cal / n, cx / n, delay / n / 1000, (waits > 0 ? delay / waits / 1000 : 0), preempted / n, 100 * idle / total }'
+            # A preloaded server's own counters over this run, per transaction: how often
+            # its fibers switched, parked, waited directly (or were refused a direct wait
+            # because the peer ran on another CPU), moved between workers, and ended turns.
+            [ ! -f "$WORK/metrics-$n.prom" ] || awk -v t="$t" -v s="$SECONDS_PER_RUN" -v names="$FIBER_COUNTERS" -v a="$fibers0" -v b="$fibers1" 'BEGIN {
+                n = t * s; if (n <= 0) exit
+                k = split(names, name, " "); split(a, before, " "); split(b, after, " ")
+                line = "    fibers per transaction:"
+                for (i = 1; i <= k; i++) line = line sprintf(" %s %.3f", name[i], (after[i] - before[i]) / n)
+                print line }'
         done
     done
 }
