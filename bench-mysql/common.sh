@@ -135,7 +135,7 @@ start_config() { # config
         LIB=$(realpath "${parts[0]}")
         SERVER_ENV=(${CONFIG_ENV[@]+"${CONFIG_ENV[@]}"} "${parts[@]:1}")
         # With SERVER_METRICS_INTERVAL (e.g. 500ms), each preloaded server writes its
-        # counters to $WORK/metrics-NAME.prom at that interval (read with server_counter).
+        # counters to $WORK/metrics-NAME.prom at that interval (read with server_counters).
         [ -z "${SERVER_METRICS_INTERVAL:-}" ] || SERVER_ENV+=("FIBERIZE_METRICS=$WORK/metrics-$n.prom,$SERVER_METRICS_INTERVAL")
         start_mariadb "$n" preload ;;
     *) echo "unknown config $c (native, pool, NAME=LIB or NAME=LIB+VAR=value)" >&2; exit 2 ;;
