@@ -33,7 +33,8 @@ LIB=${FIBERIZE_LIB:-$ROOT/target/release/libfiberize.so}
 CONFIG_ENV=()
 # Each preloaded server writes its counters twice a second (server_counters reads them),
 # so that every run prints its own: the stats line at exit sums the whole invocation.
-SERVER_METRICS_INTERVAL=500ms
+METRICS_MS=500
+SERVER_METRICS_INTERVAL=${METRICS_MS}ms
 FIBER_COUNTERS="switches parks direct_waits direct_waits_declined_peer_elsewhere migrations steals turns_ended"
 start_configs_side_by_side tails.sh tails
 echo "== work directory $WORK; point_select at $CONNS connections over $PATHS, ${SECONDS_PER_RUN}s per run, $ROUNDS rounds"
@@ -88,8 +89,8 @@ point_once() { # name round
             read -r t p95 p99 <<<"$(summarize "$log")"
             read -r res1 cal1 ctxt1 idle1 total1 <<<"$(kernel_counters)"
             read -r delay1 waits1 cpu1 preempted1 <<<"$(server_sched_counters "$n")"
-            # The metrics file is at most 500 ms old: wait for one written after the run.
-            [ ! -f "$WORK/metrics-$n.prom" ] || sleep 0.6
+            # The metrics file is at most METRICS_MS old: wait for one written after the run.
+            [ ! -f "$WORK/metrics-$n.prom" ] || sleep "$(awk -v ms="$METRICS_MS" 'BEGIN { print (ms + 100) / 1000 }')"
             fibers1=$(server_counters "$n" $FIBER_COUNTERS)
             echo "round $r $n $path $conns tps=$t p95=$p95 p99=$p99" | tee -a "$WORK/results.txt"
             awk -v t="$t" -v s="$SECONDS_PER_RUN" -v res=$((res1 - res0)) -v cal=$((cal1 - cal0)) -v cx=$((ctxt1 - ctxt0)) \

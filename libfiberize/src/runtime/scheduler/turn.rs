@@ -108,8 +108,9 @@ pub const DEFAULT_TURN_US: u64 = 1000;
 /// against 1.57x / 1.91x, 1.91x / 1.84x and 1.69x / 1.51x. So 40 µs holds the p95 within
 /// 1.5x native in every run, at a throughput within 5 % of 100 µs's or better in three
 /// runs of five, a tenth lower at 64 in one, a fifth to a quarter lower in one: every cut
-/// turn is another switch and another trip through the queue (the server's CPU per request at 16 connections, one run: 22–26 µs
-/// with 1 ms turns, 26–28 with 100 µs, 33–34 with a turn of one request, 29–32 natively).
+/// turn is another switch and another trip through the queue (the server's CPU per
+/// request at 16 connections, one run: 22–26 µs with 1 ms turns, 26–28 with 100 µs,
+/// 33–34 with a turn of one request, 29–32 natively).
 /// 30 µs cost more throughput for no better p95 (sessions 11 and 13: tps 0.79–0.97x).
 /// The turn stays long where hundreds wait ([`SHORT_MAX_WAITING_PER_WORKER`]) and in
 /// programs whose threads hand each other locks (TPC-C), so neither sees this value.
