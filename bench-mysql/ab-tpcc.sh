@@ -8,8 +8,8 @@
 #   CONFIGS="native pool old=/tmp/old.so new=target/release/libfiberize.so" bash bench-mysql/ab-tpcc.sh
 #
 # Environment (defaults in brackets): CONFIGS ["native pool new=target/release/libfiberize.so"]
-# (native: mariadbd as shipped; pool: --thread-handling=pool-of-threads; NAME=LIB: preloaded
-# with LIB), ROUNDS [3], TPCC_SECONDS [30], TERMS [256], WAREHOUSES [10], DATA_CACHE
+# (native: mariadbd as shipped; pool: --thread-handling=pool-of-threads; NAME=native, NAME=pool:
+# a second such server, a control; NAME=LIB: preloaded with LIB), ROUNDS [3], TPCC_SECONDS [30], TERMS [256], WAREHOUSES [10], DATA_CACHE
 # [/tmp/fiberize-ab-cache: the loaded datadir, kept between invocations], SERVER_OPTS as compare.sh,
 # PROFILE=SECONDS (in round 1, `perf record -e cpu-clock` of each server for that long after
 # the ramp; the end prints its CPU by shared object and its top symbols).

@@ -123,13 +123,16 @@ quiesce_servers() {
 }
 
 # Copies the prepared datadir for one server of a CONFIGS list (ab-tpcc.sh, mix.sh) and
-# starts it: native, pool, or NAME=LIB[+VAR=value...] (preloaded with LIB; CONFIG_ENV, an
+# starts it: native, pool, NAME=native or NAME=pool (a second such server under another
+# name: a control, whose ratio to the first shows how far two identical servers differ
+# in the same rounds), or NAME=LIB[+VAR=value...] (preloaded with LIB; CONFIG_ENV, an
 # array the caller may set, and the VAR=value words go into its environment).
 start_config() { # config
     local c=$1 n=${1%%=*} parts
     cp -a "$WORK/data-prepare" "$WORK/data-$n"
     case $c in
     native | pool) start_mariadb "$n" "$n" ;;
+    *=native | *=pool) start_mariadb "$n" "${c#*=}" ;;
     *=*)
         IFS=+ read -ra parts <<<"${c#*=}"
         LIB=$(realpath "${parts[0]}")
@@ -138,7 +141,7 @@ start_config() { # config
         # counters to $WORK/metrics-NAME.prom at that interval (read with server_counters).
         [ -z "${SERVER_METRICS_INTERVAL:-}" ] || SERVER_ENV+=("FIBERIZE_METRICS=$WORK/metrics-$n.prom,$SERVER_METRICS_INTERVAL")
         start_mariadb "$n" preload ;;
-    *) echo "unknown config $c (native, pool, NAME=LIB or NAME=LIB+VAR=value)" >&2; exit 2 ;;
+    *) echo "unknown config $c (native, pool, NAME=native, NAME=pool, NAME=LIB or NAME=LIB+VAR=value)" >&2; exit 2 ;;
     esac
 }
 
@@ -177,7 +180,7 @@ finish_configs() { # [txns-fn]
     local c n
     for c in $CONFIGS; do
         n=${c%%=*}
-        [ "$n" = native ] || [ "$n" = pool ] && continue
+        case $c in native | pool | *=native | *=pool) continue ;; esac
         [ -z "${1:-}" ] || locality_per_txn "$n" "$("$1" "$n")"
         echo "== $n stats:" $(grep -h "fiberize: stats" "$WORK/out-$n.log" "$WORK/err-$n.log" 2>/dev/null | tr ' ' '\n' |
             grep -E "^(switches|parks|migrations|steals|lifo_capped|donor_handoffs|preemptions|turn|fair_later|fair_kickups|queue_)" || true)

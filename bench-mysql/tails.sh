@@ -17,7 +17,7 @@
 #   CONFIGS="native new=target/release/libfiberize.so" bash bench-mysql/tails.sh
 #
 # Environment (defaults in brackets): CONFIGS ["native new=target/release/libfiberize.so"]
-# (native, pool, NAME=LIB[+VAR=value...], as mix.sh), CONNS ["2 16 64"], PATHS ["tcp unix"],
+# (native, pool, NAME=native or NAME=pool: a control, NAME=LIB[+VAR=value...], as mix.sh), CONNS ["2 16 64"], PATHS ["tcp unix"],
 # ROUNDS [3], SECONDS_PER_RUN [10], TABLES/TABLE_SIZE [4 x 10000],
 # SERVER_OPTS [--innodb-buffer-pool-size=256M], SERVER_CPUS/CLIENT_CPUS (both or neither).
 set -euo pipefail
@@ -35,7 +35,7 @@ CONFIG_ENV=()
 # so that every run prints its own: the stats line at exit sums the whole invocation.
 METRICS_MS=500
 SERVER_METRICS_INTERVAL=${METRICS_MS}ms
-FIBER_COUNTERS="switches parks direct_waits direct_waits_declined_peer_elsewhere migrations steals turns_ended"
+FIBER_COUNTERS="switches parks direct_waits direct_waits_unspun direct_waits_declined_peer_elsewhere migrations steals turns_ended"
 start_configs_side_by_side tails.sh tails
 echo "== work directory $WORK; point_select at $CONNS connections over $PATHS, ${SECONDS_PER_RUN}s per run, $ROUNDS rounds"
 

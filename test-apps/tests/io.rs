@@ -170,6 +170,44 @@ fn descriptors_closed_in_bulk_or_out_of_sight_then_reused() {
     assert!(stat(&parked, "parks") > 0, "{}", parked.stderr);
 }
 
+/// A fiber alone on its worker waits for a TCP request directly in the kernel, and the
+/// I/O layer asks where the client runs (`io::peer_cpu`): with the client pinned to the
+/// server's only CPU the wait blocks at once, without the spin that could not end it
+/// (`direct_waits_unspun`, session 15: the client cannot send while the worker spins on
+/// its CPU); with the client on another CPU the wait is declined and the fiber parks
+/// (session 11). The client is a native process; the replies are checked by it.
+#[test]
+fn direct_waits_follow_the_cpu_of_the_peer() {
+    let bin = build_c("io_peer_cpu");
+    if emulated() {
+        // qemu-user has no SO_INCOMING_CPU, and the client's exec of an aarch64 binary
+        // would need binfmt_misc: the rule is x86_64's to check.
+        return;
+    }
+    // SAFETY: all-zero is a valid (empty) cpu_set_t.
+    let mut allowed: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid set of the size given, for the calling thread (0).
+    assert_eq!(unsafe { libc::sched_getaffinity(0, std::mem::size_of_val(&allowed), &mut allowed) }, 0);
+    // SAFETY: CPU_ISSET reads the set; the index is below CPU_SETSIZE.
+    let cpus: Vec<String> =
+        (0..libc::CPU_SETSIZE as usize).filter(|&c| unsafe { libc::CPU_ISSET(c, &allowed) }).map(|c| c.to_string()).collect();
+    let (here, other) = (cpus[0].as_str(), cpus.get(1).map(String::as_str));
+
+    let (_, same) = same_both_ways_bin("io_peer_cpu", &bin, &[here, here, "2000"]);
+    assert!(stat(&same, "fibers_created") >= 1, "{}", same.stderr);
+    assert!(stat(&same, "direct_waits_unspun") > 0, "no direct wait blocked at once:\n{}", same.stderr);
+    assert_eq!(stat(&same, "direct_waits_declined_peer_elsewhere"), 0, "{}", same.stderr);
+    // The rule off: the waits spin first, as before it.
+    let ruleless = run_env(&bin, &[here, here, "2000"], &[("FIBERIZE_DIRECT_WAIT_PEER_CPU", "0")]);
+    assert_eq!(ruleless.stdout, same.stdout, "{}", ruleless.stderr);
+    assert!(stat(&ruleless, "direct_waits") > 0, "{}", ruleless.stderr);
+    assert_eq!(stat(&ruleless, "direct_waits_unspun"), 0, "{}", ruleless.stderr);
+
+    let Some(other) = other else { return };
+    let (_, apart) = same_both_ways_bin("io_peer_cpu", &bin, &[here, other, "2000"]);
+    assert!(stat(&apart, "direct_waits_declined_peer_elsewhere") > 1000, "{}", apart.stderr);
+}
+
 /// Issue 25: an `SA_RESTART` handler (given to `sigaction` or set by `siginterrupt`)
 /// does not make a blocking accept or pipe read fail with EINTR, in the main (plain)
 /// thread as in a fiber; without it both fail with EINTR. Same output as natively.

@@ -156,7 +156,7 @@ pub struct Config {
     pub direct_wait: bool,
     /// A direct wait on a socket only while the socket's last segment came in on the
     /// worker's CPU, where its peer runs (`FIBERIZE_DIRECT_WAIT_PEER_CPU=0`: wherever
-    /// it came in, the rule until session 11; see `io::peer_cpu::peer_may_run_elsewhere`).
+    /// it came in, the rule until session 11; see `io::peer_cpu::where_peer_runs`).
     pub direct_wait_peer_cpu: bool,
     /// A fiber's run is charged to its CPU account as timed by the cycle counter
     /// (`FIBERIZE_RUN_CLOCK=1`; off by default: by the monitor's 1 ms samples; see

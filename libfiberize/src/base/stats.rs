@@ -63,6 +63,9 @@ counters! {
     worker_wakeups,
     direct_waits,
     direct_waits_declined_peer_elsewhere,
+    /// Direct waits that blocked without spinning first: the peer runs on the worker's
+    /// CPU (`scheduler::direct_wait`, "Spinning").
+    direct_waits_unspun,
     thread_waits,
     futex_waits,
     futex_wakes,

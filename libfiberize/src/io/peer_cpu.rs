@@ -31,8 +31,9 @@ pub fn socket_incoming_cpu(fd: c_int) -> Option<u32> {
     }
 }
 
-/// Whether socket `fd`'s peer runs, or may run, on another CPU than the calling worker
-/// (`local`: an AF_UNIX socket), so that a direct wait on it would be one across CPUs.
+/// Where socket `fd`'s peer runs as against the calling worker (`local`: an AF_UNIX
+/// socket): [`Peer::Elsewhere`] where a direct wait on it would, or may, be one across
+/// CPUs, [`Peer::Here`] where the kernel says it runs on this CPU.
 ///
 /// A direct wait binds the fiber to its worker, and the worker to whatever CPU the
 /// kernel keeps it on. When the peer (a client thread on the same machine) runs on the
@@ -59,19 +60,34 @@ pub fn socket_incoming_cpu(fd: c_int) -> Option<u32> {
 ///   fibers park every time).
 ///
 /// Other descriptors (pipes, eventfds) are not asked about. The cost is one
-/// `getsockopt` per direct wait on a TCP or UDP socket.
-/// `FIBERIZE_DIRECT_WAIT_PEER_CPU=0` waits directly wherever the peer runs.
-pub fn peer_may_run_elsewhere(fd: c_int, local: bool) -> bool {
+/// `getsockopt` and one `getcpu` per direct wait on a TCP or UDP socket.
+/// `FIBERIZE_DIRECT_WAIT_PEER_CPU=0` waits directly wherever the peer runs (and says
+/// [`Peer::Unknown`]).
+pub fn where_peer_runs(fd: c_int, local: bool) -> Peer {
     if !crate::base::config::config().direct_wait_peer_cpu {
-        return false;
+        return Peer::Unknown;
     }
     if local {
-        return true;
+        return Peer::Elsewhere;
     }
     match socket_incoming_cpu(fd) {
-        Some(cpu) => cpu as i32 != sys::getcpu(),
-        None => false,
+        Some(cpu) if cpu as i32 == sys::getcpu() => Peer::Here,
+        Some(_) => Peer::Elsewhere,
+        None => Peer::Unknown,
     }
+}
+
+/// [`where_peer_runs`]'s answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Peer {
+    /// The socket's last segment came in on this CPU: its sender runs here, and cannot
+    /// send the next one while this worker holds the CPU (a direct wait then blocks at
+    /// once instead of spinning first: `scheduler::direct_wait`).
+    Here,
+    /// On another CPU, or possibly (a unix socket, which records none): no direct wait.
+    Elsewhere,
+    /// Not known (no segment yet, not asked): a direct wait as before the rule.
+    Unknown,
 }
 
 #[cfg(test)]
@@ -82,7 +98,7 @@ mod tests {
     use std::net::{TcpListener, TcpStream};
     use std::os::fd::AsRawFd;
 
-    /// The direct wait's peer rule ([`peer_may_run_elsewhere`]) rests on this: over
+    /// The direct wait's peer rule ([`where_peer_runs`]) rests on this: over
     /// TCP loopback, the kernel takes a segment in on the CPU its sender ran on.
     #[test]
     fn loopback_segments_come_in_on_the_senders_cpu() {

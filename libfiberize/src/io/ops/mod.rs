@@ -36,7 +36,8 @@ use crate::base::stats::{bump, STATS};
 use crate::base::sys;
 use crate::base::sys::{errno, set_errno};
 use crate::io::fdtable::{self, FdState, EPOLL_FD, LOCAL_SOCKET, OWNED, REGISTERED, SOCKET, STREAM, USER_NONBLOCK};
-use crate::io::{peer_cpu, reactor};
+use crate::io::peer_cpu::{self, Peer};
+use crate::io::reactor;
 use crate::runtime::fiber::{self, WaitKind};
 use crate::runtime::scheduler::{self, DirectWait};
 use crate::signal::delivery;
@@ -244,11 +245,14 @@ fn try_direct_wait(
     if reactor::io_waiters() as usize >= crate::base::config::config().workers {
         return None;
     }
-    if st.has(SOCKET) && peer_cpu::peer_may_run_elsewhere(fd, st.has(LOCAL_SOCKET)) {
+    let peer = if st.has(SOCKET) { peer_cpu::where_peer_runs(fd, st.has(LOCAL_SOCKET)) } else { Peer::Unknown };
+    if peer == Peer::Elsewhere {
         bump(&STATS.direct_waits_declined_peer_elsewhere);
         return None;
     }
-    let r = match scheduler::direct_wait(fd, events, deadline, || reactor::leave_epoll_set(fd, st)) {
+    // A peer on this CPU cannot answer while the worker spins: block at once.
+    let spin = peer != Peer::Here;
+    let r = match scheduler::direct_wait(fd, events, deadline, spin, || reactor::leave_epoll_set(fd, st)) {
         DirectWait::Ready(revents) => Ok(revents),
         DirectWait::TimedOut => Err(Waited::TimedOut),
         DirectWait::Other if delivery::interrupted_for_good(me, restartable) => Err(Waited::Interrupted),
