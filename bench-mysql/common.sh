@@ -131,8 +131,7 @@ start_config() { # config
     local c=$1 n=${1%%=*} parts
     cp -a "$WORK/data-prepare" "$WORK/data-$n"
     case $c in
-    native | pool) start_mariadb "$n" "$n" ;;
-    *=native | *=pool) start_mariadb "$n" "${c#*=}" ;;
+    native | pool | *=native | *=pool) start_mariadb "$n" "${c#*=}" ;;
     *=*)
         IFS=+ read -ra parts <<<"${c#*=}"
         LIB=$(realpath "${parts[0]}")
