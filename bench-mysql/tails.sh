@@ -35,7 +35,7 @@ CONFIG_ENV=()
 # so that every run prints its own: the stats line at exit sums the whole invocation.
 METRICS_MS=500
 SERVER_METRICS_INTERVAL=${METRICS_MS}ms
-FIBER_COUNTERS="switches parks direct_waits direct_waits_unspun direct_waits_declined_peer_elsewhere migrations steals turns_ended"
+FIBER_COUNTERS="switches parks direct_waits direct_waits_unspun direct_waits_declined_peer_elsewhere idle_spins_skipped migrations steals turns_ended"
 start_configs_side_by_side tails.sh tails
 echo "== work directory $WORK; point_select at $CONNS connections over $PATHS, ${SECONDS_PER_RUN}s per run, $ROUNDS rounds"
 

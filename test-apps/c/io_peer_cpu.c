@@ -1,17 +1,22 @@
-/* A TCP request/reply server over loopback pinned to one CPU, and a client in another
- * process (this file run again, with LD_PRELOAD removed: a native thread) pinned to a
- * CPU of the caller's choice. Under the library the server's connection thread is a
- * fiber alone on the only worker, so it waits for each request directly in the kernel,
- * and the I/O layer asks where the client runs (io::peer_cpu): on the server's CPU the
- * wait blocks at once (stat direct_waits_unspun), on another it is declined
- * (direct_waits_declined_peer_elsewhere). Stdout is the same natively and preloaded.
+/* A request/reply server over loopback TCP (or a unix socket), pinned to one CPU, and a
+ * client in another process (this file run again, with LD_PRELOAD removed: a native
+ * thread) pinned to a CPU of the caller's choice. Under the library the server's
+ * connection thread is a fiber alone on its worker, so it waits for each request
+ * directly in the kernel, and the I/O layer asks where the client runs (io::peer_cpu):
+ * on the server's CPU the wait blocks at once (stat direct_waits_unspun), on another it
+ * is declined (direct_waits_declined_peer_elsewhere). A worker that runs dry after a
+ * declined wait sleeps without spinning (idle_spins_skipped) only where the kernel may
+ * move it beside the client: not when the server is pinned apart from it; over a unix
+ * socket (no CPU recorded), only when the server may run on every CPU. Stdout is the
+ * same natively and preloaded.
  *
- *   io_peer_cpu SERVER_CPU CLIENT_CPU ROUNDS
- *   io_peer_cpu client PORT CLIENT_CPU ROUNDS      (run by the server)
+ *   io_peer_cpu SERVER_CPU CLIENT_CPU ROUNDS [unix]   (SERVER_CPU "-": not pinned)
+ *   io_peer_cpu client PORT|@NAME CLIENT_CPU ROUNDS   (run by the server)
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <dlfcn.h>
+#include <stddef.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -21,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -44,7 +50,10 @@ static void full(int fd, char *buf, size_t n, int writing) {
     }
 }
 
+static int unix_mode;
+
 static void nodelay(int fd) {
+    if (unix_mode) return;
     int on = 1;
     CHECK(setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof on) == 0);
 }
@@ -73,12 +82,32 @@ static void *serve(void *a) {
     return (void *)served;
 }
 
-static int client(int port, int cpu) {
+/* An abstract unix address (a leading NUL) named after `name`, and its length. */
+static socklen_t unix_address(struct sockaddr_un *su, const char *name) {
+    memset(su, 0, sizeof *su);
+    su->sun_family = AF_UNIX;
+    size_t n = strlen(name);
+    CHECK(n + 1 < sizeof su->sun_path);
+    memcpy(su->sun_path + 1, name, n);
+    return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n);
+}
+
+static int client(const char *addr, int cpu) {
     pin(cpu);
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    CHECK(fd >= 0);
-    struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(port), .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-    CHECK(connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0);
+    int fd;
+    if (addr[0] == '@') {
+        unix_mode = 1;
+        fd = socket(AF_UNIX, SOCK_STREAM, 0);
+        CHECK(fd >= 0);
+        struct sockaddr_un su;
+        socklen_t len = unix_address(&su, addr + 1);
+        CHECK(connect(fd, (struct sockaddr *)&su, len) == 0);
+    } else {
+        fd = socket(AF_INET, SOCK_STREAM, 0);
+        CHECK(fd >= 0);
+        struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(atoi(addr)), .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+        CHECK(connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0);
+    }
     nodelay(fd);
     char buf[16] = { 0 };
     long good = 0;
@@ -101,19 +130,31 @@ static int client(int port, int cpu) {
 int main(int argc, char **argv) {
     if (argc == 5 && strcmp(argv[1], "client") == 0) {
         rounds = atoi(argv[4]);
-        return client(atoi(argv[2]), atoi(argv[3]));
+        return client(argv[2], atoi(argv[3]));
     }
-    CHECK(argc == 4);
-    int server_cpu = atoi(argv[1]), client_cpu = atoi(argv[2]);
+    CHECK(argc == 4 || (argc == 5 && strcmp(argv[4], "unix") == 0));
+    unix_mode = argc == 5;
+    int client_cpu = atoi(argv[2]);
     rounds = atoi(argv[3]);
-    pin(server_cpu); /* before the first thread: the pool then has one worker */
-    int ls = socket(AF_INET, SOCK_STREAM, 0);
+    /* Before the first thread: the pool then has one worker. */
+    if (strcmp(argv[1], "-") != 0) pin(atoi(argv[1]));
+    char addr[64];
+    int ls = socket(unix_mode ? AF_UNIX : AF_INET, SOCK_STREAM, 0);
     CHECK(ls >= 0);
-    struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-    CHECK(bind(ls, (struct sockaddr *)&sa, sizeof sa) == 0);
-    CHECK(listen(ls, 1) == 0);
-    socklen_t len = sizeof sa;
-    CHECK(getsockname(ls, (struct sockaddr *)&sa, &len) == 0);
+    if (unix_mode) {
+        snprintf(addr, sizeof addr, "@io_peer_cpu.%d", (int)getpid());
+        struct sockaddr_un su;
+        socklen_t len = unix_address(&su, addr + 1);
+        CHECK(bind(ls, (struct sockaddr *)&su, len) == 0);
+        CHECK(listen(ls, 1) == 0);
+    } else {
+        struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+        CHECK(bind(ls, (struct sockaddr *)&sa, sizeof sa) == 0);
+        CHECK(listen(ls, 1) == 0);
+        socklen_t len = sizeof sa;
+        CHECK(getsockname(ls, (struct sockaddr *)&sa, &len) == 0);
+        snprintf(addr, sizeof addr, "%d", ntohs(sa.sin_port));
+    }
     pthread_t t;
     CHECK(pthread_create(&t, 0, serve, (void *)(long)ls) == 0);
     fflush(stdout);
@@ -121,11 +162,10 @@ int main(int argc, char **argv) {
     CHECK(child >= 0);
     if (child == 0) {
         unsetenv("LD_PRELOAD");
-        char port[16], cpu[16], r[16];
-        snprintf(port, sizeof port, "%d", ntohs(sa.sin_port));
+        char cpu[16], r[16];
         snprintf(cpu, sizeof cpu, "%d", client_cpu);
         snprintf(r, sizeof r, "%d", rounds);
-        execl("/proc/self/exe", argv[0], "client", port, cpu, r, (char *)0);
+        execl("/proc/self/exe", argv[0], "client", addr, cpu, r, (char *)0);
         _exit(127);
     }
     int status;

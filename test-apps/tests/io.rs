@@ -175,7 +175,11 @@ fn descriptors_closed_in_bulk_or_out_of_sight_then_reused() {
 /// server's only CPU the wait blocks at once, without the spin that could not end it
 /// (`direct_waits_unspun`, session 15: the client cannot send while the worker spins on
 /// its CPU); with the client on another CPU the wait is declined and the fiber parks
-/// (session 11). The client is a native process; the replies are checked by it.
+/// (session 11). A worker that runs dry after a declined wait sleeps without spinning,
+/// so that the client's next send can pull it onto the client's CPU
+/// (`idle_spins_skipped`, session 16), only where the kernel may move it there: not
+/// pinned apart, and over a unix socket only when it may run on every CPU. The client
+/// is a native process; the replies are checked by it.
 #[test]
 fn direct_waits_follow_the_cpu_of_the_peer() {
     let bin = build_c("io_peer_cpu");
@@ -206,6 +210,21 @@ fn direct_waits_follow_the_cpu_of_the_peer() {
     let Some(other) = other else { return };
     let (_, apart) = same_both_ways_bin("io_peer_cpu", &bin, &[here, other, "2000"]);
     assert!(stat(&apart, "direct_waits_declined_peer_elsewhere") > 1000, "{}", apart.stderr);
+    // Pinned apart from its client, the worker keeps its spin after a declined wait:
+    // no wake-up could move it beside the client.
+    assert_eq!(stat(&apart, "idle_spins_skipped"), 0, "{}", apart.stderr);
+    // Over a unix socket the kernel records no CPU: every wait is declined, and the
+    // worker sleeps without spinning only where it may run on every CPU.
+    let (_, unix_pinned) = same_both_ways_bin("io_peer_cpu", &bin, &[here, other, "2000", "unix"]);
+    assert!(stat(&unix_pinned, "direct_waits_declined_peer_elsewhere") > 1000, "{}", unix_pinned.stderr);
+    assert_eq!(stat(&unix_pinned, "idle_spins_skipped"), 0, "{}", unix_pinned.stderr);
+    // SAFETY: sysconf has no preconditions.
+    let online = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
+    if cpus.len() as libc::c_long == online {
+        // The client sleeps every 16th request, so at least 2000 / 16 reads find nothing.
+        let (_, unix_free) = same_both_ways_bin("io_peer_cpu", &bin, &["-", other, "2000", "unix"]);
+        assert!(stat(&unix_free, "idle_spins_skipped") > 60, "{}", unix_free.stderr);
+    }
 }
 
 /// Issue 25: an `SA_RESTART` handler (given to `sigaction` or set by `siginterrupt`)

@@ -66,6 +66,9 @@ counters! {
     /// Direct waits that blocked without spinning first: the peer runs on the worker's
     /// CPU (`scheduler::direct_wait`, "Spinning").
     direct_waits_unspun,
+    /// Idle episodes that slept without spinning: the last fiber declined a wait for a
+    /// peer on another CPU (`scheduler::sleep_without_spin_next`).
+    idle_spins_skipped,
     thread_waits,
     futex_waits,
     futex_wakes,

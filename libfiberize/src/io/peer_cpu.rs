@@ -12,6 +12,8 @@
 //!   never pairs them up again                     again (native threads do the same)
 //! ```
 
+use core::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+
 use libc::c_int;
 
 use crate::base::sys;
@@ -47,9 +49,15 @@ pub fn socket_incoming_cpu(fd: c_int) -> Option<u32> {
 /// came from the other CPU, the fibers hardly waited at all (779 direct waits and 595
 /// parks for 560 000 requests: each worker is preempted by its own client's wake-up
 /// and finds the next request when it runs again, as native server threads do), and
-/// the server ran 0.98–1.05x native's transactions. How the pairs form was not traced:
-/// a parked fiber's readiness wakes a worker, and the kernel places a waking thread by
-/// its waker's CPU.
+/// the server ran 0.98–1.05x native's transactions. The pairs form at wake-ups: a
+/// parked fiber's readiness wakes a sleeping worker, and the kernel places a waking
+/// thread by its waker's CPU. A worker that spins instead and finds the readiness
+/// itself is never woken, and stays where it is: session 16 traced the slow rounds
+/// (0.75–0.86x native) to both workers on one CPU and both clients on the other, or
+/// both fibers on one worker, declining waits for a whole run. So a worker that runs
+/// dry after a declined wait now sleeps without spinning wherever
+/// [`kernel_may_pair_with`] says a wake-up could move it
+/// (`scheduler::sleep_without_spin_next`).
 ///
 /// * TCP and UDP: the CPU the last segment came in on ([`socket_incoming_cpu`]); none
 ///   recorded yet (no segment so far): the direct wait goes ahead.
@@ -68,11 +76,11 @@ pub fn where_peer_runs(fd: c_int, local: bool) -> Peer {
         return Peer::Unknown;
     }
     if local {
-        return Peer::Elsewhere;
+        return Peer::Elsewhere(None);
     }
     match socket_incoming_cpu(fd) {
         Some(cpu) if cpu as i32 == sys::getcpu() => Peer::Here,
-        Some(_) => Peer::Elsewhere,
+        Some(cpu) => Peer::Elsewhere(Some(cpu)),
         None => Peer::Unknown,
     }
 }
@@ -84,10 +92,65 @@ pub enum Peer {
     /// send the next one while this worker holds the CPU (a direct wait then blocks at
     /// once instead of spinning first: `scheduler::direct_wait`).
     Here,
-    /// On another CPU, or possibly (a unix socket, which records none): no direct wait.
-    Elsewhere,
+    /// On another CPU (the one the last segment came in on), or possibly (a unix
+    /// socket, which records none: `None`): no direct wait.
+    Elsewhere(Option<u32>),
     /// Not known (no segment yet, not asked): a direct wait as before the rule.
     Unknown,
+}
+
+/// Whether the kernel may move this worker's thread beside a peer that runs on `cpu`
+/// (`None`: a peer whose CPU is not known, e.g. over a unix socket): `cpu` is in the
+/// process's CPU mask, or, for an unknown CPU, the mask holds every online CPU. Where
+/// it may, a worker that runs dry after declining a wait sleeps at once instead of
+/// spinning (`scheduler::sleep_without_spin_next`), so that the peer's next send wakes
+/// it and the kernel places it by its waker (see "Pairs form at wake-ups" in the
+/// module docs). Where it may not (the server pinned apart from its clients), the spin
+/// stays: only it saves the wake-up.
+pub fn kernel_may_pair_with(cpu: Option<u32>) -> bool {
+    if MASK_STATE.load(Ordering::Acquire) == 0 {
+        read_process_mask();
+    }
+    match cpu {
+        Some(c) => (c as usize) < MASK_CPUS && MASK_WORDS[c as usize / 64].load(Ordering::Relaxed) & (1 << (c % 64)) != 0,
+        None => MASK_STATE.load(Ordering::Relaxed) == MASK_COVERS_ALL_ONLINE,
+    }
+}
+
+/// CPUs the process mask holds at most (`CPU_SETSIZE`).
+const MASK_CPUS: usize = 1024;
+/// [`MASK_STATE`]: not read yet; read, a subset of the online CPUs; read, all of them.
+const MASK_UNREAD: u8 = 0;
+const MASK_SUBSET: u8 = 1;
+const MASK_COVERS_ALL_ONLINE: u8 = 2;
+
+/// The process's CPU mask as a worker first read it ([`read_process_mask`]).
+static MASK_WORDS: [AtomicU64; MASK_CPUS / 64] = [const { AtomicU64::new(0) }; MASK_CPUS / 64];
+static MASK_STATE: AtomicU8 = AtomicU8::new(MASK_UNREAD);
+
+/// Reads the calling thread's CPU mask (a worker's: they inherit the process's) into
+/// [`MASK_WORDS`] and publishes it with a Release store of [`MASK_STATE`], which
+/// readers load with Acquire. Two workers that race here store the same words. A mask
+/// changed later (`taskset -p` on a running server) is not seen: the rule it feeds is
+/// a heuristic, and the spin it decides on is never wrong, only slower.
+#[cold]
+fn read_process_mask() {
+    // SAFETY: all-zero is a valid (empty) cpu_set_t.
+    let mut set: libc::cpu_set_t = unsafe { core::mem::zeroed() };
+    let mut count = 0;
+    if sys::sched_getaffinity(&mut set) > 0 {
+        for c in 0..MASK_CPUS {
+            // SAFETY: CPU_ISSET reads the set; the index is below CPU_SETSIZE.
+            if unsafe { libc::CPU_ISSET(c, &set) } {
+                MASK_WORDS[c / 64].fetch_or(1 << (c % 64), Ordering::Relaxed);
+                count += 1;
+            }
+        }
+    }
+    // SAFETY: sysconf has no preconditions.
+    let online = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
+    let state = if online > 0 && count >= online as usize { MASK_COVERS_ALL_ONLINE } else { MASK_SUBSET };
+    MASK_STATE.store(state, Ordering::Release);
 }
 
 #[cfg(test)]

@@ -109,6 +109,7 @@ const METRICS: &[Metric] = &[
         "Direct waits not taken: the socket's last segment came in on another CPU than the worker's."
     ),
     stat!(direct_waits_unspun, "Direct waits that blocked at once, without a spin: the socket's peer runs on the worker's CPU."),
+    stat!(idle_spins_skipped, "Idle episodes that slept without spinning: the last fiber declined a wait for a peer on another CPU, so the kernel may place the worker beside it."),
     stat!(thread_waits, "Waits of plain threads on the runtime's locks and conditions."),
     stat!(futex_waits, "futex waits of fibers."),
     stat!(futex_wakes, "futex wakes through the runtime."),

@@ -246,8 +246,13 @@ fn try_direct_wait(
         return None;
     }
     let peer = if st.has(SOCKET) { peer_cpu::where_peer_runs(fd, st.has(LOCAL_SOCKET)) } else { Peer::Unknown };
-    if peer == Peer::Elsewhere {
+    if let Peer::Elsewhere(cpu) = peer {
         bump(&STATS.direct_waits_declined_peer_elsewhere);
+        // The fiber parks; if its worker then runs dry, it sleeps at once, and the
+        // peer's next send wakes it where the kernel sees fit: beside the peer.
+        if peer_cpu::kernel_may_pair_with(cpu) {
+            scheduler::sleep_without_spin_next();
+        }
         return None;
     }
     // A peer on this CPU cannot answer while the worker spins: block at once.

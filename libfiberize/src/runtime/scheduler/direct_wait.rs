@@ -44,6 +44,23 @@
 //! transaction more than the native server's). The stat `direct_waits_unspun` counts
 //! these waits.
 //!
+//! # Pairs form at wake-ups: no spin after a declined wait
+//!
+//! A wait declined for a peer on another CPU parks the fiber, and its worker often runs
+//! dry right after. It then sleeps without spinning ([`sleep_without_spin_next`],
+//! stat `idle_spins_skipped`), where the kernel may move it beside the peer at all
+//! (`io::peer_cpu::kernel_may_pair_with`: the peer's CPU is in the process's mask).
+//! The peer's next send wakes it, and the kernel places a thread at its wake-up, by its
+//! waker: the worker lands on the peer's CPU, the next wait there is `Here`, and the
+//! pair stays. A spinning worker that finds the request itself is never woken, so
+//! nothing ever moves it: traced (debug counters, MariaDB point selects at 2
+//! connections over TCP, 2-vCPU VM, session 16), the slow rounds were spent with
+//! both workers on one CPU and both clients on the other, or both fibers on one
+//! worker, every fiber declining its waits for a peer elsewhere (0.14–0.31 declined
+//! waits per transaction against under 0.01 in the fast rounds) for the whole run.
+//! Where the kernel may not move the worker (a server pinned apart from its clients),
+//! the spin stays: it saves a wake-up, and no wake-up would pair anything.
+//!
 //! A direct waiter counts as sleeping: `wake_one_sleeper` prefers ordinary sleepers
 //! and writes the eventfd of a direct one; `unpark` (cancellation, pthread_kill, a
 //! stale wake) writes the eventfd named in the fiber; the monitor does not mistake a
@@ -145,6 +162,18 @@ pub fn direct_wait(fd: i32, events: i16, deadline: Option<u64>, spin: bool, leav
         sys::eventfd_drain(wake_fd);
     }
     outcome
+}
+
+/// The calling fiber declined a direct wait for a peer on another CPU, and the kernel
+/// may move its worker there: if the worker runs dry next, it sleeps without spinning
+/// ("Pairs form at wake-ups" in the module docs). For the I/O layer, in fiber context.
+pub fn sleep_without_spin_next() {
+    let Some(f) = fiber::current() else { return };
+    // `f` is the caller: its worker is the one whose OS thread we are on, the only
+    // thread that touches the flag.
+    if let Some(w) = super::worker_of(f) {
+        w.sleep_without_spin.store(true, Ordering::Relaxed);
+    }
 }
 
 /// Leaves the time from its creation to its drop out of the running fiber's charge

@@ -79,7 +79,7 @@ mod worker_role;
 
 use worker_role::{Role, WorkerRole};
 
-pub use direct_wait::{direct_wait, DirectWait};
+pub use direct_wait::{direct_wait, sleep_without_spin_next, DirectWait};
 pub use fair::{monitor_ticks, parked_long};
 pub(crate) use monitor::{mark_blocked, thread_sleeps_in_kernel, thread_state, BlockedCall};
 pub use start::{pool_never_started, start};
@@ -191,6 +191,10 @@ pub struct WorkerShared {
     /// The worker is blocked in a direct wait for its fiber's descriptor (see the
     /// module docs): wake it through `wake_fd`.
     direct: AtomicBool,
+    /// The fiber that ran last declined a direct wait for a peer the kernel may move
+    /// this worker beside: the next [`worker::idle`] sleeps without spinning
+    /// ([`sleep_without_spin_next`]). Only the worker's own OS thread touches it.
+    sleep_without_spin: AtomicBool,
     /// The worker's own eventfd for ending a direct wait (-1: none, no direct waits).
     wake_fd: AtomicI32,
     /// The worker's own signal mask (kernel set), restored after fibers with their own.

@@ -60,6 +60,7 @@ fn start_pool() {
             role: WorkerRole::active(),
             polling: AtomicBool::new(false),
             direct: AtomicBool::new(false),
+            sleep_without_spin: AtomicBool::new(false),
             wake_fd: AtomicI32::new(-1),
             base_sigmask: AtomicU64::new(0),
             deferred: AtomicU64::new(0),

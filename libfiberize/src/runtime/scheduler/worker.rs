@@ -419,7 +419,12 @@ fn idle(rt: &Runtime, w: &WorkerShared) {
     let polled_something = || {
         poller::try_poll_now(own_set) > 0 || (poller::per_worker() && poller::poll_others_if_stale(own_set, poller::STALE_NS) > 0)
     };
-    if spin_for_work(rt, w, polled_something) {
+    // After a wait declined for a peer on another CPU: no spin (direct_wait.rs,
+    // "Pairs form at wake-ups"). Only this thread touches the flag.
+    let unspun = w.sleep_without_spin.swap(false, Ordering::Relaxed);
+    if unspun {
+        bump(&STATS.idle_spins_skipped);
+    } else if spin_for_work(rt, w, polled_something) {
         return;
     }
 
