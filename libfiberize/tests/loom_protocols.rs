@@ -81,7 +81,7 @@ mod rwlock_word;
 mod sleep_state;
 
 use park_state::{ParkState, UnparkAction};
-use sleep_state::{IdleCounts, SleepWord};
+use sleep_state::{IdleCounts, MonitorDoze, SleepWord};
 
 /// `scheduler::unpark` against `scheduler::park_current` + the worker's handling of
 /// `Switch::Park`, through the real [`ParkState`]: an unpark is never lost, and a fiber
@@ -174,6 +174,33 @@ fn idle_sleep_and_notify_form_a_dekker_pair() {
         let was_notified = word.wake(&counts);
         assert_eq!(was_notified, notified);
         assert_eq!(counts.sleeping(), 0);
+    });
+}
+
+/// The monitor's doze (`scheduler::monitor`, "Dozing") against a worker that leaves
+/// its sleep, through the real [`MonitorDoze`] and [`IdleCounts`]: if the monitor saw
+/// the pool quiet and dozes, the worker moved the word past the value it waits on (so
+/// its futex wait returns at once, or the worker's wake ends it).
+#[test]
+fn monitor_doze_and_worker_wake_form_a_dekker_pair() {
+    loom::model(|| {
+        let counts = Arc::new(IdleCounts::new());
+        let word = Arc::new(SleepWord::new());
+        let doze = Arc::new(MonitorDoze::new());
+        word.announce(&counts); // the pool's only worker sleeps
+        let (c2, w2, d2) = (counts.clone(), word.clone(), doze.clone());
+        let worker = thread::spawn(move || {
+            w2.wake(&c2);
+            d2.worker_woke()
+        });
+        let seen = doze.announce();
+        let quiet = counts.sleeping() >= 1;
+        let woke_monitor = worker.join().unwrap();
+        if quiet {
+            assert!(woke_monitor, "the monitor dozes and nobody wakes it");
+            assert_ne!(doze.word_value(), seen, "the monitor's futex wait would sleep on");
+        }
+        doze.end();
     });
 }
 

@@ -69,6 +69,8 @@ counters! {
     /// Idle episodes that slept without spinning: the last fiber declined a wait for a
     /// peer on another CPU (`scheduler::sleep_without_spin_next`).
     idle_spins_skipped,
+    /// Times the monitor dozed: the whole pool slept (`scheduler::monitor`, "Dozing").
+    monitor_dozes,
     thread_waits,
     futex_waits,
     futex_wakes,

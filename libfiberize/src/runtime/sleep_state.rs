@@ -131,3 +131,79 @@ impl Default for IdleCounts {
         Self::new()
     }
 }
+
+/// The monitor's doze against a worker that leaves a sleep (`scheduler::monitor`,
+/// "Dozing"): `dozing` (0 or 1) and the word the monitor waits on.
+///
+/// ```text
+///   monitor                                 worker, after SleepWord::wake
+///   seen = announce(): dozing = 1, fence,   worker_woke(): fence, dozing? ── no ─> done
+///          then the word                        │ yes: dozing = 0, word += 1,
+///   pool quiet? (IdleCounts::sleeping)          v      futex-wake the monitor
+///   futex_wait(word, seen, until)
+///   end(): dozing = 0
+/// ```
+///
+/// All SeqCst, with a SeqCst fence between each side's write and its read of the
+/// other's (the fences are what the C++ model, and loom, need for a Dekker pair): a
+/// Dekker pair as [`SleepWord`]'s. Either the monitor's check sees the worker's
+/// `sleeping -= 1`, or the worker sees `dozing` and moves the word past `seen`, so the monitor's wait returns at once or is woken (model:
+/// `monitor_doze_and_worker_wake_form_a_dekker_pair` in `libfiberize/tests/loom_protocols.rs`).
+pub struct MonitorDoze {
+    dozing: AtomicU32,
+    word: AtomicU32,
+}
+
+impl MonitorDoze {
+    pub fn new() -> MonitorDoze {
+        MonitorDoze { dozing: AtomicU32::new(0), word: AtomicU32::new(0) }
+    }
+
+    /// The monitor, before it checks whether the pool is quiet: announces a doze, and
+    /// returns the value to wait on.
+    pub fn announce(&self) -> u32 {
+        self.dozing.store(1, Ordering::SeqCst);
+        fence(Ordering::SeqCst);
+        self.word.load(Ordering::SeqCst)
+    }
+
+    /// The value of the wait word now (a tick waits on it too, so that a worker's
+    /// late bump does not make every later wait return at once).
+    pub fn word_value(&self) -> u32 {
+        self.word.load(Ordering::SeqCst)
+    }
+
+    /// The word the monitor waits on, for the futex wait and wake.
+    pub fn futex_word(&self) -> &AtomicU32 {
+        &self.word
+    }
+
+    /// The monitor, after its wait: no longer dozing.
+    pub fn end(&self) {
+        self.dozing.store(0, Ordering::SeqCst);
+    }
+
+    /// A worker that has just left a sleep: true if the monitor dozes and the caller
+    /// moved the word, so it must now futex-wake the monitor. One SeqCst load when
+    /// the monitor does not doze.
+    #[inline]
+    pub fn worker_woke(&self) -> bool {
+        fence(Ordering::SeqCst);
+        self.dozing.load(Ordering::SeqCst) != 0 && self.take_doze()
+    }
+
+    #[cold]
+    fn take_doze(&self) -> bool {
+        if self.dozing.swap(0, Ordering::SeqCst) == 0 {
+            return false;
+        }
+        self.word.fetch_add(1, Ordering::SeqCst);
+        true
+    }
+}
+
+impl Default for MonitorDoze {
+    fn default() -> Self {
+        Self::new()
+    }
+}

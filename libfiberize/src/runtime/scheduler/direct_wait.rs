@@ -153,6 +153,7 @@ pub fn direct_wait(fd: i32, events: i16, deadline: Option<u64>, spin: bool, leav
     if notified {
         bump(&STATS.worker_wakeups);
     }
+    rt.wake_monitor_if_dozing();
 
     w.direct.store(false, Ordering::SeqCst);
     // A wake-up written for us (now or by a notifier that raced with the end of the

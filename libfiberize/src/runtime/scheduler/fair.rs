@@ -336,6 +336,12 @@ impl Runtime {
     /// ticks come late (a run of the tails at 64 connections with timed charges and V
     /// moving a fixed tick per tick found fibers ahead 7 times as often as with the
     /// samples, which came late alike).
+    /// Ticks a doze of the monitor skipped (`monitor`, "Dozing"): they still date lock
+    /// waits and later-queue stays. Nothing ran meanwhile, so V stays.
+    pub(super) fn fair_ticks_skipped(&self, skipped: u64) {
+        self.fair.ticks.fetch_add(skipped, Ordering::Relaxed);
+    }
+
     pub(super) fn fair_tick(&self, runnable: u64) {
         // The tick count also dates lock waits (`parked_long`): counted even without the order.
         self.fair.ticks.store(self.fair.ticks.load(Ordering::Relaxed) + 1, Ordering::Relaxed);

@@ -262,9 +262,9 @@ pub struct Runtime {
     turn_budget: turn::Budget,
     handoff_head: AtomicPtr<Fiber>,
     idle: IdleCounts,
-    /// The monitor sleeps on this word between ticks. It stays 0: nothing wakes the
-    /// monitor early since the dump moved to its own thread (crate::observe::dump).
-    monitor_word: AtomicU32,
+    /// The word the monitor sleeps on between ticks, and whether it dozes: a worker
+    /// that leaves a sleep while it dozes wakes it ([`monitor`], "Dozing").
+    monitor_doze: crate::runtime::sleep_state::MonitorDoze,
     /// Signal mask of the thread that started the pool; workers adopt it, so fibers
     /// see the mask a native thread created at that point would have inherited.
     initial_sigmask: libc::sigset_t,

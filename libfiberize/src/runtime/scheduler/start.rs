@@ -80,7 +80,7 @@ fn start_pool() {
         turn_budget: turn::Budget::new(),
         handoff_head: AtomicPtr::new(ptr::null_mut()),
         idle: IdleCounts::new(),
-        monitor_word: AtomicU32::new(0),
+        monitor_doze: crate::runtime::sleep_state::MonitorDoze::new(),
         initial_sigmask,
     }));
     if cfg.stats || cfg.report.is_some() {

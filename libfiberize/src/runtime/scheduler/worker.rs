@@ -451,4 +451,5 @@ fn idle(rt: &Runtime, w: &WorkerShared) {
     if w.sleep_word.wake(&rt.idle) {
         bump(&STATS.worker_wakeups);
     }
+    rt.wake_monitor_if_dozing();
 }
