@@ -59,14 +59,18 @@ start_mariadb() { # NAME MODE [TAG]
     for _ in $(seq 1 "$tries"); do
         if mariadb --no-defaults -h127.0.0.1 -P"${PORT[$name]}" -uroot -e "select 1" >/dev/null 2>&1; then
             if [ "$mode" = preload ] && ! grep -q libfiberize "/proc/$MARIADB_PID/maps"; then
-                echo "server $name: library not loaded in mariadbd ($LIB)"; exit 1
+                echo "server $name: library not loaded in mariadbd ($LIB)"
+                kill -9 "$MARIADB_PID" 2>/dev/null || true # a caller without a cleanup trap would leave it running
+                exit 1
             fi
             return 0
         fi
         kill -0 "$MARIADB_PID" 2>/dev/null || { echo "server $name ($mode) exited during start:"; tail -20 "$log"; exit 1; }
         sleep 0.5
     done
-    echo "server $name ($mode) did not start:"; tail -20 "$log"; exit 1
+    echo "server $name ($mode) did not start:"; tail -20 "$log"
+    kill -9 "$MARIADB_PID" 2>/dev/null || true
+    exit 1
 }
 stop_mariadb() { # NAME
     mariadb-admin --no-defaults -h127.0.0.1 -P"${PORT[$1]}" -uroot shutdown >/dev/null 2>&1 || true
