@@ -108,7 +108,7 @@ pub enum Peer {
 /// module docs). Where it may not (the server pinned apart from its clients), the spin
 /// stays: only it saves the wake-up.
 pub fn kernel_may_pair_with(cpu: Option<u32>) -> bool {
-    if MASK_STATE.load(Ordering::Acquire) == 0 {
+    if MASK_STATE.load(Ordering::Acquire) == MASK_UNREAD {
         read_process_mask();
     }
     match cpu {

@@ -147,8 +147,10 @@ impl Default for IdleCounts {
 /// All SeqCst, with a SeqCst fence between each side's write and its read of the
 /// other's (the fences are what the C++ model, and loom, need for a Dekker pair): a
 /// Dekker pair as [`SleepWord`]'s. Either the monitor's check sees the worker's
-/// `sleeping -= 1`, or the worker sees `dozing` and moves the word past `seen`, so the monitor's wait returns at once or is woken (model:
-/// `monitor_doze_and_worker_wake_form_a_dekker_pair` in `libfiberize/tests/loom_protocols.rs`).
+/// `sleeping -= 1`, or the worker sees `dozing` and moves the word past `seen`, so the
+/// monitor's wait returns at once or is woken (model:
+/// `monitor_doze_and_worker_wake_form_a_dekker_pair` in
+/// `libfiberize/tests/loom_protocols.rs`).
 pub struct MonitorDoze {
     dozing: AtomicU32,
     word: AtomicU32,

@@ -29,21 +29,20 @@
 //! at most [`MAX_DOZE_NS`], or until a worker wakes up:
 //!
 //! ```text
-//!   monitor                                   worker leaving a sleep
-//!   dozing = true                             sleep_word.wake: sleeping -= 1
-//!   seen = monitor_word                       (both SeqCst)
+//!   monitor (MonitorDoze::announce)           worker leaving a sleep
+//!   dozing = 1, fence                         sleep_word.wake: sleeping -= 1
+//!   seen = word                               fence (MonitorDoze::worker_woke)
 //!   pool_is_quiet? (reads sleeping) ── no ─> tick as usual
-//!        │ yes                                dozing? ── yes ─> dozing = false,
-//!        v                                                      monitor_word += 1,
-//!   futex_wait(monitor_word, seen, until)                      futex_wake
-//!   dozing = false
+//!        │ yes                                dozing? ── yes ─> dozing = 0,
+//!        v                                                      word += 1,
+//!   futex_wait(word, seen, until)                               futex_wake
+//!   dozing = 0
 //! ```
 //!
 //! The two SeqCst sequences form a Dekker pair: either the monitor's check sees the
 //! worker awake (and does not doze), or the worker sees `dozing` and changes the word,
 //! so the futex wait returns at once or is woken (`sleep_state::MonitorDoze`, checked
-//! by a loom model). Nothing else needs the tick while
-//! every worker sleeps: no fiber runs on a worker, a sleeping worker fires its own
+//! by a loom model). Nothing else needs the tick while every worker sleeps: no fiber runs on a worker, a sleeping worker fires its own
 //! timers (it sleeps until its earliest), and the timers of the others bound the doze.
 //! Work that arrives wakes a worker (readiness, a producer's notify), which wakes the
 //! monitor. What a doze delays: the exit when `main` ended with `pthread_exit` while
