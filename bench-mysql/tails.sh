@@ -83,9 +83,12 @@ point_once() { # name round
             read -r res0 cal0 ctxt0 idle0 total0 <<<"$(kernel_counters)"
             read -r delay0 waits0 cpu0 preempted0 <<<"$(server_sched_counters "$n")"
             fibers0=$(server_counters "$n" $FIBER_COUNTERS)
-            ${CLIENT_PIN[@]+"${CLIENT_PIN[@]}"} sysbench --db-driver=mysql "${where[@]}" --mysql-user=root --mysql-db=sbtest \
+            # The client's CPU time (user and system seconds, bash's `time`): on a machine the
+            # client shares, what the server's scheduling costs the client counts too.
+            { TIMEFORMAT='%U %S'; time ${CLIENT_PIN[@]+"${CLIENT_PIN[@]}"} sysbench --db-driver=mysql "${where[@]}" --mysql-user=root --mysql-db=sbtest \
                 --tables="$TABLES" --table-size="$TABLE_SIZE" --rand-type=uniform --histogram=on \
-                --threads="$conns" --time="$SECONDS_PER_RUN" oltp_point_select run >"$log" 2>&1 || true
+                --threads="$conns" --time="$SECONDS_PER_RUN" oltp_point_select run >"$log" 2>&1 || true; } 2>"$log.cpu"
+            read -r client_user client_sys <"$log.cpu" || { client_user=0; client_sys=0; }
             read -r t p95 p99 <<<"$(summarize "$log")"
             read -r res1 cal1 ctxt1 idle1 total1 <<<"$(kernel_counters)"
             read -r delay1 waits1 cpu1 preempted1 <<<"$(server_sched_counters "$n")"
@@ -95,17 +98,19 @@ point_once() { # name round
             echo "round $r $n $path $conns tps=$t p95=$p95 p99=$p99" | tee -a "$WORK/results.txt"
             awk -v t="$t" -v s="$SECONDS_PER_RUN" -v res=$((res1 - res0)) -v cal=$((cal1 - cal0)) -v cx=$((ctxt1 - ctxt0)) \
                 -v idle=$((idle1 - idle0)) -v total=$((total1 - total0)) -v delay=$((delay1 - delay0)) \
-                -v waits=$((waits1 - waits0)) -v cpu=$((cpu1 - cpu0)) -v preempted=$((preempted1 - preempted0)) 'BEGIN { n = t * s; if (n <= 0 || total <= 0) exit
+                -v waits=$((waits1 - waits0)) -v cpu=$((cpu1 - cpu0)) -v preempted=$((preempted1 - preempted0)) \
+                -v cu="$client_user" -v cs="$client_sys" 'BEGIN { n = t * s; if (n <= 0 || total <= 0) exit
+                client = sprintf(", client %.1f us on a CPU (%.1f in the kernel)", (cu + cs) * 1e6 / n, cs * 1e6 / n)
                 if (delay < 0 || waits < 0 || cpu < 0 || preempted < 0) {
                     # The sums cover the threads alive at each read: a native server ends the
                     # connection threads its thread cache does not keep as sysbench disconnects
                     # (1024 connections), and their counters go with them.
-                    printf "    per transaction: %.3f rescheduling IPIs, %.3f function-call IPIs, %.2f context switches; the server ended threads during the run, so its own counters are left out; CPUs idle %.1f%%\n",
-                        res / n, cal / n, cx / n, 100 * idle / total
+                    printf "    per transaction: %.3f rescheduling IPIs, %.3f function-call IPIs, %.2f context switches; the server ended threads during the run, so its own counters are left out; CPUs idle %.1f%%%s\n",
+                        res / n, cal / n, cx / n, 100 * idle / total, client
                     exit
                 }
-                printf "    per transaction: %.1f us of the server on a CPU, %.3f rescheduling IPIs, %.3f function-call IPIs, %.2f context switches, %.1f us of the server waiting for a CPU (%.1f us per wait, %.3f preemptions); CPUs idle %.1f%%\n",
-                    cpu / n / 1000, res / n, cal / n, cx / n, delay / n / 1000, (waits > 0 ? delay / waits / 1000 : 0), preempted / n, 100 * idle / total }'
+                printf "    per transaction: %.1f us of the server on a CPU, %.3f rescheduling IPIs, %.3f function-call IPIs, %.2f context switches, %.1f us of the server waiting for a CPU (%.1f us per wait, %.3f preemptions); CPUs idle %.1f%%%s\n",
+                    cpu / n / 1000, res / n, cal / n, cx / n, delay / n / 1000, (waits > 0 ? delay / waits / 1000 : 0), preempted / n, 100 * idle / total, client }'
             # A preloaded server's own counters over this run, per transaction: how often
             # its fibers switched, parked, waited directly (or were refused a direct wait
             # because the peer ran on another CPU), moved between workers, and ended turns.
