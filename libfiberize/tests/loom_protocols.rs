@@ -81,7 +81,7 @@ mod rwlock_word;
 mod sleep_state;
 
 use park_state::{ParkState, UnparkAction};
-use sleep_state::{IdleCounts, MonitorDoze, SleepWord};
+use sleep_state::{DonorWait, IdleCounts, MonitorDoze, SleepWord};
 
 /// `scheduler::unpark` against `scheduler::park_current` + the worker's handling of
 /// `Switch::Park`, through the real [`ParkState`]: an unpark is never lost, and a fiber
@@ -201,6 +201,34 @@ fn monitor_doze_and_worker_wake_form_a_dekker_pair() {
             assert_ne!(doze.word_value(), seen, "the monitor's futex wait would sleep on");
         }
         doze.end();
+    });
+}
+
+/// `signal::delivery::fiber_sigtimedwait` on the donor ([`DonorWait::begin`], then a look
+/// for held signals and a cancellation request) against `pthread_kill` / `pthread_cancel`
+/// (publish, then [`DonorWait::interrupt_needed`], then the kick to the donor): a waiter
+/// that did not see the request has a kick pending, so its `rt_sigtimedwait` returns.
+#[test]
+fn donor_wait_and_its_interruption_form_a_dekker_pair() {
+    loom::model(|| {
+        let wait = Arc::new(DonorWait::new());
+        let requested = Arc::new(AtomicBool::new(false));
+        let kicks = Arc::new(AtomicUsize::new(0));
+        let (w2, r2, k2) = (wait.clone(), requested.clone(), kicks.clone());
+        let signaller = thread::spawn(move || {
+            r2.store(true, Ordering::SeqCst); // SignalState::hold, Cancellation::request
+            if w2.interrupt_needed() {
+                k2.fetch_add(1, Ordering::SeqCst); // tgkill(donor, KICK_SIGNAL)
+            }
+        });
+        wait.begin();
+        let saw_request = requested.load(Ordering::SeqCst);
+        signaller.join().unwrap();
+        if !saw_request {
+            assert_eq!(kicks.load(Ordering::SeqCst), 1, "the donor waits with the request unseen and no kick pending");
+        }
+        let kicked = wait.end();
+        assert_eq!(kicked, kicks.load(Ordering::SeqCst) == 1);
     });
 }
 

@@ -126,7 +126,13 @@ fn an_idle_pool_lets_the_monitor_doze_and_still_wakes_for_everything() {
 
 #[test]
 fn cancellation_of_fibers() {
-    same_both_ways("cancel", &[]);
+    let (_, pre) = same_both_ways("cancel", &[]);
+    // The quiet sigwait case ran in a fiber (its wait on the donor), not natively.
+    assert!(
+        pre.stderr.contains("quiet sigwait:") && pre.stderr.contains("fiber=1"),
+        "the sigwait waiter was no fiber:\n{}",
+        pre.stderr
+    );
 }
 
 #[test]

@@ -55,6 +55,7 @@ use corosensei::{Coroutine, Yielder};
 
 use crate::base::stats::{bump, STATS};
 use crate::runtime::park_state::ParkState;
+use crate::runtime::sleep_state::DonorWait;
 
 /// Why a fiber gave control back to whoever resumed it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -167,6 +168,9 @@ pub struct Fiber {
     pub(crate) cancel: Cancellation,
     /// The worker's wake-up eventfd while the fiber waits directly in the kernel.
     pub(crate) direct_wake: DirectWake,
+    /// Whether the fiber waits on its donor where only a kick to the donor ends the wait
+    /// for a held signal or a cancellation request (`signal::delivery::fiber_sigtimedwait`).
+    pub(crate) donor_wait: DonorWait,
     /// WTLS registrations, pin and end callbacks (`crate::runtime::wtls`); null until
     /// the fiber's first WTLS call, so that a fiber without any pays one load a switch.
     wtls: AtomicPtr<crate::runtime::wtls::FiberWtls>,
@@ -219,6 +223,7 @@ impl Fiber {
             demotion: Demotion::new(),
             cancel: Cancellation::new(),
             direct_wake: DirectWake::new(),
+            donor_wait: DonorWait::new(),
             wtls: AtomicPtr::new(core::ptr::null_mut()),
             stack_limit: AtomicUsize::new(0),
             stack_base: AtomicUsize::new(0),

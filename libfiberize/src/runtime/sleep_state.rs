@@ -209,3 +209,72 @@ impl Default for MonitorDoze {
         Self::new()
     }
 }
+
+const DONOR_NOT_WAITING: u32 = 0;
+const DONOR_WAITING: u32 = 1;
+const DONOR_KICKED: u32 = 2;
+
+/// A fiber's wait on its donor that other threads must be able to interrupt
+/// (`sigwait` and friends: a signal `pthread_kill` holds for the fiber, or
+/// `pthread_cancel`, must end it). The donor blocks every signal while its fiber
+/// lives, the kick signal included, so a kick sent to the donor's kernel thread stays
+/// pending until the wait takes it: the waiter adds the kick signal to the set it
+/// waits for, and a kick that arrives before the wait begins ends it at once. That
+/// closes the race a handler-based interruption has (the signal lands between the
+/// check and the system call, and the wait sleeps on); before issue 27's session 17
+/// the wait woke every 10 ms instead to look (`signal::cancel::DONOR_WAIT_SLICE_NS`),
+/// 100 wake-ups a second for an idle MariaDB's signal thread.
+///
+/// ```text
+///   waiter (on the donor)                    signaller (pthread_kill, pthread_cancel)
+///   begin(): word = Waiting, fence           publish (held |= sig; requested = true)
+///   request there? ── yes ─> end(), act      fence; interrupt_needed():
+///        │ no                                      word Waiting → Kicked ?
+///        v                                         │ yes
+///   rt_sigtimedwait(set + kick) ── kick ─> begin() again, look again
+///   end(): word = NotWaiting; kicked? drain a kick left pending (best effort)
+/// ```
+///
+/// All SeqCst, with a SeqCst fence between each side's write and its read of the
+/// other's: a Dekker pair as [`SleepWord`]'s. Either the waiter's look sees the
+/// request, or the signaller sees `Waiting` and kicks, so the wait returns at once or
+/// is ended (model: `donor_wait_and_its_interruption_form_a_dekker_pair` in
+/// `libfiberize/tests/loom_protocols.rs`). A kick that arrives after the wait ended
+/// stays pending on the donor: the next such wait returns once for it and looks again,
+/// and a donor that becomes a plain thread runs the kick handler, which does nothing
+/// outside a fiber.
+pub struct DonorWait(AtomicU32);
+
+impl DonorWait {
+    pub fn new() -> DonorWait {
+        DonorWait(AtomicU32::new(DONOR_NOT_WAITING))
+    }
+
+    /// The waiter, before it looks for a request (and again after each kick it took).
+    pub fn begin(&self) {
+        self.0.store(DONOR_WAITING, Ordering::SeqCst);
+        fence(Ordering::SeqCst);
+    }
+
+    /// The waiter, when its wait is over: true if a signaller kicked it since the last
+    /// [`Self::begin`] (a kick may still be pending on the donor).
+    pub fn end(&self) -> bool {
+        self.0.swap(DONOR_NOT_WAITING, Ordering::SeqCst) == DONOR_KICKED
+    }
+
+    /// A signaller, after it published its request: true if the fiber waits on its
+    /// donor and the caller must now send it the kick (one kick per [`Self::begin`]).
+    /// A fence and one SeqCst load when it does not wait.
+    #[inline]
+    pub fn interrupt_needed(&self) -> bool {
+        fence(Ordering::SeqCst);
+        self.0.load(Ordering::SeqCst) == DONOR_WAITING
+            && self.0.compare_exchange(DONOR_WAITING, DONOR_KICKED, Ordering::SeqCst, Ordering::SeqCst).is_ok()
+    }
+}
+
+impl Default for DonorWait {
+    fn default() -> Self {
+        Self::new()
+    }
+}

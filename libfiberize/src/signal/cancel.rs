@@ -45,13 +45,15 @@ pub fn cancel_fiber(target: &FiberRef) -> libc::c_int {
     if target.cancel.is_asynchronous() {
         crate::runtime::kick::kick(target);
     }
+    crate::signal::delivery::interrupt_donor_wait(target);
     0
 }
 
 /// How long a fiber's wait that runs in glibc or the kernel on its donor (a join of a
-/// plain thread, a process-shared condvar wait, a signal wait, poll/select over several
-/// fds) blocks before it looks for a cancellation request: our cancellation cannot
-/// reach into such a wait. Origin: a cancellation latency of 10 ms is invisible to the
+/// plain thread, a process-shared condvar wait, poll/select over several fds) blocks
+/// before it looks for a cancellation request: our cancellation cannot reach into such
+/// a wait. (A signal wait needs no slices: its senders kick the donor, see
+/// `signal::delivery::fiber_sigtimedwait`.) Origin: a cancellation latency of 10 ms is invisible to the
 /// programs that cancel such waiters (shutdown paths); a donor waking 100 times a
 /// second while it waits costs nothing measurable.
 pub const DONOR_WAIT_SLICE_NS: u64 = 10_000_000;

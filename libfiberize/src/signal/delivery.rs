@@ -23,6 +23,7 @@ use libc::{c_int, sigset_t};
 
 use crate::base::sys;
 use crate::runtime::fiber::Fiber;
+use crate::runtime::kick::{KICK_BIT, KICK_SIGNAL};
 
 fn to_kernel(set: &sigset_t) -> u64 {
     // SAFETY: glibc's sigset_t starts with the kernel's 64-bit mask (x86_64).
@@ -59,7 +60,7 @@ pub unsafe fn fiber_sigmask(f: &Fiber, how: c_int, set: *const sigset_t, old: *m
     // The kernel never blocks SIGKILL and SIGSTOP.
     let new = new & !((1u64 << (libc::SIGKILL - 1)) | (1u64 << (libc::SIGSTOP - 1)));
     f.signals.set_mask(new);
-    sys::sigmask_set(new & !crate::runtime::kick::KICK_BIT);
+    sys::sigmask_set(new & !KICK_BIT);
     // Unblocking may release signals that were sent to this fiber meanwhile.
     if f.signals.held() != 0 {
         deliver_pending(f);
@@ -205,6 +206,7 @@ pub fn kill_fiber(target: &crate::runtime::fiber::FiberRef, sig: c_int) -> c_int
     }
     crate::runtime::scheduler::unpark(target);
     crate::runtime::kick::kick(target);
+    interrupt_donor_wait(target);
     0
 }
 
@@ -225,16 +227,17 @@ pub fn raise_in_fiber(f: &Fiber, sig: c_int) -> c_int {
 // sigwait and friends for fibers
 // ---------------------------------------------------------------------------------
 
-/// How long a fiber's signal wait blocks on its donor before it looks again for
-/// signals held for the fiber (`pthread_kill` while it waits) and for a cancellation
-/// request.
-const SIGWAIT_SLICE_NS: u64 = crate::signal::cancel::DONOR_WAIT_SLICE_NS;
-
-/// `sigtimedwait` (and `sigwaitinfo`, `sigwait`) for a fiber: `timeout_ns` relative (`None`: no limit). Waits on the donor in slices so that a
-/// signal `pthread_kill` holds for this fiber is taken too (sigwait consumes a pending
-/// blocked signal, and a held one is pending for the fiber), and so that
-/// `pthread_cancel` acts (sigwait is a cancellation point; glibc's own would wait on
-/// where our cancellation cannot reach). glibc's internal signals are never waited for.
+/// `sigtimedwait` (and `sigwaitinfo`, `sigwait`) for a fiber: `timeout_ns` relative
+/// (`None`: no limit). Waits on the donor, in the kernel, for the signals of `set` *and*
+/// the kick signal: a signal `pthread_kill` holds for this fiber is taken too (sigwait
+/// consumes a pending blocked signal, and a held one is pending for the fiber), and
+/// `pthread_cancel` acts (sigwait is a cancellation point; glibc's own would wait where
+/// our cancellation cannot reach). Their senders kick the donor when it waits
+/// ([`interrupt_donor_wait`]; the protocol is `runtime::sleep_state::DonorWait`): the
+/// wait wakes only for them, for its own signals and for its timeout, as a native
+/// `sigwait` does. glibc's internal signals are never waited for. The kick signal is
+/// the library's (`sigaction` refuses it), so a program that waits for it here cannot
+/// tell its own from a kick: such a wait looks again and goes on.
 /// Returns the signal number, or -errno (EAGAIN on timeout, EINVAL).
 ///
 /// # Safety
@@ -245,41 +248,64 @@ pub unsafe fn fiber_sigtimedwait(f: &Fiber, set: &sigset_t, info: *mut libc::sig
     let deadline = timeout_ns.map(|t| sys::now_ns().saturating_add(t));
     crate::signal::cancel::testcancel();
     // The whole wait runs on the donor; it comes back to the fiber only with a result.
-    let r = crate::runtime::fiber::run_on_donor(|| loop {
-        if let Some(sig) = take_held(f, set) {
-            if !info.is_null() {
-                // SAFETY: the caller's siginfo out-parameter; a thread-directed signal
-                // from this process: si_code SI_TKILL, as the kernel gives.
-                unsafe {
-                    core::ptr::write_bytes(info, 0, 1);
-                    (*info).si_signo = sig;
-                    (*info).si_code = libc::SI_TKILL;
+    let r = crate::runtime::fiber::run_on_donor(|| {
+        let r = loop {
+            f.donor_wait.begin();
+            if let Some(sig) = take_held(f, set) {
+                if !info.is_null() {
+                    // SAFETY: the caller's siginfo out-parameter; a thread-directed signal
+                    // from this process: si_code SI_TKILL, as the kernel gives.
+                    unsafe {
+                        core::ptr::write_bytes(info, 0, 1);
+                        (*info).si_signo = sig;
+                        (*info).si_code = libc::SI_TKILL;
+                    }
                 }
+                break sig as isize;
             }
-            return sig as isize;
-        }
-        if f.cancel_pending() {
-            return CANCELLED;
-        }
-        let now = sys::now_ns();
-        let slice_end = now + SIGWAIT_SLICE_NS;
-        let (until, last) = match deadline {
-            Some(d) if d <= slice_end => (d, true),
-            _ => (slice_end, false),
+            if f.cancel_pending() {
+                break CANCELLED;
+            }
+            let left = deadline.map(|d| sys::ns_to_timespec(d.saturating_sub(sys::now_ns())));
+            // SAFETY: the caller's info pointer (or null: its contract). The donor blocks
+            // every signal, the kick included, so each of `set | KICK_BIT` that arrives
+            // stays pending until this call takes it.
+            let r = unsafe { sys::rt_sigtimedwait(set | KICK_BIT, info, left.as_ref()) };
+            // A kick: a sender published a held signal or a cancellation request (or the
+            // kick is a late one of an earlier wait); EINTR (SIGCONT after a stop) is
+            // not an answer either.
+            if r != KICK_SIGNAL as isize && r != -(libc::EINTR as isize) {
+                break r;
+            }
         };
-        let ts = sys::ns_to_timespec(until.saturating_sub(now));
-        // SAFETY: the caller's info pointer (or null: its contract).
-        let r = unsafe { sys::rt_sigtimedwait(set, info, Some(&ts)) };
-        // A slice that ran out is not the caller's timeout; EINTR is not an answer.
-        let slice_ran_out = r == -(libc::EAGAIN as isize) && !last;
-        if !slice_ran_out && r != -(libc::EINTR as isize) {
-            return r;
+        if f.donor_wait.end() {
+            drain_kick();
         }
+        r
     });
     if r == CANCELLED {
         crate::signal::cancel::testcancel();
     }
     r as c_int
+}
+
+/// After a sender kicked this donor's wait: takes the kick if it is pending still, so
+/// that the next wait does not wake for it (best effort: a sender between its check and
+/// its `tgkill` may send it later; that wait then looks once more and goes on).
+#[cold]
+fn drain_kick() {
+    let now = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: no siginfo is asked for; a zero timeout only polls.
+    unsafe { sys::rt_sigtimedwait(KICK_BIT, core::ptr::null_mut(), Some(&now)) };
+}
+
+/// A sender published a held signal or a cancellation request for `target`: if the
+/// fiber waits on its donor for it ([`fiber_sigtimedwait`]), kick the donor's kernel
+/// thread, which blocks the kick signal and so finds it pending in its wait.
+pub fn interrupt_donor_wait(target: &Fiber) {
+    if target.donor_wait.interrupt_needed() {
+        sys::tgkill(target.identity.donor_tid() as i32, KICK_SIGNAL);
+    }
 }
 
 /// Takes one signal of `set` that `pthread_kill` holds for fiber `f`.
