@@ -2,7 +2,9 @@
  * the monitor thread dozes instead of ticking 1 000 times a second (stat monitor_dozes).
  * What must still happen on time, or at all, while the pool sleeps: a nanosleep's
  * timer, a condvar's timeout, a pipe's readiness (written by the main thread), and a
- * condvar signal from the main thread. Stdout is the same natively and preloaded. */
+ * condvar signal from the main thread. And a thread that wakes every 40 ms for a moment:
+ * the monitor dozes again soon after each of its errands. Stdout is the same natively
+ * and preloaded. */
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
@@ -49,6 +51,14 @@ static void *reader(void *a) {
     return (void *)(n == 5 && memcmp(buf, "hello", 5) == 0 ? "pipe read hello" : "pipe read wrong");
 }
 
+/* Wakes every 40 ms for a moment, as an idle server's background threads do: between
+ * its errands the monitor dozes again after two quiet ticks (stat monitor_wakeups). */
+static void *ticker(void *a) {
+    (void)a;
+    for (int i = 0; i < 10; i++) sleep_ms(40);
+    return (void *)"ticker woke 10 times";
+}
+
 static void *signal_waiter(void *a) {
     (void)a;
     pthread_mutex_lock(&m);
@@ -59,9 +69,9 @@ static void *signal_waiter(void *a) {
 
 int main(void) {
     CHECK(pipe(pipe_fds) == 0);
-    pthread_t t[4];
-    void *(*fns[4])(void *) = { sleeper, timed_waiter, reader, signal_waiter };
-    for (int i = 0; i < 4; i++) CHECK(pthread_create(&t[i], 0, fns[i], 0) == 0);
+    pthread_t t[5];
+    void *(*fns[5])(void *) = { sleeper, timed_waiter, reader, signal_waiter, ticker };
+    for (int i = 0; i < 5; i++) CHECK(pthread_create(&t[i], 0, fns[i], 0) == 0);
     /* Long enough for the pool to fall asleep and the monitor to doze, twice. */
     sleep_ms(300);
     CHECK(write(pipe_fds[1], "hello", 5) == 5);
@@ -70,7 +80,7 @@ int main(void) {
     signalled = 2;
     pthread_cond_broadcast(&c);
     pthread_mutex_unlock(&m);
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < 5; i++) {
         void *r;
         CHECK(pthread_join(t[i], &r) == 0);
         printf("%s\n", (const char *)r);

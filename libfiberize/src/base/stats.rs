@@ -71,6 +71,8 @@ counters! {
     idle_spins_skipped,
     /// Times the monitor dozed: the whole pool slept (`scheduler::monitor`, "Dozing").
     monitor_dozes,
+    /// Times the monitor's thread woke: a tick, the end of a doze (`scheduler::monitor`).
+    monitor_wakeups,
     thread_waits,
     futex_waits,
     futex_wakes,

@@ -111,6 +111,7 @@ const METRICS: &[Metric] = &[
     stat!(direct_waits_unspun, "Direct waits that blocked at once, without a spin: the socket's peer runs on the worker's CPU."),
     stat!(idle_spins_skipped, "Idle episodes that slept without spinning: the last fiber declined a wait for a peer on another CPU, so the kernel may place the worker beside it."),
     stat!(monitor_dozes, "Times the monitor thread slept past its tick because every worker slept and nothing was queued."),
+    stat!(monitor_wakeups, "Times the monitor thread woke: every tick, and the end of every doze."),
     stat!(thread_waits, "Waits of plain threads on the runtime's locks and conditions."),
     stat!(futex_waits, "futex waits of fibers."),
     stat!(futex_wakes, "futex wakes through the runtime."),

@@ -49,6 +49,18 @@
 //! the last thread finished on a donor, and the monitor's net for a lost wake-up, both
 //! by at most [`MAX_DOZE_NS`]. The ticks a doze skipped still count where a count of
 //! ticks measures time (the fair clock's tick count, the report's worker samples).
+//!
+//! # Dozing again
+//!
+//! A pool that idles for long is still woken now and then: a background thread's
+//! timer (InnoDB's, about 4 times a second in an idle MariaDB), a housekeeping
+//! request. Each wakes a worker, which wakes the monitor; the fiber runs for tens of
+//! µs and the worker sleeps again. Requiring [`DOZE_AFTER_QUIET_TICKS`] quiet ticks
+//! again after each made the monitor tick 16 times per such errand. So after a doze
+//! that lasted a doze window or longer (the pool had idled at least as long as the
+//! rule asks), [`REDOZE_AFTER_QUIET_TICKS`] quiet ticks are enough; a doze that ends
+//! sooner (a pool between bursts of requests, where dozing only adds a futex wake per
+//! burst) brings back the full count. Stat `monitor_wakeups`.
 
 use super::*;
 
@@ -79,12 +91,16 @@ pub(super) extern "C" fn monitor_main(_: *mut libc::c_void) -> *mut libc::c_void
     let mut share_policy = share::Policy::new(rt);
     // Ticks in a row that ended with the pool quiet (see "Dozing").
     let mut quiet_ticks = 0u32;
+    // The last doze lasted a doze window or longer: the pool idles, and a wake-up that
+    // ended it was a short errand (see "Dozing again").
+    let mut idling = false;
     loop {
         let now = sys::now_ns();
         let mut deadline = now + MONITOR_TICK_NS;
         let mut dozed = false;
         let mut seen = rt.monitor_doze.word_value();
-        if quiet_ticks >= DOZE_AFTER_QUIET_TICKS {
+        let quiet_ticks_needed = if idling { REDOZE_AFTER_QUIET_TICKS } else { DOZE_AFTER_QUIET_TICKS };
+        if quiet_ticks >= quiet_ticks_needed {
             seen = rt.monitor_doze.announce();
             if pool_is_quiet(rt) {
                 let earliest_timer = rt.workers().iter().map(|w| w.timers.next_deadline()).min().unwrap_or(u64::MAX);
@@ -97,8 +113,13 @@ pub(super) extern "C" fn monitor_main(_: *mut libc::c_void) -> *mut libc::c_void
         // monitor must keep ticking while thousands of lines are written.
         sys::futex_wait(rt.monitor_doze.futex_word(), seen, Some(deadline));
         rt.monitor_doze.end();
+        bump(&STATS.monitor_wakeups);
+        let slept_ns = sys::now_ns().saturating_sub(now);
+        if dozed {
+            idling = slept_ns >= DOZE_AFTER_QUIET_TICKS as u64 * MONITOR_TICK_NS;
+        }
         // The ticks this sleep stood for: one, or those a doze skipped.
-        let ticks = if dozed { (sys::now_ns().saturating_sub(now) / MONITOR_TICK_NS).max(1) } else { 1 };
+        let ticks = if dozed { (slept_ns / MONITOR_TICK_NS).max(1) } else { 1 };
         if ticks > 1 {
             rt.fair_ticks_skipped(ticks - 1);
         }
@@ -204,6 +225,14 @@ pub(super) extern "C" fn monitor_main(_: *mut libc::c_void) -> *mut libc::c_void
 /// Origin: one policy window (16 ms), so that a pool that sleeps between bursts of
 /// requests keeps its ticks, and one idle for longer stops them.
 const DOZE_AFTER_QUIET_TICKS: u32 = POLICY_WINDOW_TICKS;
+/// Quiet ticks in a row before the monitor dozes again after a doze that lasted
+/// [`DOZE_AFTER_QUIET_TICKS`] ticks or longer ("Dozing again" in the module docs).
+/// Origin: an idle MariaDB's background threads wake about 4 times a second
+/// (natively its whole process makes 4 voluntary switches a second); each such errand
+/// took a fiber tens of µs, then the monitor ticked 16 more times before it dozed
+/// again: ~66 of its ~80 wake-ups a second (session 17). Two ticks let the woken
+/// worker's fiber finish and the worker sleep again.
+const REDOZE_AFTER_QUIET_TICKS: u32 = 2;
 /// Longest doze. Origin: 20 wake-ups a second instead of 1 000, and a bound on what a
 /// doze delays (the exit after `pthread_exit` in `main`, a lost wake-up) that nobody
 /// waits on noticeably.
