@@ -123,11 +123,11 @@ fn an_idle_pool_lets_the_monitor_doze_and_still_wakes_for_everything() {
     );
     assert!(stat(&pre, "fibers_created") >= 4, "{}", pre.stderr);
     assert!(stat(&pre, "monitor_dozes") > 0, "the monitor never dozed:\n{}", pre.stderr);
-    // ~460 ms: ticking throughout would be ~460 wake-ups. Dozing only after 16 quiet
-    // ticks each time measured 126-159 (2-vCPU VM, session 17); dozing again after two
-    // once the pool idles, 58-61.
-    let wakeups = stat(&pre, "monitor_wakeups");
-    assert!(wakeups < 100, "the monitor woke {wakeups} times: does it doze again soon after an errand?\n{}", pre.stderr);
+    // The ticker's errands come after dozes of ~40 ms: the monitor dozes again after two
+    // quiet ticks instead of 16. (Its wake-ups over the ~460 ms, quiet 2-vCPU VM, session
+    // 17: 58-61, against 126-159 with 16 each time; a count of wake-ups depends on the
+    // machine's load, so the test asserts the rule's own counter.)
+    assert!(stat(&pre, "monitor_redozes") > 0, "the monitor never dozed again soon after an errand:\n{}", pre.stderr);
 }
 
 #[test]

@@ -73,6 +73,9 @@ counters! {
     monitor_dozes,
     /// Times the monitor's thread woke: a tick, the end of a doze (`scheduler::monitor`).
     monitor_wakeups,
+    /// Dozes begun after fewer quiet ticks than the full count, because the previous
+    /// doze was long (`scheduler::monitor`, "Dozing again").
+    monitor_redozes,
     thread_waits,
     futex_waits,
     futex_wakes,

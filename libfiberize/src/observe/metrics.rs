@@ -112,6 +112,7 @@ const METRICS: &[Metric] = &[
     stat!(idle_spins_skipped, "Idle episodes that slept without spinning: the last fiber declined a wait for a peer on another CPU, so the kernel may place the worker beside it."),
     stat!(monitor_dozes, "Times the monitor thread slept past its tick because every worker slept and nothing was queued."),
     stat!(monitor_wakeups, "Times the monitor thread woke: every tick, and the end of every doze."),
+    stat!(monitor_redozes, "Dozes the monitor began soon after an errand woke an idling pool (2 quiet ticks instead of 16)."),
     stat!(thread_waits, "Waits of plain threads on the runtime's locks and conditions."),
     stat!(futex_waits, "futex waits of fibers."),
     stat!(futex_wakes, "futex wakes through the runtime."),

@@ -60,7 +60,7 @@
 //! that lasted a doze window or longer (the pool had idled at least as long as the
 //! rule asks), [`REDOZE_AFTER_QUIET_TICKS`] quiet ticks are enough; a doze that ends
 //! sooner (a pool between bursts of requests, where dozing only adds a futex wake per
-//! burst) brings back the full count. Stat `monitor_wakeups`.
+//! burst) brings back the full count. Stats `monitor_wakeups`, `monitor_redozes`.
 
 use super::*;
 
@@ -107,6 +107,9 @@ pub(super) extern "C" fn monitor_main(_: *mut libc::c_void) -> *mut libc::c_void
                 deadline = (now + MAX_DOZE_NS).min(earliest_timer).max(deadline);
                 dozed = true;
                 bump(&STATS.monitor_dozes);
+                if quiet_ticks < DOZE_AFTER_QUIET_TICKS {
+                    bump(&STATS.monitor_redozes);
+                }
             }
         }
         // The fiber dump is printed by its own thread (crate::observe::dump), never here: the
