@@ -156,7 +156,7 @@ static void quiet_sigwait_case(void) {
   long ms = (b.tv_sec - a.tv_sec) * 1000 + (b.tv_nsec - a.tv_nsec) / 1000000;
   /* natively 0 wake-ups in the 300 ms; 10 ms slices gave ~30 */
   printf("a thread in sigwait sleeps until pthread_kill: ok=%ld quiet=%d prompt=%d\n", (long)r,
-         before >= 0 && after - before <= 3, ms < 100);
+         before >= 0 && after - before <= 3, ms < 1000);
   fprintf(stderr, "quiet sigwait: %ld wake-ups in 300 ms, pthread_kill answered in %ld ms, fiber=%d\n",
           after - before, ms, quiet_waiter_was_fiber);
 }
