@@ -117,12 +117,15 @@ pub(super) extern "C" fn monitor_main(_: *mut libc::c_void) -> *mut libc::c_void
         sys::futex_wait(rt.monitor_doze.futex_word(), seen, Some(deadline));
         rt.monitor_doze.end();
         bump(&STATS.monitor_wakeups);
-        let slept_ns = sys::now_ns().saturating_sub(now);
-        if dozed {
+        // The ticks this sleep stood for: one, or those a doze skipped (the clock is read
+        // again only after a doze).
+        let ticks = if dozed {
+            let slept_ns = sys::now_ns().saturating_sub(now);
             idling = slept_ns >= DOZE_AFTER_QUIET_TICKS as u64 * MONITOR_TICK_NS;
-        }
-        // The ticks this sleep stood for: one, or those a doze skipped.
-        let ticks = if dozed { (slept_ns / MONITOR_TICK_NS).max(1) } else { 1 };
+            (slept_ns / MONITOR_TICK_NS).max(1)
+        } else {
+            1
+        };
         if ticks > 1 {
             rt.fair_ticks_skipped(ticks - 1);
         }
