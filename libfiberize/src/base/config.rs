@@ -467,47 +467,20 @@ fn env_switch(name_nul: &'static [u8], default: bool) -> bool {
     default
 }
 
-/// CPUs in our affinity mask, capped by the cgroup (v2 `cpu.max`, v1 `cpu.cfs_*`) quota.
+/// CPUs in our affinity mask, capped by the CPU quota of our own cgroup and its
+/// ancestors (`crate::base::cgroup`).
 pub fn default_workers() -> usize {
     // A raw system call: `sched_getaffinity` is one of our exports (docs/DESIGN.md §2.1).
     // SAFETY: all-zero is a valid (empty) cpu_set_t.
     let mut set: libc::cpu_set_t = unsafe { core::mem::zeroed() };
     // SAFETY: CPU_COUNT reads the set the kernel filled.
     let cpus = if crate::base::sys::sched_getaffinity(&mut set) > 0 { unsafe { libc::CPU_COUNT(&set) as usize } } else { 1 };
-    let quota = cgroup_cpu_limit();
+    let quota = crate::base::cgroup::cpu_limit();
     let n = match quota {
         Some(q) => cpus.min(q),
         None => cpus,
     };
     n.max(1)
-}
-
-fn cgroup_cpu_limit() -> Option<usize> {
-    let mut buf = [0u8; 128];
-    if let Some(s) = read_small_file(b"/sys/fs/cgroup/cpu.max\0", &mut buf) {
-        let mut it = s.split_ascii_whitespace();
-        let quota = it.next()?;
-        let period: u64 = it.next()?.parse().ok()?;
-        if quota == "max" || period == 0 {
-            return None;
-        }
-        let q: u64 = quota.parse().ok()?;
-        return Some(q.div_ceil(period) as usize);
-    }
-    let mut b1 = [0u8; 64];
-    let mut b2 = [0u8; 64];
-    let q: i64 = read_small_file(b"/sys/fs/cgroup/cpu/cpu.cfs_quota_us\0", &mut b1)?.trim().parse().ok()?;
-    let p: i64 = read_small_file(b"/sys/fs/cgroup/cpu/cpu.cfs_period_us\0", &mut b2)?.trim().parse().ok()?;
-    if q <= 0 || p <= 0 {
-        return None;
-    }
-    Some((q as u64).div_ceil(p as u64) as usize)
-}
-
-/// Reads a small file with raw system calls (our exports may shadow open/read).
-fn read_small_file<'a>(path_nul: &'static [u8], buf: &'a mut [u8]) -> Option<&'a str> {
-    let n = crate::base::sys::read_file_nul(path_nul, buf)?;
-    core::str::from_utf8(&buf[..n]).ok()
 }
 
 #[cfg(test)]
