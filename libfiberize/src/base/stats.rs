@@ -99,6 +99,9 @@ counters! {
     share_windows_competing,
     /// Workers the share policy made ACTIVE (spares woken or threads started).
     share_workers_added,
+    /// Times the monitor found the cgroup's CPU quota changed the workers the pool
+    /// wants (`scheduler::quota`).
+    quota_changes,
     preempt_refused,
     preempt_fallbacks,
     stack_releases,

@@ -129,6 +129,7 @@ const METRICS: &[Metric] = &[
     stat!(turn_windows_long, "Windows of 16 monitor ticks in which the turn was the long one."),
     stat!(share_windows_competing, "Windows in which other processes competed for the CPUs and the pool wanted more workers."),
     stat!(share_workers_added, "Workers made active because other processes competed for the CPUs."),
+    stat!(quota_changes, "Changes of the cgroup CPU quota that changed the workers the pool wants."),
     stat!(
         turns_ended_short,
         "Of those, turns ended at the short budget (FIBERIZE_TURN_SHORT_US: the program's threads rarely woke each other)."

@@ -102,7 +102,7 @@ pub struct Membership {
 }
 
 impl Membership {
-    pub const fn new() -> Membership {
+    const fn new() -> Membership {
         Membership { version: None, path: PathBuf::new(), broken: false }
     }
 

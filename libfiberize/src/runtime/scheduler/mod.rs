@@ -48,6 +48,7 @@
 //! | [`worker_role`] | a worker's role (ACTIVE, BLOCKED, SPARE) and its transitions |
 //! | [`fair`] | the run order by CPU time: virtual runtimes, the later queue of fibers that used more than their share |
 //! | [`run_clock`] | charging a fiber's run to its CPU account: the monitor's samples, or (experimental) the cycle counter |
+//! | [`quota`] | following the cgroup CPU quota while the program runs: the monitor reads it again once a second |
 //! | [`turn`] | a fiber's turn: a fiber that keeps finding requests on its socket goes to the back after `FIBERIZE_TURN_US` |
 //!
 use core::cell::UnsafeCell;
@@ -69,6 +70,7 @@ mod direct_wait;
 mod fair;
 mod lifo;
 mod monitor;
+mod quota;
 mod run_clock;
 mod share;
 mod start;
@@ -253,8 +255,9 @@ pub struct Runtime {
     /// processes compete for the CPUs: [`share`]), and how many are ACTIVE now.
     target: AtomicUsize,
     active: AtomicUsize,
-    /// The CPUs the process may use (affinity mask, cgroup quota).
-    cpus: usize,
+    /// The CPUs the process may use (affinity mask, cgroup quota; the monitor follows a
+    /// quota changed at run time: [`quota`]).
+    cpus: AtomicUsize,
     injector: Injector<FiberRef>,
     /// The pool's virtual time for the order by CPU time ([`fair`]).
     fair: fair::FairClock,
@@ -314,6 +317,12 @@ impl Runtime {
     /// How many ACTIVE workers the pool wants now.
     pub fn target(&self) -> usize {
         self.target.load(Ordering::Relaxed)
+    }
+
+    /// The CPUs the process may use now (affinity mask, cgroup quota).
+    #[inline]
+    pub fn cpus(&self) -> usize {
+        self.cpus.load(Ordering::Relaxed)
     }
 
     /// The worker slots that have a thread.

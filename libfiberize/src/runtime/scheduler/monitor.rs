@@ -89,6 +89,7 @@ pub(super) extern "C" fn monitor_main(_: *mut libc::c_void) -> *mut libc::c_void
     let mut policy_window = PolicyWindow::default();
     let mut turn_policy = turn::Policy::default();
     let mut share_policy = share::Policy::new(rt);
+    let mut quota_follow = quota::QuotaFollow::new();
     // Ticks in a row that ended with the pool quiet (see "Dozing").
     let mut quiet_ticks = 0u32;
     // The last doze lasted a doze window or longer: the pool idles, and a wake-up that
@@ -223,6 +224,7 @@ pub(super) extern "C" fn monitor_main(_: *mut libc::c_void) -> *mut libc::c_void
             turn_policy.window_end(rt, mean_waiting);
             share_policy.window_end(rt, mean_waiting);
         }
+        quota_follow.tick(rt, ticks, &mut share_policy);
         quiet_ticks = if pool_is_quiet(rt) { quiet_ticks.saturating_add(1) } else { 0 };
     }
 }

@@ -65,12 +65,30 @@ pub(super) struct Policy {
     others: f64,
     base: usize,
     max: usize,
+    /// `FIBERIZE_MAX_WORKERS` above the workers: the policy adds workers at all.
+    on: bool,
 }
 
 impl Policy {
     pub(super) fn new(rt: &Runtime) -> Policy {
         let cfg = crate::base::config::config();
-        Policy { window_start_ns: 0, last: vec![(0, 0); rt.workers.len()], others: 0.0, base: cfg.workers, max: cfg.max_workers }
+        Policy {
+            window_start_ns: 0,
+            last: vec![(0, 0); rt.workers.len()],
+            others: 0.0,
+            base: cfg.workers,
+            max: cfg.max_workers,
+            on: cfg.max_workers > cfg.workers,
+        }
+    }
+
+    /// The workers wanted while nobody competes, changed with the cgroup's CPU quota
+    /// ([`super::quota`]). A policy that was off stays off.
+    pub(super) fn set_base(&mut self, base: usize) {
+        self.base = base;
+        if !self.on {
+            self.max = base;
+        }
     }
 
     /// At the end of each window of `monitor::POLICY_WINDOW_TICKS` ticks; `queued`: the
@@ -100,7 +118,7 @@ impl Policy {
             if share > UNCONTENDED_SHARE {
                 0.0
             } else {
-                (rt.cpus as f64 / share.max(0.01) - busy / elapsed).max(0.0)
+                (rt.cpus() as f64 / share.max(0.01) - busy / elapsed).max(0.0)
             }
         };
         self.others = 0.75 * self.others + 0.25 * others_now;

@@ -74,7 +74,7 @@ fn start_pool() {
         started: AtomicUsize::new(n),
         target: AtomicUsize::new(n),
         active: AtomicUsize::new(n),
-        cpus: crate::base::config::default_workers(),
+        cpus: AtomicUsize::new(crate::base::config::default_workers()),
         injector: Injector::new(),
         fair: Default::default(),
         turn_budget: turn::Budget::new(),

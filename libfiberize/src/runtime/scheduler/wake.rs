@@ -194,7 +194,7 @@ pub fn unpark_many(fibers: &mut dyn Iterator<Item = FiberRef>) {
     if wanted > 0 {
         let rt = runtime_unchecked();
         if rt.idle.wake_needed() {
-            rt.wake_sleepers(wanted.min(rt.cpus));
+            rt.wake_sleepers(wanted.min(rt.cpus()));
         }
     }
 }

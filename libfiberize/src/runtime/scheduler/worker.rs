@@ -388,7 +388,7 @@ pub(super) fn spin_for_work(rt: &Runtime, w: &WorkerShared, mut probe: impl FnMu
     // worker with work, or the holder of a lock others wait for, needs. With 128
     // workers on 2 CPUs, 2 000 fibers queued on one mutex drained at ~6 hand-offs a
     // second, each waiting for its worker's turn behind the spinners.
-    let rounds = if others_idle + 1 < active && active <= rt.cpus { spin } else { 0 };
+    let rounds = if others_idle + 1 < active && active <= rt.cpus() { spin } else { 0 };
     rt.idle.start_spinning();
     let mut found = false;
     for round in 0..rounds {
