@@ -6,7 +6,9 @@
 //! quota, and starts the preloaded program inside it through a shell that moves itself
 //! into the group before it execs the program. It needs root and a hierarchy it may
 //! write; where the machine does not allow that it prints a `SKIP` line and passes.
-//! `FIBERIZE_TEST_NEED_CGROUP=1` turns the skip into a failure.
+//! `FIBERIZE_TEST_NEED_CGROUP=1` turns the skip into a failure. On 2 CPUs or more it
+//! also changes the quota while a program runs, which the monitor follows
+//! (`libfiberize/src/runtime/scheduler/quota.rs`).
 
 mod harness;
 use harness::*;
@@ -93,14 +95,14 @@ fn set_quota(h: Hierarchy, dir: &Path, quota_us: u64) -> Result<(), String> {
     }
 }
 
-/// Runs `core_threads 50` preloaded inside the group `dir`: a shell writes its own pid
-/// to the group's `cgroup.procs`, then execs the program (under qemu for a cross
-/// build) with the preload; the preload is not the shell's.
-fn run_in_group(dir: &Path, env: &[(&str, &str)]) -> Run {
-    let app = command(&build_c("core_threads"));
+/// Runs the app `name` with `args` preloaded inside the group `dir`: a shell writes its
+/// own pid to the group's `cgroup.procs`, then execs the program (under qemu for a
+/// cross build) with the preload; the preload is not the shell's.
+fn run_in_group(dir: &Path, name: &str, args: &[&str], env: &[(&str, &str)]) -> Run {
+    let app = command(&build_c(name));
     let mut cmd = Command::new("sh");
     cmd.args(["-c", r#"echo $$ > "$0/cgroup.procs" && LD_PRELOAD="$1" && export LD_PRELOAD && shift && exec "$@""#]);
-    cmd.arg(dir).arg(lib_path()).arg(app.get_program()).args(app.get_args()).arg("50");
+    cmd.arg(dir).arg(lib_path()).arg(app.get_program()).args(app.get_args()).args(args);
     for (k, v) in app.get_envs() {
         match v {
             Some(v) => cmd.env(k, v),
@@ -114,7 +116,7 @@ fn run_in_group(dir: &Path, env: &[(&str, &str)]) -> Run {
     for (k, v) in env {
         cmd.env(k, v);
     }
-    let run = run_command(cmd, Duration::from_secs(120), &format!("core_threads in {} {env:?}", dir.display()));
+    let run = run_command(cmd, Duration::from_secs(120), &format!("{name} {args:?} in {} {env:?}", dir.display()));
     assert_eq!(run.status, Some(0), "{}{}", run.stdout, run.stderr);
     assert!(run.stderr.contains("preloaded=1"), "library not active: {}", run.stderr);
     run
@@ -157,7 +159,7 @@ fn workers_follow_the_quota_of_the_programs_own_cgroup() {
     println!("{h:?} hierarchy at {}, group {}, {cpus} CPUs in the affinity mask", root.display(), quota.display());
 
     // One CPU's quota: one worker.
-    let run = run_in_group(&quota, &[]);
+    let run = run_in_group(&quota, "core_threads", &["50"], &[]);
     assert_eq!(stat(&run, "workers"), 1, "1-CPU quota: {}", run.stderr);
 
     // A group without a quota of its own, inside the limited one: the parent's limit.
@@ -166,17 +168,40 @@ fn workers_follow_the_quota_of_the_programs_own_cgroup() {
         // cgroup2: the parent must hand the cpu controller down (it holds no process).
         std::fs::write(quota.join("cgroup.subtree_control"), "+cpu").expect("+cpu in the test group");
     }
-    let run = run_in_group(&inner, &[]);
+    let run = run_in_group(&inner, "core_threads", &["50"], &[]);
     assert_eq!(stat(&run, "workers"), 1, "nested in a 1-CPU group: {}", run.stderr);
 
     // 1.5 CPUs round up to 2 (at most the CPUs there are).
     set_quota(h, &quota, 150_000).expect("quota 150000");
-    let run = run_in_group(&inner, &[]);
+    let run = run_in_group(&inner, "core_threads", &["50"], &[]);
     assert_eq!(stat(&run, "workers") as usize, cpus.min(2), "1.5-CPU quota: {}", run.stderr);
 
     // FIBERIZE_WORKERS still decides.
     set_quota(h, &quota, 100_000).expect("quota 100000");
-    let run = run_in_group(&inner, &[("FIBERIZE_WORKERS", "3")]);
+    let run = run_in_group(&inner, "core_threads", &["50"], &[("FIBERIZE_WORKERS", "3")]);
     assert_eq!(stat(&run, "workers"), 3, "FIBERIZE_WORKERS=3: {}", run.stderr);
     assert!(run.stderr.contains("is more than the 1 usable CPUs"), "{}", run.stderr);
+
+    // A quota changed while the program runs: the monitor reads it again once a second
+    // and the pool follows, 1 -> 2 -> 1 ACTIVE workers (on 2 CPUs or more).
+    if cpus < 2 {
+        println!("SKIP the run-time part: {cpus} CPU in the affinity mask");
+        return;
+    }
+    let changer = {
+        let quota = quota.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(1000));
+            set_quota(h, &quota, 200_000).expect("quota 200000");
+            std::thread::sleep(Duration::from_millis(1500));
+            set_quota(h, &quota, 100_000).expect("quota 100000 again");
+        })
+    };
+    let run = run_in_group(&inner, "cgroup_follow", &["4500"], &[]);
+    changer.join().unwrap();
+    println!("{}", run.stderr.lines().find(|l| l.starts_with("fiberize: stats")).unwrap_or("no stats line"));
+    assert_eq!(stat(&run, "workers"), 1, "{}", run.stderr);
+    assert_eq!(stat(&run, "quota_changes"), 2, "1 -> 2 -> 1 CPUs: {}", run.stderr);
+    assert!(stat(&run, "workers_spawned") >= 1, "a worker started for the second CPU: {}", run.stderr);
+    assert!(stat(&run, "workers_retired") >= 1, "the surplus worker retired: {}", run.stderr);
 }
