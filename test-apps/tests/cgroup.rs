@@ -188,16 +188,19 @@ fn workers_follow_the_quota_of_the_programs_own_cgroup() {
         println!("SKIP the run-time part: {cpus} CPU in the affinity mask");
         return;
     }
+    // Built before the clock starts; each phase lasts well over the monitor's second
+    // (1 000 ticks, which a loaded machine stretches).
+    build_c("cgroup_follow");
     let changer = {
         let quota = quota.clone();
         std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_millis(1000));
-            set_quota(h, &quota, 200_000).expect("quota 200000");
             std::thread::sleep(Duration::from_millis(1500));
+            set_quota(h, &quota, 200_000).expect("quota 200000");
+            std::thread::sleep(Duration::from_millis(2500));
             set_quota(h, &quota, 100_000).expect("quota 100000 again");
         })
     };
-    let run = run_in_group(&inner, "cgroup_follow", &["4500"], &[]);
+    let run = run_in_group(&inner, "cgroup_follow", &["7000"], &[]);
     changer.join().unwrap();
     println!("{}", run.stderr.lines().find(|l| l.starts_with("fiberize: stats")).unwrap_or("no stats line"));
     assert_eq!(stat(&run, "workers"), 1, "{}", run.stderr);
