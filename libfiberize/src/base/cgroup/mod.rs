@@ -217,7 +217,8 @@ impl Group {
             if k <= self.top {
                 return tightest;
             }
-            k = dir[..k].iter().rposition(|&b| b == b'/')?.max(self.top);
+            // The path below the mount point starts with '/', so one is found.
+            k = dir[..k].iter().rposition(|&b| b == b'/').map_or(self.top, |i| i.max(self.top));
         }
     }
 
