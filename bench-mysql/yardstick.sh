@@ -1,0 +1,144 @@
+#!/usr/bin/env bash
+# The yardstick: MariaDB on CPUs of its own, as production databases run, native against
+# MariaDB's own pool-of-threads and the preloaded server (and any other CONFIGS), side by
+# side, in interleaved rounds. The servers run pinned to SERVER_CPUS and the clients
+# (sysbench, the TPC-C client) to CLIENT_CPUS: by default the first and the second half
+# of this process's CPUs (CPU 0 and CPU 1 on 2 vCPUs). For each point it prints the
+# medians over the rounds of:
+#   tps, p95 and p99 (ms; sysbench's histogram of the whole run; TPC-C: New-Order p90),
+#   the server's CPU time per transaction (utime + stime of the whole process from
+#     /proc/PID/stat, which keeps the time of threads that ended: steadier than tps
+#     on a noisy machine),
+# and each config's ratio to the first one (tps, p95, CPU per transaction). With
+# PROFILE=1 an extra round after the measured ones records each preloaded server with
+# `perf record -e cpu-clock` and prints the share of its CPU samples in libfiberize.so
+# and the library's top symbols. Loopback only.
+#
+#   bash bench-mysql/yardstick.sh
+#   CONFIGS="native pool old=/tmp/old/libfiberize.so new=target/release/libfiberize.so" POINTS="ps64 ps1024" bash bench-mysql/yardstick.sh
+#
+# Environment (defaults in brackets): CONFIGS ["native pool new=target/release/libfiberize.so"]
+# (as mix.sh: native, pool, NAME=native / NAME=pool for a control, NAME=LIB[+VAR=value...]),
+# POINTS ["ps64 ps256 ps1024 rw256 tpcc256"] (psN: oltp_point_select at N connections,
+# rwN: oltp_read_write, tpccN: the TPC-C client of bench-mysql/tpcc at N terminals,
+# --no-wait), ROUNDS [5], SECONDS_PER_RUN [10], TPCC_SECONDS [20], WAREHOUSES [4],
+# TABLES/TABLE_SIZE [8 x 100000], PATH_KIND [unix | tcp], SERVER_CPUS/CLIENT_CPUS,
+# DATA_CACHE [/tmp/fiberize-yardstick-cache], PROFILE [0], PROFILE_SECONDS [8].
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+CONFIGS=${CONFIGS:-"native pool new=$ROOT/target/release/libfiberize.so"}
+POINTS=${POINTS:-"ps64 ps256 ps1024 rw256 tpcc256"}
+ROUNDS=${ROUNDS:-5}; SECONDS_PER_RUN=${SECONDS_PER_RUN:-10}; TPCC_SECONDS=${TPCC_SECONDS:-20}
+TABLES=${TABLES:-8}; TABLE_SIZE=${TABLE_SIZE:-100000}; PATH_KIND=${PATH_KIND:-unix}
+PROFILE=${PROFILE:-0}; PROFILE_SECONDS=${PROFILE_SECONDS:-8}
+DATA_CACHE=${DATA_CACHE:-/tmp/fiberize-yardstick-cache}
+SERVER_OPTS=${SERVER_OPTS:-"--innodb-buffer-pool-size=1G --innodb-flush-log-at-trx-commit=2"}
+LIB=${FIBERIZE_LIB:-$ROOT/target/release/libfiberize.so}
+if [[ " $POINTS " = *" tpcc"* ]]; then
+    WORKLOADS="sysbench tpcc"; WAREHOUSES=${WAREHOUSES:-4}
+    bash bench-mysql/tpcc/build.sh
+    TPCC=$ROOT/target/tpcc/tpcc
+else
+    WORKLOADS=sysbench; WAREHOUSES=0
+fi
+# Half and half of this process's CPUs unless given (2 vCPUs: 0 and 1).
+if [ -z "${SERVER_CPUS:-}" ] && [ -z "${CLIENT_CPUS:-}" ]; then
+    mapfile -t cpus < <(taskset -cp $$ | sed 's/.*: //' | tr ',' '\n' | awk -F- '{ if (NF == 2) for (i = $1; i <= $2; i++) print i; else print $1 }')
+    [ "${#cpus[@]}" -ge 2 ] || { echo "yardstick.sh: needs at least 2 CPUs (server and client apart)" >&2; exit 2; }
+    half=$((${#cpus[@]} / 2))
+    SERVER_CPUS=$(IFS=,; echo "${cpus[*]:0:$half}"); CLIENT_CPUS=$(IFS=,; echo "${cpus[*]:$half}")
+fi
+export SERVER_CPUS CLIENT_CPUS
+. bench-mysql/common.sh
+start_configs_side_by_side yardstick.sh yardstick
+echo "== work directory $WORK; points $POINTS over $PATH_KIND, $ROUNDS rounds"
+: >"$WORK/results.txt"
+
+summarize_sysbench() { # log -> "tps p95 p99"
+    awk '/transactions:/ { gsub(/[(]/, "", $3); tps = $3 + 0 }
+         /^ *[0-9.]+ \|/ { v[++n] = $1 + 0; c[n] = $NF + 0; total += $NF }
+         /FATAL/ { fatal = 1 }
+         END { if (fatal || !total) { print "FATAL FATAL FATAL"; exit }
+               for (i = 1; i <= n; i++) { s += c[i]; if (!p95 && s >= 0.95 * total) p95 = v[i]; if (!p99 && s >= 0.99 * total) p99 = v[i] }
+               printf "%.1f %.3f %.3f\n", tps, p95, p99 }' "$1"
+}
+
+# One point against one server: prints "tps p95 p99 seconds".
+run_point() { # name point log
+    local n=$1 point=$2 log=$3 where
+    if [ "$PATH_KIND" = tcp ]; then where=(--mysql-host=127.0.0.1 --mysql-port="${PORT[$n]}"); else where=(--mysql-socket="$WORK/sock-$n"); fi
+    case $point in
+    ps* | rw*)
+        local lua=oltp_point_select; [[ $point = rw* ]] && lua=oltp_read_write
+        ${CLIENT_PIN[@]+"${CLIENT_PIN[@]}"} sysbench --db-driver=mysql "${where[@]}" --mysql-user=root --mysql-db=sbtest \
+            --tables="$TABLES" --table-size="$TABLE_SIZE" --rand-type=uniform --histogram=on --db-ps-mode=auto \
+            --threads="${point#??}" --time="$SECONDS_PER_RUN" "$lua" run >"$log" 2>&1 || true
+        echo "$(summarize_sysbench "$log") $SECONDS_PER_RUN" ;;
+    tpcc*)
+        ${CLIENT_PIN[@]+"${CLIENT_PIN[@]}"} "$TPCC" run -P "${PORT[$n]}" -w "$WAREHOUSES" -t "${point#tpcc}" -d "$TPCC_SECONDS" \
+            --ramp 2 --no-wait --report 1000 >"$log" 2>&1 || true
+        awk -v s="$TPCC_SECONDS" '/^RESULT/ { for (i = 2; i <= NF; i++) { split($i, kv, "="); r[kv[1]] = kv[2] } ok = 1 }
+            END { if (!ok) print "FATAL FATAL FATAL " s; else printf "%.1f %s %s %s\n", r["tps"], r["p90_new_order_ms"], r["p90_new_order_ms"], s }' "$log" ;;
+    *) echo "yardstick.sh: unknown point $point (psN, rwN, tpccN)" >&2; exit 2 ;;
+    esac
+}
+
+points_once() { # name round
+    local n=$1 r=$2 point pid t0 t1 res
+    pid=$(cat "$WORK/pid-$n")
+    for point in $POINTS; do
+        t0=$(awk '{ print $14 + $15 }' "/proc/$pid/stat")
+        res=$(run_point "$n" "$point" "$WORK/$point-$n-$r.log")
+        t1=$(awk '{ print $14 + $15 }' "/proc/$pid/stat")
+        # CPU per transaction: the server's ticks over the run's transactions (sysbench's
+        # connect and TPC-C's ramp add a little, alike for every server).
+        awk -v r="$r" -v n="$n" -v p="$point" -v res="$res" -v ticks=$((t1 - t0)) -v hz="$(getconf CLK_TCK)" 'BEGIN {
+            split(res, f, " "); txns = f[1] * f[4]
+            printf "round %s %s %s tps=%s p95=%s p99=%s cpu_us=%.1f\n", r, n, p, f[1], f[2], f[3], (txns > 0 ? ticks / hz * 1e6 / txns : 0) }' |
+            tee -a "$WORK/results.txt"
+    done
+}
+each_config_rotating points_once
+
+median_of() { # name point field
+    { grep " $1 $2 " "$WORK/results.txt" || true; } | tr ' ' '\n' | sed -n "s/^$3=//p" | sort -g | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'
+}
+read -r first _ <<<"$CONFIGS"; first=${first%%=*}
+echo
+echo "== yardstick: servers on CPUs $SERVER_CPUS, clients on CPUs $CLIENT_CPUS, $PATH_KIND; medians of $ROUNDS rounds"
+echo "   (p95/p99 in ms; TPC-C: New-Order p90 in both; cpu: the server's µs per transaction); ratio = server / $first"
+printf "%-8s %-8s %9s %9s %9s %8s   %s\n" point server tps p95 p99 cpu_us "ratio tps / p95 / cpu"
+for point in $POINTS; do
+    bt=$(median_of "$first" "$point" tps); b95=$(median_of "$first" "$point" p95); bc=$(median_of "$first" "$point" cpu_us)
+    for c in $CONFIGS; do
+        n=${c%%=*}
+        t=$(median_of "$n" "$point" tps); p95=$(median_of "$n" "$point" p95); p99=$(median_of "$n" "$point" p99); cu=$(median_of "$n" "$point" cpu_us)
+        ratio=$(awk -v a="$bt" -v b="$t" -v a5="$b95" -v b5="$p95" -v ac="$bc" -v bc="$cu" 'BEGIN {
+            if (a == "FATAL" || b == "FATAL" || a == "" || b == "") { print "a run failed"; exit }
+            printf "%.2fx / %.2fx / %.2fx", (a > 0 ? b / a : 0), (a5 > 0 ? b5 / a5 : 0), (ac > 0 ? bc / ac : 0) }')
+        printf "%-8s %-8s %9s %9s %9s %8s   %s\n" "$point" "$n" "$t" "$p95" "$p99" "$cu" "$ratio"
+    done
+done
+
+# The profile round: each preloaded server under perf while it serves each point once
+# (not counted above: perf's own cost lands on the server's CPUs).
+if [ "$PROFILE" = 1 ] && command -v perf >/dev/null; then
+    for c in $CONFIGS; do
+        case $c in native | pool | *=native | *=pool) continue ;; esac
+        n=${c%%=*}
+        for point in $POINTS; do
+            quiesce_servers
+            (sleep 2 && perf record -q -F 999 -e cpu-clock -p "$(cat "$WORK/pid-$n")" -o "$WORK/perf-$n-$point.data" \
+                -- sleep "$PROFILE_SECONDS" >/dev/null 2>&1) &
+            run_point "$n" "$point" "$WORK/$point-$n-profile.log" >/dev/null
+            wait
+            share=$(perf report -i "$WORK/perf-$n-$point.data" --stdio --sort dso 2>/dev/null |
+                awk '/libfiberize/ { gsub(/%/, "", $1); s += $1 } END { printf "%.1f", s }')
+            echo "== $n $point: libfiberize.so ${share}% of the server's CPU samples; its top symbols:"
+            perf report -i "$WORK/perf-$n-$point.data" --stdio --no-children --dsos libfiberize.so --sort sym 2>/dev/null |
+                grep -E '^ +[0-9]' | head -12
+        done
+    done
+fi
+finish_configs
