@@ -7,8 +7,9 @@
  *   real one, raw and through libc); sched_getaffinity/sched_setaffinity and the
  *   scheduling policy with pid 0; prctl/pthread_setname_np names, read back and seen in
  *   /proc/self/task/TID/comm; sigaltstack round trip and its errors; rseq fails or works.
- * Every thread leaves its name, affinity and policy changed when it ends: natively they
- * end with it. Afterwards no thread of the process may still carry them (a worker that
+ * Every thread leaves its name, affinity, policy and alternate stack changed when it
+ * ends: natively they end with it. A second generation of threads must start without
+ * them, and afterwards no thread of the process may still carry them (a worker that
  * ran the calls for a fiber would).
  *   thread_kernel_state [THREADS] [ROUNDS] */
 #define _GNU_SOURCE
@@ -184,6 +185,10 @@ static void *body(void *arg) {
     CHECK(sched_setaffinity(0, sizeof first_cpu, &first_cpu) == 0, "sched_setaffinity");
     struct sched_param p = {0};
     CHECK(sched_setscheduler(0, SCHED_BATCH, &p) == 0, "SCHED_BATCH");
+    /* An alternate stack too (never freed: the thread may be on no other stack when
+     * it dies); the next generation's threads must start without one. */
+    stack_t ss = {.ss_sp = malloc(4 * SIGSTKSZ), .ss_size = 4 * SIGSTKSZ, .ss_flags = 0};
+    CHECK(sigaltstack(&ss, NULL) == 0, "leaving an altstack: errno %d", errno);
     return NULL;
 }
 
@@ -249,12 +254,16 @@ int main(int argc, char **argv) {
     sa.sa_handler = on_usr1;
     sigemptyset(&sa.sa_mask);
     CHECK(sigaction(SIGUSR1, &sa, NULL) == 0, "sigaction");
+    /* Two generations: the second starts where the first left its state. */
     pthread_t t[MAXT];
-    for (long i = 0; i < nthreads; i++)
-        CHECK(pthread_create(&t[i], NULL, body, (void *)i) == 0, "pthread_create");
-    for (int i = 0; i < nthreads; i++)
-        CHECK(pthread_join(t[i], NULL) == 0, "pthread_join");
-    printf("threads=%d rounds=%d: set_tid_address, robust list, tgkill/tkill self, sched_* 0, names, sigaltstack, "
+    for (int gen = 0; gen < 2; gen++) {
+        atomic_store(&ready, 0);
+        for (long i = 0; i < nthreads; i++)
+            CHECK(pthread_create(&t[i], NULL, body, (void *)i) == 0, "pthread_create");
+        for (int i = 0; i < nthreads; i++)
+            CHECK(pthread_join(t[i], NULL) == 0, "pthread_join");
+    }
+    printf("threads=%d rounds=%d generations=2: set_tid_address, robust list, tgkill/tkill self, sched_* 0, names, sigaltstack, "
            "rseq ok\n",
            nthreads, rounds);
     printf("threads left with a thread's name, affinity or policy: %d\n", marked_threads(&all));
