@@ -17,7 +17,7 @@ use std::time::Duration;
 fn kernel_state_of_the_calling_thread_is_the_fibers_own() {
     let (_native, pre) = same_both_ways("thread_kernel_state", &["200", "10"]);
     assert!(pre.stderr.contains("fiber_seen=1"), "the threads did not run as fibers:\n{}", pre.stderr);
-    assert_eq!(stat(&pre, "fibers_created"), 200, "{}", pre.stderr);
+    assert_eq!(stat(&pre, "fibers_created"), 400, "two generations of 200: {}", pre.stderr);
     assert_eq!(stat(&pre, "fibers_demoted"), 0, "{}", pre.stderr);
     // One worker: every fiber's calls go through the same kernel thread.
     let bin = build_c("thread_kernel_state");
