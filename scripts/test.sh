@@ -17,6 +17,7 @@ command -v zic >/dev/null || [ -x /usr/sbin/zic ] || need+=(libc-bin) # tests/mk
 command -v redis-server >/dev/null || need+=(redis-server)
 command -v redis-benchmark >/dev/null || need+=(redis-tools)
 [ -x /usr/sbin/apache2 ] || need+=(apache2) # test-apps/tests/apache.rs
+command -v stress-ng >/dev/null || need+=(stress-ng) # test-apps/tests/thread_state.rs
 # The package (scripts/package.sh) and its test: dpkg-architecture and dpkg-shlibdeps,
 # lintian (~16 s on 2 CPUs), promtool for the metrics file (prometheus: ~96 MB
 # installed: Debian ships promtool only with the server).

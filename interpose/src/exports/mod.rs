@@ -14,5 +14,6 @@ pub mod sleep;
 pub mod spin;
 pub mod syscall;
 pub mod thread;
+pub mod thread_state;
 pub mod time;
 pub mod wtls;

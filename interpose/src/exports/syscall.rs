@@ -1,6 +1,8 @@
 //! `syscall(2)`: private futex operations are emulated (see `fiberize_rt::sync::futex`);
-//! `SYS_gettid`, `SYS_tgkill` and `SYS_tkill` see a fiber's own tid (its donor's, see
-//! `fiberize_rt::thread::tid`); `close`, `close_range`, `dup2` and `dup3` keep the fd
+//! calls that name the calling thread (`SYS_gettid`, `SYS_tgkill`, `SYS_set_tid_address`,
+//! `SYS_sched_*` with 0, `SYS_prctl`'s name options, `SYS_rseq`, `SYS_sigaltstack`, …) act
+//! on a fiber's own thread, its donor, never on the worker
+//! (`fiberize_rt::thread::kernel_state`); `close`, `close_range`, `dup2` and `dup3` keep the fd
 //! table true as the functions do (`fiberize_rt::io::ops::lifecycle::fd_syscall`);
 //! everything else goes to glibc's `syscall` unchanged.
 //!
@@ -17,6 +19,7 @@ use libc::{c_int, c_long, timespec};
 
 use fiberize_rt::io::ops::lifecycle;
 use fiberize_rt::sync::futex;
+use fiberize_rt::thread::kernel_state::{self, Route};
 
 mod real {
     use super::*;
@@ -41,9 +44,23 @@ pub unsafe extern "C" fn syscall(nr: c_long, a1: c_long, a2: c_long, a3: c_long,
             }
         };
     }
-    if let Some(r) = thread_id_syscall(nr, a1, a2, a3) {
-        return r;
-    }
+    let [a1, a2, a3, a4, a5, a6] = if crate::gate::enabled() {
+        // SAFETY: the program's arguments of system call `nr` (syscall's contract).
+        match unsafe { kernel_state::syscall_route(nr, [a1, a2, a3, a4, a5, a6]) } {
+            Route::Kernel(args) => args,
+            // SAFETY: as below, on the fiber's donor: the kernel thread the call names.
+            Route::OnDonor => {
+                return fiberize_rt::runtime::fiber::run_on_donor(|| unsafe { real::syscall(nr, a1, a2, a3, a4, a5, a6) })
+            }
+            Route::Done(Ok(r)) => return r,
+            Route::Done(Err(e)) => {
+                crate::gate::set_errno(e);
+                return -1;
+            }
+        }
+    } else {
+        [a1, a2, a3, a4, a5, a6]
+    };
     if fiberize_rt::io::offload::long_syscall(nr) && crate::gate::fiber().is_some() {
         // SAFETY: the program passes the arguments system call `nr` takes (syscall's contract), and
         // the real `syscall` forwards them from the donor thread, which owns this fiber's TLS (e.g.
@@ -62,24 +79,4 @@ pub unsafe extern "C" fn syscall(nr: c_long, a1: c_long, a2: c_long, a3: c_long,
     // SAFETY: the program passes the arguments system call `nr` takes (syscall's contract),
     // which the real `syscall` forwards unchanged.
     unsafe { real::syscall(nr, a1, a2, a3, a4, a5, a6) }
-}
-
-/// `gettid`, `tgkill` and `tkill` name a fiber by its donor's tid, as the exports of
-/// the same name do (`fiberize_rt::thread::tid`); None: not one of those, or not a
-/// fiber's business (the kernel answers).
-fn thread_id_syscall(nr: c_long, a1: c_long, a2: c_long, a3: c_long) -> Option<c_long> {
-    if !crate::gate::enabled() {
-        return None;
-    }
-    let sent = match nr {
-        libc::SYS_gettid => return Some(fiberize_rt::thread::tid::gettid() as c_long),
-        libc::SYS_tgkill => fiberize_rt::thread::tid::signal_thread(Some(a1 as libc::pid_t), a2 as libc::pid_t, a3 as c_int),
-        libc::SYS_tkill => fiberize_rt::thread::tid::signal_thread(None, a1 as libc::pid_t, a2 as c_int),
-        _ => None,
-    }?;
-    if sent != 0 {
-        crate::gate::set_errno(sent);
-        return Some(-1);
-    }
-    Some(0)
 }

@@ -227,12 +227,11 @@ pub fn write_at_exit() {
 }
 
 /// The writer thread's name (`top -H`, `/proc/PID/task/*/comm`; 15 bytes at most).
-const THREAD_NAME: &[u8] = b"fiberize-metric\0";
+const THREAD_NAME: &core::ffi::CStr = c"fiberize-metric";
 
 extern "C" fn writer_main(_: *mut libc::c_void) -> *mut libc::c_void {
     let Some(m) = config::config().metrics else { return core::ptr::null_mut() };
-    // SAFETY: PR_SET_NAME reads a NUL-terminated name of at most 16 bytes.
-    unsafe { libc::prctl(libc::PR_SET_NAME, THREAD_NAME.as_ptr()) };
+    sys::set_thread_name(THREAD_NAME);
     let mut names = SiteNames::default();
     loop {
         let deadline = sys::now_ns() + m.interval_ms * 1_000_000;

@@ -184,6 +184,8 @@ pub struct Fiber {
     queued: AtomicU64,
     /// CPU time charged to the fiber, for the run order (`scheduler::fair`).
     pub(crate) cpu: crate::runtime::cpu_account::CpuAccount,
+    /// The fiber's `sigaltstack` settings (`crate::runtime::altstack`).
+    pub altstack: crate::runtime::altstack::AltStack,
 }
 
 impl Drop for Fiber {
@@ -229,6 +231,7 @@ impl Fiber {
             stack_base: AtomicUsize::new(0),
             queued: AtomicU64::new(0),
             cpu: Default::default(),
+            altstack: Default::default(),
         }
     }
 
@@ -548,6 +551,7 @@ pub fn become_plain_thread() -> bool {
     // SAFETY: we are this fiber, on its stack.
     unsafe { fiber.suspend(Switch::RunOnDonor) };
     set_on_donor(true);
+    fiber.altstack.hand_to_kernel();
     crate::base::sys::sigmask_set(mask & !crate::base::sys::GLIBC_INTERNAL_SIGNALS);
     let held = fiber.signals.take_all();
     for bit in (0..64).filter(|b| held & (1u64 << b) != 0) {

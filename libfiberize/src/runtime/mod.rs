@@ -9,6 +9,7 @@
 //! signal, act on a cancel request) reaches the core through [`hooks`], never by an
 //! import.
 
+pub mod altstack;
 pub mod cpu_account;
 pub mod fiber;
 pub mod fiber_state;

@@ -13,6 +13,10 @@
 //! | `tgkill(getpid(), tid, sig)`, `tkill(tid, sig)` (and through `syscall`) | as `pthread_kill` on the fiber ([`signal_thread`]): held for the fiber and delivered where it runs, on its stack and TLS |
 //! | `sched_setaffinity`/`sched_getaffinity`, `setpriority`/`getpriority(PRIO_PROCESS)` | the kernel applies them to the donor, which is what the tid names; they take effect when the fiber's calls run on its donor (donor-run calls, a demoted fiber), never on the workers that other fibers share |
 //!
+//! The other calls that name the calling thread (`set_tid_address`, the robust list,
+//! `sched_*` and the thread name with 0, `rseq`, `sigaltstack`) are routed by
+//! [`super::kernel_state`].
+//!
 //! Plain threads (main, demoted fibers running on their donor, threads in forked
 //! children) get the kernel's answer, which is already their own.
 

@@ -159,6 +159,21 @@ pub fn tgkill(tid: i32, sig: i32) -> isize {
     unsafe { syscall6(libc::SYS_tgkill as usize, getpid() as usize, tid as usize, sig as usize, 0, 0, 0) }
 }
 
+/// `prctl(PR_SET_NAME, name)`: names the calling kernel thread (`name` NUL-terminated;
+/// the kernel keeps 15 bytes).
+#[inline]
+pub fn set_thread_name(name: &core::ffi::CStr) -> isize {
+    // SAFETY: `name` is a live NUL-terminated string, which the kernel only reads.
+    unsafe { syscall6(libc::SYS_prctl as usize, libc::PR_SET_NAME as usize, name.as_ptr() as usize, 0, 0, 0, 0) }
+}
+
+/// `sigaltstack(ss, NULL)`: sets the calling kernel thread's alternate signal stack.
+#[inline]
+pub fn sigaltstack(ss: &libc::stack_t) -> isize {
+    // SAFETY: `ss` is a live stack_t, which the kernel only reads; no old settings wanted.
+    unsafe { syscall6(libc::SYS_sigaltstack as usize, ss as *const libc::stack_t as usize, 0, 0, 0, 0, 0) }
+}
+
 /// `rt_sigtimedwait(set, info, timeout, 8)` (`None`: no timeout).
 ///
 /// # Safety
