@@ -1,4 +1,6 @@
-//! `syscall(2)`: private futex operations are emulated (see `fiberize_rt::sync::futex`);
+//! `syscall(2)`: futex operations on process-private memory are emulated (see
+//! `fiberize_rt::sync::futex` and `futex_shared`); `mmap`, `munmap`, `mremap`, `shmat`
+//! and `shmdt` tell `futex_shared` that mappings changed;
 //! `SYS_gettid`, `SYS_tgkill` and `SYS_tkill` see a fiber's own tid (its donor's, see
 //! `fiberize_rt::thread::tid`); `close`, `close_range`, `dup2` and `dup3` keep the fd
 //! table true as the functions do (`fiberize_rt::io::ops::lifecycle::fd_syscall`);
@@ -16,7 +18,7 @@
 use libc::{c_int, c_long, timespec};
 
 use fiberize_rt::io::ops::lifecycle;
-use fiberize_rt::sync::futex;
+use fiberize_rt::sync::{futex, futex_shared};
 
 mod real {
     use super::*;
@@ -29,7 +31,7 @@ mod real {
 /// As glibc's `syscall` for system call `nr`.
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn syscall(nr: c_long, a1: c_long, a2: c_long, a3: c_long, a4: c_long, a5: c_long, a6: c_long) -> c_long {
-    if nr == libc::SYS_futex && crate::gate::enabled() && futex::emulated(a2 as c_int) {
+    if nr == libc::SYS_futex && crate::gate::enabled() && futex::emulated(a1 as usize, a2 as c_int, a5 as usize) {
         // SAFETY: the program's futex arguments, with the kernel's contract.
         let r =
             unsafe { futex::futex(a1 as *const u32, a2 as c_int, a3 as u32, a4 as *const timespec, a5 as *const u32, a6 as u32) };
@@ -61,7 +63,11 @@ pub unsafe extern "C" fn syscall(nr: c_long, a1: c_long, a2: c_long, a3: c_long,
     }
     // SAFETY: the program passes the arguments system call `nr` takes (syscall's contract),
     // which the real `syscall` forwards unchanged.
-    unsafe { real::syscall(nr, a1, a2, a3, a4, a5, a6) }
+    let r = unsafe { real::syscall(nr, a1, a2, a3, a4, a5, a6) };
+    if r != -1 {
+        futex_shared::after_syscall(nr, a1, a2, a4);
+    }
+    r
 }
 
 /// `gettid`, `tgkill` and `tkill` name a fiber by its donor's tid, as the exports of
