@@ -27,7 +27,8 @@
 //! address space, built from `/proc/self/maps` when it is first needed and again only
 //! when it may be wrong: adjacent mappings of the same kind are merged into one range,
 //! each marked shared or private, and holes stay holes. A lookup is a binary search
-//! under a sequence lock (no lock, no allocation, no system call).
+//! under a sequence lock (no lock, no allocation, no system call). Reading the file
+//! and searching a table are in `sync::futex_maps`.
 //!
 //! The table may be wrong in two ways, and each has its remedy:
 //!
@@ -93,17 +94,16 @@ use core::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use crate::base::rawlock::RawMutex;
 use crate::base::stats::{bump, STATS};
 use crate::base::sys;
+use crate::sync::futex_maps::{read_maps, search, Ranges, SHARED_BIT};
 
 /// Set in the parking-lot key of a non-private futex (the word's address is 4-aligned).
 pub const KEY_TAG: usize = 1;
 
-/// Ranges the table holds. Origin: a JVM with 500 threads maps about 1 500 ranges,
-/// merged about 1 000; 4 096 leaves room, and 64 KiB of zeroed `.bss` costs nothing
-/// until used.
+/// Ranges the table holds. Origin: a guess with room, not a measurement: adjacent
+/// mappings of one kind merge, so the count is about the number of holes and shared
+/// mappings; past it the table keeps only the shared ranges. The two 32 KiB arrays are
+/// zeroed `.bss`, untouched until the first table is read.
 pub const CAP: usize = 4096;
-
-/// Bit 0 of a stored start: the range is shared (starts are page-aligned).
-const SHARED_BIT: usize = 1;
 
 /// The answer for one address.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -125,6 +125,8 @@ static BUILT_AT: AtomicU64 = AtomicU64::new(0);
 static LEN: AtomicUsize = AtomicUsize::new(0);
 /// The published table holds only shared ranges (it overflowed [`CAP`]).
 static SHARED_ONLY: AtomicBool = AtomicBool::new(false);
+/// A rebuild is reading `/proc/self/maps`.
+static BUILDING: AtomicBool = AtomicBool::new(false);
 /// `/proc/self/maps` could not be read: the table is frozen (see the module's essay).
 static FROZEN: AtomicBool = AtomicBool::new(false);
 static STARTS: [AtomicUsize; CAP] = [const { AtomicUsize::new(0) }; CAP];
@@ -140,6 +142,9 @@ static SCRATCH: Scratch = Scratch(UnsafeCell::new(Ranges::new()));
 /// Whether a non-private futex operation on `addr` is served by the parking lot.
 #[inline]
 pub fn emulate(addr: usize) -> bool {
+    if addr < 4096 {
+        return false; // the kernel answers EFAULT; no reason to reread the maps
+    }
     match lookup(addr) {
         Some(Class::Private) => true,
         Some(Class::Shared) => false,
@@ -175,23 +180,6 @@ fn read_published(addr: usize) -> (Class, u64) {
     }
 }
 
-/// Binary search over `len` sorted ranges given by `at(i) = (start | shared bit, end)`.
-fn search(len: usize, at: impl Fn(usize) -> (usize, usize), addr: usize) -> Class {
-    let (mut lo, mut hi) = (0, len);
-    while lo < hi {
-        let mid = lo + (hi - lo) / 2;
-        let (s, e) = at(mid);
-        if addr < s & !SHARED_BIT {
-            hi = mid;
-        } else if addr >= e {
-            lo = mid + 1;
-        } else {
-            return if s & SHARED_BIT != 0 { Class::Shared } else { Class::Private };
-        }
-    }
-    Class::Unknown
-}
-
 #[cold]
 fn emulate_slow(addr: usize) -> bool {
     BUILDER.lock();
@@ -213,7 +201,8 @@ fn emulate_slow(addr: usize) -> bool {
 /// Rereads `/proc/self/maps` into the published table. Under [`BUILDER`].
 fn rebuild() {
     bump(&STATS.futex_maps_reads);
-    let gen = GENERATION.load(Ordering::Acquire);
+    BUILDING.store(true, Ordering::SeqCst);
+    let gen = GENERATION.load(Ordering::SeqCst);
     // SAFETY: we hold BUILDER, the scratch table's lock.
     let scratch = unsafe { &mut *SCRATCH.0.get() };
     let mut ok = read_maps(scratch, false);
@@ -223,6 +212,7 @@ fn rebuild() {
     if !ok || scratch.overflowed {
         // Keep the old table's answers; nothing flips from now on.
         FROZEN.store(true, Ordering::Relaxed);
+        BUILDING.store(false, Ordering::SeqCst);
         return;
     }
     let s = SEQ.load(Ordering::Relaxed);
@@ -236,30 +226,7 @@ fn rebuild() {
     SHARED_ONLY.store(scratch.shared_only, Ordering::Relaxed);
     BUILT_AT.store(gen, Ordering::Relaxed);
     SEQ.store(s + 2, Ordering::Release);
-}
-
-fn read_maps(t: &mut Ranges, shared_only: bool) -> bool {
-    t.clear(shared_only);
-    let Some(fd) = sys::open_nul(b"/proc/self/maps\0", libc::O_RDONLY) else {
-        return false;
-    };
-    let mut parser = Parser::new();
-    let mut buf = [0u8; 4096];
-    let ok = loop {
-        let n = sys::read(fd, &mut buf);
-        if n == -(libc::EINTR as isize) {
-            continue;
-        }
-        if n < 0 {
-            break false;
-        }
-        if n == 0 {
-            break parser.finish(t);
-        }
-        parser.feed(&buf[..n as usize], t);
-    };
-    sys::close(fd);
-    ok
+    BUILDING.store(false, Ordering::SeqCst);
 }
 
 /// A mapping change may have touched a shared range (see the module's essay).
@@ -280,8 +247,11 @@ pub fn after_mmap(flags: libc::c_int) {
 #[inline]
 pub fn after_munmap(addr: usize, len: usize) {
     let gen = GENERATION.load(Ordering::Acquire);
-    if BUILT_AT.load(Ordering::Acquire) == 0 {
-        return; // no table yet: it will be read after this change anyway
+    // A table being read now may have seen the range before it went: it must not
+    // come out current.
+    if BUILDING.load(Ordering::SeqCst) {
+        mapping_changed();
+        return;
     }
     let end = addr.saturating_add(len);
     let touches_shared = loop {
@@ -323,6 +293,7 @@ pub fn after_syscall(nr: libc::c_long, a1: libc::c_long, a2: libc::c_long, a4: l
 /// (shared ones still shared), so a finished table stays right.
 pub fn reset_in_forked_child() {
     BUILDER.reset_in_forked_child();
+    BUILDING.store(false, Ordering::Relaxed);
     let s = SEQ.load(Ordering::Relaxed);
     if s & 1 != 0 {
         LEN.store(0, Ordering::Relaxed);
@@ -331,240 +302,9 @@ pub fn reset_in_forked_child() {
     }
 }
 
-/// A table of merged, sorted ranges being built.
-pub struct Ranges {
-    starts: [usize; CAP],
-    ends: [usize; CAP],
-    len: usize,
-    shared_only: bool,
-    overflowed: bool,
-}
-
-impl Ranges {
-    pub const fn new() -> Ranges {
-        Ranges { starts: [0; CAP], ends: [0; CAP], len: 0, shared_only: false, overflowed: false }
-    }
-
-    fn clear(&mut self, shared_only: bool) {
-        self.len = 0;
-        self.shared_only = shared_only;
-        self.overflowed = false;
-    }
-
-    /// Adds the mapping `[start, end)`; mappings come in ascending order.
-    fn push(&mut self, start: usize, end: usize, shared: bool) {
-        if (self.shared_only && !shared) || end <= start || start & SHARED_BIT != 0 {
-            return;
-        }
-        if let Some(last) = self.len.checked_sub(1) {
-            if start < self.ends[last] {
-                return; // out of order (the file changed while read): the next bump rereads
-            }
-            if start == self.ends[last] && (self.starts[last] & SHARED_BIT != 0) == shared {
-                self.ends[last] = end;
-                return;
-            }
-        }
-        if self.len == CAP {
-            self.overflowed = true;
-            return;
-        }
-        self.starts[self.len] = start | if shared { SHARED_BIT } else { 0 };
-        self.ends[self.len] = end;
-        self.len += 1;
-    }
-
-    /// The class of `addr` in this table.
-    pub fn class(&self, addr: usize) -> Class {
-        let c = search(self.len, |i| (self.starts[i], self.ends[i]), addr);
-        if self.shared_only && c == Class::Unknown {
-            Class::Private
-        } else {
-            c
-        }
-    }
-}
-
-impl Default for Ranges {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-/// A streaming reader of `/proc/self/maps` lines (`start-end perms …`): only the
-/// first two fields matter, so no line buffer is needed however long the path.
-struct Parser {
-    field: u8,
-    start: usize,
-    end: usize,
-    perm: u8,
-    shared: bool,
-    bad: bool,
-}
-
-impl Parser {
-    fn new() -> Parser {
-        Parser { field: 0, start: 0, end: 0, perm: 0, shared: false, bad: false }
-    }
-
-    fn feed(&mut self, bytes: &[u8], t: &mut Ranges) {
-        for &b in bytes {
-            match (self.field, b) {
-                (_, b'\n') => {
-                    if self.field >= 2 && !self.bad {
-                        t.push(self.start, self.end, self.shared);
-                    } else if self.field > 0 || self.start != 0 {
-                        self.bad = true;
-                    }
-                    let bad = self.bad;
-                    *self = Parser::new();
-                    self.bad = bad;
-                }
-                (0, b'-') => self.field = 1,
-                (0, _) => match hex(b) {
-                    Some(d) => self.start = self.start.wrapping_shl(4) | d,
-                    None => self.bad = true,
-                },
-                (1, b' ') => self.field = 2,
-                (1, _) => match hex(b) {
-                    Some(d) => self.end = self.end.wrapping_shl(4) | d,
-                    None => self.bad = true,
-                },
-                (2, b' ') => self.field = 3,
-                (2, _) => {
-                    if self.perm == 3 {
-                        self.shared = b == b's';
-                    }
-                    self.perm += 1;
-                }
-                _ => {}
-            }
-        }
-    }
-
-    /// The end of the file: whether every line was well formed.
-    fn finish(&mut self, t: &mut Ranges) -> bool {
-        if self.field != 0 {
-            self.feed(b"\n", t);
-        }
-        !self.bad
-    }
-}
-
-fn hex(b: u8) -> Option<usize> {
-    (b as char).to_digit(16).map(|d| d as usize)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn table(text: &str) -> Box<Ranges> {
-        let mut t = Box::new(Ranges::new());
-        let mut p = Parser::new();
-        for chunk in text.as_bytes().chunks(7) {
-            p.feed(chunk, &mut t);
-        }
-        assert!(p.finish(&mut t));
-        t
-    }
-
-    const MAPS: &str = "\
-55d0c0a00000-55d0c0a21000 rw-p 00000000 00:00 0                          [heap]
-7f0000000000-7f0000001000 rw-s 00000000 00:01 1234                       /dev/zero (deleted)
-7f0000001000-7f0000002000 rw-s 00000000 00:05 98                         /SYSV00000000 (deleted)
-7f0000002000-7f0000003000 r--p 00000000 08:01 77                         /usr/lib/x86_64-linux-gnu/libc.so.6
-7f0000003000-7f0000004000 r-xp 00001000 08:01 77                         /usr/lib/x86_64-linux-gnu/libc.so.6
-7f0000010000-7f0000011000 rw-s 00000000 00:01 5                          /memfd:ring (deleted)
-7ffc00000000-7ffc00021000 rw-p 00000000 00:00 0                          [stack]
-";
-
-    #[test]
-    fn shared_private_and_holes() {
-        let t = table(MAPS);
-        assert_eq!(t.class(0x55d0c0a00000), Class::Private);
-        assert_eq!(t.class(0x55d0c0a20ffc), Class::Private);
-        assert_eq!(t.class(0x55d0c0a21000), Class::Unknown);
-        assert_eq!(t.class(0x7f0000000000), Class::Shared);
-        assert_eq!(t.class(0x7f0000001ffc), Class::Shared);
-        assert_eq!(t.class(0x7f0000002000), Class::Private);
-        assert_eq!(t.class(0x7f0000003ffc), Class::Private);
-        assert_eq!(t.class(0x7f0000004000), Class::Unknown);
-        assert_eq!(t.class(0x7f0000010800), Class::Shared);
-        assert_eq!(t.class(0x7ffc00000100), Class::Private);
-        assert_eq!(t.class(0), Class::Unknown);
-        assert_eq!(t.class(usize::MAX & !3), Class::Unknown);
-    }
-
-    #[test]
-    fn adjacent_ranges_of_one_kind_merge() {
-        let t = table(MAPS);
-        // heap | two shared | two libc | memfd | stack
-        assert_eq!(t.len, 5);
-    }
-
-    #[test]
-    fn shared_only_table_counts_the_rest_private() {
-        let mut t = Box::new(Ranges::new());
-        t.clear(true);
-        let mut p = Parser::new();
-        p.feed(MAPS.as_bytes(), &mut t);
-        assert!(p.finish(&mut t));
-        assert_eq!(t.len, 2);
-        assert_eq!(t.class(0x7f0000000800), Class::Shared);
-        assert_eq!(t.class(0x55d0c0a00000), Class::Private);
-        assert_eq!(t.class(0x1000), Class::Private);
-    }
-
-    #[test]
-    fn overflow_is_noticed() {
-        let mut t = Box::new(Ranges::new());
-        for i in 0..=CAP {
-            t.push(0x10000 + i * 0x2000, 0x11000 + i * 0x2000, false);
-        }
-        assert!(t.overflowed);
-        assert_eq!(t.len, CAP);
-    }
-
-    #[test]
-    fn a_garbled_line_fails_the_read() {
-        let mut t = Box::new(Ranges::new());
-        let mut p = Parser::new();
-        p.feed(b"zz-1000 rw-p 0 0 0\n", &mut t);
-        assert!(!p.finish(&mut t));
-    }
-
-    #[test]
-    fn a_last_line_without_newline_counts() {
-        let t = table("1000-2000 rw-s 0 0 0");
-        assert_eq!(t.class(0x1800), Class::Shared);
-    }
-
-    #[test]
-    fn this_process_reads_its_own_maps() {
-        let mut t = Box::new(Ranges::new());
-        assert!(read_maps(&mut t, false));
-        let local = 0u32;
-        assert_eq!(t.class(&local as *const u32 as usize), Class::Private);
-        let heap = Box::new(0u32);
-        assert_eq!(t.class(&*heap as *const u32 as usize), Class::Private);
-        // SAFETY: an anonymous shared page, unmapped below.
-        let p = unsafe {
-            libc::mmap(
-                core::ptr::null_mut(),
-                4096,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        assert_ne!(p, libc::MAP_FAILED);
-        assert!(read_maps(&mut t, false));
-        assert_eq!(t.class(p as usize), Class::Shared);
-        // SAFETY: the page mapped above.
-        unsafe { libc::munmap(p, 4096) };
-    }
 
     #[test]
     fn the_published_table_follows_mapping_changes() {
@@ -595,5 +335,6 @@ mod tests {
         // SAFETY: the page mapped above.
         unsafe { libc::munmap(q, 4096) };
         assert!(!emulate(0x10), "an unmapped address goes to the kernel");
+        assert!(!emulate(0x10000), "an unmapped address goes to the kernel");
     }
 }

@@ -6,6 +6,7 @@
 pub mod barrier;
 pub mod cond;
 pub mod futex;
+pub mod futex_maps;
 pub mod futex_shared;
 pub mod lock_word;
 pub mod mutex;
