@@ -63,10 +63,17 @@ fn cpp20_waits_run_as_fibers_without_spares() {
     assert!(stat(&pre, "fibers_created") >= 200, "{}", pre.stderr);
     assert!(stat(&pre, "futex_waits") > 0, "the waits were not parked: {}", pre.stderr);
     assert_eq!(stat(&pre, "futex_shared_to_kernel"), 0, "a wait on private memory went to the kernel: {}", pre.stderr);
-    let tids = distinct_tids(&pre);
-    assert!(tids <= nproc() + 2, "{tids} kernel threads ran the 200 fibers (max {}): {}", nproc() + 2, pre.stderr);
     let (spawned, blocked) = (stat(&pre, "workers_spawned"), stat(&pre, "workers_blocked"));
-    assert!(spawned == 0 && blocked == 0, "workers_spawned={spawned} workers_blocked={blocked}: {}", pre.stderr);
+    // Under qemu-user the monitor cannot read a wait on the runtime's own locks and a
+    // worker also sleeps in qemu's locks (docs/DESIGN.md "Known limits"): spares may
+    // start there, and the bound counts them, as cpp_std's does.
+    let spares = if emulated() { spawned as usize } else { 0 };
+    let tids = distinct_tids(&pre);
+    let max = nproc() + 2 + spares;
+    assert!(tids <= max, "{tids} kernel threads ran the 200 fibers (max {max}): {}", pre.stderr);
+    if !emulated() {
+        assert!(spawned == 0 && blocked == 0, "workers_spawned={spawned} workers_blocked={blocked}: {}", pre.stderr);
+    }
 }
 
 /// Issue 49: a non-private futex word in a MAP_SHARED page is shared with a forked
