@@ -3,6 +3,7 @@ pub mod barrier;
 pub mod cond;
 pub mod io;
 pub mod marker;
+pub mod memory;
 pub mod mutex;
 pub mod offload;
 pub mod once;

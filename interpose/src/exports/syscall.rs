@@ -1,8 +1,10 @@
-//! `syscall(2)`: private futex operations are emulated (see `fiberize_rt::sync::futex`);
-//! calls that name the calling thread (`SYS_gettid`, `SYS_tgkill`, `SYS_set_tid_address`,
-//! `SYS_sched_*` with 0, `SYS_prctl`'s name options, `SYS_rseq`, `SYS_sigaltstack`, …) act
-//! on a fiber's own thread, its donor, never on the worker
-//! (`fiberize_rt::thread::kernel_state`); `close`, `close_range`, `dup2` and `dup3` keep the fd
+//! `syscall(2)`: futex operations on process-private memory are emulated (see
+//! `fiberize_rt::sync::futex` and `futex_shared`); `mmap`, `munmap`, `mremap`, `shmat`
+//! and `shmdt` tell `futex_shared` that mappings changed; calls that name the calling
+//! thread (`SYS_gettid`, `SYS_tgkill`, `SYS_set_tid_address`, `SYS_sched_*` with 0,
+//! `SYS_prctl`'s name options, `SYS_rseq`, `SYS_sigaltstack`, …) act on a fiber's own
+//! thread, its donor, never on the worker (`fiberize_rt::thread::kernel_state`);
+//! `close`, `close_range`, `dup2` and `dup3` keep the fd
 //! table true as the functions do (`fiberize_rt::io::ops::lifecycle::fd_syscall`);
 //! everything else goes to glibc's `syscall` unchanged.
 //!
@@ -18,7 +20,7 @@
 use libc::{c_int, c_long, timespec};
 
 use fiberize_rt::io::ops::lifecycle;
-use fiberize_rt::sync::futex;
+use fiberize_rt::sync::{futex, futex_shared};
 use fiberize_rt::thread::kernel_state::{self, Route};
 
 mod real {
@@ -32,7 +34,7 @@ mod real {
 /// As glibc's `syscall` for system call `nr`.
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn syscall(nr: c_long, a1: c_long, a2: c_long, a3: c_long, a4: c_long, a5: c_long, a6: c_long) -> c_long {
-    if nr == libc::SYS_futex && crate::gate::enabled() && futex::emulated(a2 as c_int) {
+    if nr == libc::SYS_futex && crate::gate::enabled() && futex::emulated(a1 as usize, a2 as c_int, a5 as usize) {
         // SAFETY: the program's futex arguments, with the kernel's contract.
         let r =
             unsafe { futex::futex(a1 as *const u32, a2 as c_int, a3 as u32, a4 as *const timespec, a5 as *const u32, a6 as u32) };
@@ -78,5 +80,9 @@ pub unsafe extern "C" fn syscall(nr: c_long, a1: c_long, a2: c_long, a3: c_long,
     }
     // SAFETY: the program passes the arguments system call `nr` takes (syscall's contract),
     // which the real `syscall` forwards unchanged.
-    unsafe { real::syscall(nr, a1, a2, a3, a4, a5, a6) }
+    let r = unsafe { real::syscall(nr, a1, a2, a3, a4, a5, a6) };
+    if r != -1 {
+        futex_shared::after_syscall(nr, a1, a2, a4);
+    }
+    r
 }

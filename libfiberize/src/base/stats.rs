@@ -79,6 +79,10 @@ counters! {
     thread_waits,
     futex_waits,
     futex_wakes,
+    /// Non-private futex operations passed to the kernel: their word is in shared memory (`sync::futex_shared`).
+    futex_shared_to_kernel,
+    /// Reads of `/proc/self/maps` for the table of shared ranges (`sync::futex_shared`).
+    futex_maps_reads,
     workers_blocked,
     workers_spawned,
     workers_retired,

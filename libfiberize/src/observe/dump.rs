@@ -213,9 +213,14 @@ fn produce(reason: Option<&str>, flush: &mut dyn FnMut(&str)) {
         let wait = WAIT.get(f.wait_kind as usize).copied().unwrap_or("?");
         let _ = write!(out, "fiberize: fiber {} pthread {:#x} {}", f.id, f.pthread, life);
         if wait != "-" {
-            let _ = write!(out, " waits on {} {:#x}", wait, f.wait_addr);
+            // A non-private futex's key has bit 0 set (`sync::futex_shared::KEY_TAG`).
+            let addr = if wait == "futex" { f.wait_addr & !3 } else { f.wait_addr };
+            let _ = write!(out, " waits on {} {:#x}", wait, addr);
+            if wait == "futex" && f.wait_addr & 1 != 0 {
+                out.push_str(" (non-private)");
+            }
             if matches!(wait, "mutex" | "futex" | "rwlock" | "cond" | "semaphore" | "barrier" | "once") {
-                match word_at(f.wait_addr) {
+                match word_at(addr) {
                     Some(word) if wait == "futex" => {
                         let _ = write!(out, " word {word:#x} expected {:#x}", f.expected);
                     }

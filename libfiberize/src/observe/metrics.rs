@@ -116,6 +116,8 @@ const METRICS: &[Metric] = &[
     stat!(thread_waits, "Waits of plain threads on the runtime's locks and conditions."),
     stat!(futex_waits, "futex waits of fibers."),
     stat!(futex_wakes, "futex wakes through the runtime."),
+    stat!(futex_shared_to_kernel, "Non-private futex operations passed to the kernel: their word lies in memory shared with other processes."),
+    stat!(futex_maps_reads, "Reads of /proc/self/maps for the table of shared memory ranges."),
     stat!(workers_blocked, "Times the monitor caught a worker blocked in the kernel."),
     stat!(workers_spawned, "Spare workers started for blocked ones."),
     stat!(workers_retired, "Spare workers retired."),

@@ -4,8 +4,11 @@
 //! InnoDB wait through `syscall(SYS_futex, …)`; a fiber must park there, not block its
 //! worker. Private futexes are process-local, so while the runtime is enabled *every*
 //! private futex operation that reaches our `syscall` is served by the parking lot —
-//! fibers and plain threads alike — keyed by the futex address. Shared futexes
-//! (other processes may wait on them) and operations we do not model go to the kernel.
+//! fibers and plain threads alike — keyed by the futex address. A futex without the
+//! private flag is served the same way when its word lies in process-private memory
+//! (`sync::futex_shared` decides, and tags its key apart, as the kernel keeps the two
+//! kinds apart); one in memory shared with other processes, and operations we do not
+//! model, go to the kernel.
 //!
 //! Limitation: a program that waits on a private futex with an inline `syscall`
 //! instruction (bypassing libc's `syscall`) and wakes it through libc's `syscall`, or
@@ -18,6 +21,7 @@ use libc::{c_int, timespec};
 use crate::base::stats::{bump, STATS};
 use crate::base::time;
 use crate::runtime::fiber::WaitKind;
+use crate::sync::futex_shared;
 use crate::sync::parking::{self, ParkResult};
 
 // The kernel's operation codes, from `libc` (base::sys uses the same ones).
@@ -27,13 +31,26 @@ pub use libc::{
 };
 const FUTEX_CMD_MASK: c_int = !(FUTEX_PRIVATE_FLAG | FUTEX_CLOCK_REALTIME);
 
-/// Whether we serve `op` (else the caller passes it to the kernel).
-pub fn emulated(op: c_int) -> bool {
-    op & FUTEX_PRIVATE_FLAG != 0
-        && matches!(
-            op & FUTEX_CMD_MASK,
-            FUTEX_WAIT | FUTEX_WAKE | FUTEX_REQUEUE | FUTEX_CMP_REQUEUE | FUTEX_WAKE_OP | FUTEX_WAIT_BITSET | FUTEX_WAKE_BITSET
-        )
+/// Whether we serve `op` on `uaddr` (and `uaddr2` for the two-word operations); else
+/// the caller passes it to the kernel.
+#[inline]
+pub fn emulated(uaddr: usize, op: c_int, uaddr2: usize) -> bool {
+    let cmd = op & FUTEX_CMD_MASK;
+    if !matches!(
+        cmd,
+        FUTEX_WAIT | FUTEX_WAKE | FUTEX_REQUEUE | FUTEX_CMP_REQUEUE | FUTEX_WAKE_OP | FUTEX_WAIT_BITSET | FUTEX_WAKE_BITSET
+    ) {
+        return false;
+    }
+    if op & FUTEX_PRIVATE_FLAG != 0 {
+        return true;
+    }
+    let private = futex_shared::emulate(uaddr)
+        && (!matches!(cmd, FUTEX_REQUEUE | FUTEX_CMP_REQUEUE | FUTEX_WAKE_OP) || futex_shared::emulate(uaddr2));
+    if !private {
+        bump(&STATS.futex_shared_to_kernel);
+    }
+    private
 }
 
 /// Performs an emulated futex operation. Ok(value) or Err(errno), as the kernel would.
@@ -57,7 +74,10 @@ pub unsafe fn futex(
     }
     // SAFETY: aligned, non-null futex word (caller).
     let word = unsafe { &*(uaddr as *const AtomicU32) };
-    let key = uaddr as usize;
+    // Non-private waiters queue apart from private ones on the same word, as in the kernel.
+    let tag = if op & FUTEX_PRIVATE_FLAG != 0 { 0 } else { futex_shared::KEY_TAG };
+    let key = uaddr as usize | tag;
+    let key2 = uaddr2 as usize | tag;
     let cmd = op & FUTEX_CMD_MASK;
     match cmd {
         FUTEX_WAIT | FUTEX_WAIT_BITSET => {
@@ -103,9 +123,8 @@ pub unsafe fn futex(
             // For requeue, the kernel reads the "timeout" argument as val2 (a count).
             let max_requeue = (timeout as usize).min(i32::MAX as usize);
             let check = cmd == FUTEX_CMP_REQUEUE;
-            match parking::unpark_requeue(key, uaddr2 as usize, val as usize, max_requeue, || {
-                !check || word.load(Ordering::SeqCst) == val3
-            }) {
+            match parking::unpark_requeue(key, key2, val as usize, max_requeue, || !check || word.load(Ordering::SeqCst) == val3)
+            {
                 None => Err(libc::EAGAIN),
                 // FUTEX_REQUEUE returns the woken count; CMP_REQUEUE woken + requeued.
                 Some((w, r)) => Ok(if check { (w + r) as isize } else { w as isize }),
@@ -121,7 +140,7 @@ pub unsafe fn futex(
             let mut n = parking::unpark_some(key, u32::MAX, val as usize, |_| {});
             if wake_op_compare(old, val3) {
                 let val2 = (timeout as usize).min(i32::MAX as usize);
-                n += parking::unpark_some(uaddr2 as usize, u32::MAX, val2, |_| {});
+                n += parking::unpark_some(key2, u32::MAX, val2, |_| {});
             }
             Ok(n as isize)
         }

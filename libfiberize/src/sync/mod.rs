@@ -1,11 +1,13 @@
 //! **Layer 4 — the parking lot and the primitives on it.** [`parking`] keeps
 //! address-keyed queues of waiting fibers and threads; every blocking primitive of the
 //! program (mutexes, condition variables, rwlocks, semaphores, barriers, `pthread_once`,
-//! private futexes, sleeps, spinlocks) parks there.
+//! futexes on process-private memory, sleeps, spinlocks) parks there.
 
 pub mod barrier;
 pub mod cond;
 pub mod futex;
+pub mod futex_maps;
+pub mod futex_shared;
 pub mod lock_word;
 pub mod mutex;
 pub mod once;

@@ -62,6 +62,7 @@ extern "C" fn parent_after_fork() {
 
 extern "C" fn child_after_fork() {
     let was_forked_child = config::in_forked_child();
+    crate::sync::futex_shared::reset_in_forked_child();
     config::record_pid();
     if !was_forked_child && crate::runtime::scheduler::pool_never_started() {
         // The parent never started the pool (the classic daemon: fork, setsid, then

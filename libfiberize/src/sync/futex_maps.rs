@@ -1,0 +1,286 @@
+//! The table of the address space behind `sync::futex_shared`: `/proc/self/maps` read
+//! into merged, sorted ranges, each shared (`s`) or private (`p`), and the search of
+//! such a table. No locks here: the caller publishes and guards it.
+
+use crate::base::sys;
+use crate::sync::futex_shared::{Class, CAP};
+
+/// Bit 0 of a stored start: the range is shared (starts are page-aligned).
+pub const SHARED_BIT: usize = 1;
+
+/// Binary search over `len` sorted ranges given by `at(i) = (start | shared bit, end)`.
+pub fn search(len: usize, at: impl Fn(usize) -> (usize, usize), addr: usize) -> Class {
+    let (mut lo, mut hi) = (0, len);
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        let (s, e) = at(mid);
+        if addr < s & !SHARED_BIT {
+            hi = mid;
+        } else if addr >= e {
+            lo = mid + 1;
+        } else {
+            return if s & SHARED_BIT != 0 { Class::Shared } else { Class::Private };
+        }
+    }
+    Class::Unknown
+}
+
+pub fn read_maps(t: &mut Ranges, shared_only: bool) -> bool {
+    t.clear(shared_only);
+    let Some(fd) = sys::open_nul(b"/proc/self/maps\0", libc::O_RDONLY) else {
+        return false;
+    };
+    let mut parser = Parser::new();
+    let mut buf = [0u8; 4096];
+    let ok = loop {
+        let n = sys::read(fd, &mut buf);
+        if n == -(libc::EINTR as isize) {
+            continue;
+        }
+        if n < 0 {
+            break false;
+        }
+        if n == 0 {
+            break parser.finish(t);
+        }
+        parser.feed(&buf[..n as usize], t);
+    };
+    sys::close(fd);
+    ok
+}
+
+/// A table of merged, sorted ranges being built.
+pub struct Ranges {
+    pub starts: [usize; CAP],
+    pub ends: [usize; CAP],
+    pub len: usize,
+    pub shared_only: bool,
+    pub overflowed: bool,
+}
+
+impl Ranges {
+    pub const fn new() -> Ranges {
+        Ranges { starts: [0; CAP], ends: [0; CAP], len: 0, shared_only: false, overflowed: false }
+    }
+
+    fn clear(&mut self, shared_only: bool) {
+        self.len = 0;
+        self.shared_only = shared_only;
+        self.overflowed = false;
+    }
+
+    /// Adds the mapping `[start, end)`; mappings come in ascending order.
+    fn push(&mut self, start: usize, end: usize, shared: bool) {
+        if (self.shared_only && !shared) || end <= start || start & SHARED_BIT != 0 {
+            return;
+        }
+        if let Some(last) = self.len.checked_sub(1) {
+            if start < self.ends[last] {
+                return; // out of order (the file changed while read): the next bump rereads
+            }
+            if start == self.ends[last] && (self.starts[last] & SHARED_BIT != 0) == shared {
+                self.ends[last] = end;
+                return;
+            }
+        }
+        if self.len == CAP {
+            self.overflowed = true;
+            return;
+        }
+        self.starts[self.len] = start | if shared { SHARED_BIT } else { 0 };
+        self.ends[self.len] = end;
+        self.len += 1;
+    }
+
+    /// The class of `addr` in this table.
+    pub fn class(&self, addr: usize) -> Class {
+        let c = search(self.len, |i| (self.starts[i], self.ends[i]), addr);
+        if self.shared_only && c == Class::Unknown {
+            Class::Private
+        } else {
+            c
+        }
+    }
+}
+
+impl Default for Ranges {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// A streaming reader of `/proc/self/maps` lines (`start-end perms …`): only the
+/// first two fields matter, so no line buffer is needed however long the path.
+struct Parser {
+    field: u8,
+    start: usize,
+    end: usize,
+    perm: u8,
+    shared: bool,
+    bad: bool,
+}
+
+impl Parser {
+    fn new() -> Parser {
+        Parser { field: 0, start: 0, end: 0, perm: 0, shared: false, bad: false }
+    }
+
+    fn feed(&mut self, bytes: &[u8], t: &mut Ranges) {
+        for &b in bytes {
+            match (self.field, b) {
+                (_, b'\n') => {
+                    if self.field >= 2 && !self.bad {
+                        t.push(self.start, self.end, self.shared);
+                    } else if self.field > 0 || self.start != 0 {
+                        self.bad = true;
+                    }
+                    let bad = self.bad;
+                    *self = Parser::new();
+                    self.bad = bad;
+                }
+                (0, b'-') => self.field = 1,
+                (0, _) => match hex(b) {
+                    Some(d) => self.start = self.start.wrapping_shl(4) | d,
+                    None => self.bad = true,
+                },
+                (1, b' ') => self.field = 2,
+                (1, _) => match hex(b) {
+                    Some(d) => self.end = self.end.wrapping_shl(4) | d,
+                    None => self.bad = true,
+                },
+                (2, b' ') => self.field = 3,
+                (2, _) => {
+                    if self.perm == 3 {
+                        self.shared = b == b's';
+                    }
+                    self.perm += 1;
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// The end of the file: whether every line was well formed.
+    fn finish(&mut self, t: &mut Ranges) -> bool {
+        if self.field != 0 {
+            self.feed(b"\n", t);
+        }
+        !self.bad
+    }
+}
+
+fn hex(b: u8) -> Option<usize> {
+    (b as char).to_digit(16).map(|d| d as usize)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn table(text: &str) -> Box<Ranges> {
+        let mut t = Box::new(Ranges::new());
+        let mut p = Parser::new();
+        for chunk in text.as_bytes().chunks(7) {
+            p.feed(chunk, &mut t);
+        }
+        assert!(p.finish(&mut t));
+        t
+    }
+
+    const MAPS: &str = "\
+55d0c0a00000-55d0c0a21000 rw-p 00000000 00:00 0                          [heap]
+7f0000000000-7f0000001000 rw-s 00000000 00:01 1234                       /dev/zero (deleted)
+7f0000001000-7f0000002000 rw-s 00000000 00:05 98                         /SYSV00000000 (deleted)
+7f0000002000-7f0000003000 r--p 00000000 08:01 77                         /usr/lib/x86_64-linux-gnu/libc.so.6
+7f0000003000-7f0000004000 r-xp 00001000 08:01 77                         /usr/lib/x86_64-linux-gnu/libc.so.6
+7f0000010000-7f0000011000 rw-s 00000000 00:01 5                          /memfd:ring (deleted)
+7ffc00000000-7ffc00021000 rw-p 00000000 00:00 0                          [stack]
+";
+
+    #[test]
+    fn shared_private_and_holes() {
+        let t = table(MAPS);
+        assert_eq!(t.class(0x55d0c0a00000), Class::Private);
+        assert_eq!(t.class(0x55d0c0a20ffc), Class::Private);
+        assert_eq!(t.class(0x55d0c0a21000), Class::Unknown);
+        assert_eq!(t.class(0x7f0000000000), Class::Shared);
+        assert_eq!(t.class(0x7f0000001ffc), Class::Shared);
+        assert_eq!(t.class(0x7f0000002000), Class::Private);
+        assert_eq!(t.class(0x7f0000003ffc), Class::Private);
+        assert_eq!(t.class(0x7f0000004000), Class::Unknown);
+        assert_eq!(t.class(0x7f0000010800), Class::Shared);
+        assert_eq!(t.class(0x7ffc00000100), Class::Private);
+        assert_eq!(t.class(0), Class::Unknown);
+        assert_eq!(t.class(usize::MAX & !3), Class::Unknown);
+    }
+
+    #[test]
+    fn adjacent_ranges_of_one_kind_merge() {
+        let t = table(MAPS);
+        // heap | two shared | two libc | memfd | stack
+        assert_eq!(t.len, 5);
+    }
+
+    #[test]
+    fn shared_only_table_counts_the_rest_private() {
+        let mut t = Box::new(Ranges::new());
+        t.clear(true);
+        let mut p = Parser::new();
+        p.feed(MAPS.as_bytes(), &mut t);
+        assert!(p.finish(&mut t));
+        assert_eq!(t.len, 2);
+        assert_eq!(t.class(0x7f0000000800), Class::Shared);
+        assert_eq!(t.class(0x55d0c0a00000), Class::Private);
+        assert_eq!(t.class(0x1000), Class::Private);
+    }
+
+    #[test]
+    fn overflow_is_noticed() {
+        let mut t = Box::new(Ranges::new());
+        for i in 0..=CAP {
+            t.push(0x10000 + i * 0x2000, 0x11000 + i * 0x2000, false);
+        }
+        assert!(t.overflowed);
+        assert_eq!(t.len, CAP);
+    }
+
+    #[test]
+    fn a_garbled_line_fails_the_read() {
+        let mut t = Box::new(Ranges::new());
+        let mut p = Parser::new();
+        p.feed(b"zz-1000 rw-p 0 0 0\n", &mut t);
+        assert!(!p.finish(&mut t));
+    }
+
+    #[test]
+    fn a_last_line_without_newline_counts() {
+        let t = table("1000-2000 rw-s 0 0 0");
+        assert_eq!(t.class(0x1800), Class::Shared);
+    }
+
+    #[test]
+    fn this_process_reads_its_own_maps() {
+        let mut t = Box::new(Ranges::new());
+        assert!(read_maps(&mut t, false));
+        let local = 0u32;
+        assert_eq!(t.class(&local as *const u32 as usize), Class::Private);
+        let heap = Box::new(0u32);
+        assert_eq!(t.class(&*heap as *const u32 as usize), Class::Private);
+        // SAFETY: an anonymous shared page, unmapped below.
+        let p = unsafe {
+            libc::mmap(
+                core::ptr::null_mut(),
+                4096,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        assert_ne!(p, libc::MAP_FAILED);
+        assert!(read_maps(&mut t, false));
+        assert_eq!(t.class(p as usize), Class::Shared);
+        // SAFETY: the page mapped above.
+        unsafe { libc::munmap(p, 4096) };
+    }
+}
