@@ -129,14 +129,15 @@ if [ "$PROFILE" = 1 ] && command -v perf >/dev/null; then
         n=${c%%=*}
         for point in $POINTS; do
             quiesce_servers
-            (sleep 2 && perf record -q -F 999 -e cpu-clock -p "$(cat "$WORK/pid-$n")" -o "$WORK/perf-$n-$point.data" \
+            (sleep 2 && perf record -q -F 999 -g -e cpu-clock -p "$(cat "$WORK/pid-$n")" -o "$WORK/perf-$n-$point.data" \
                 -- sleep "$PROFILE_SECONDS" >/dev/null 2>&1) &
+            recorder=$!
             run_point "$n" "$point" "$WORK/$point-$n-profile.log" >/dev/null
-            wait
-            share=$(perf report -i "$WORK/perf-$n-$point.data" --stdio --sort dso 2>/dev/null |
+            wait "$recorder" # not a bare wait: the servers are this shell's children too
+            share=$(perf report -i "$WORK/perf-$n-$point.data" --stdio --no-children --sort dso 2>/dev/null |
                 awk '/libfiberize/ { gsub(/%/, "", $1); s += $1 } END { printf "%.1f", s }')
             echo "== $n $point: libfiberize.so ${share}% of the server's CPU samples; its top symbols:"
-            perf report -i "$WORK/perf-$n-$point.data" --stdio --no-children --dsos libfiberize.so --sort sym 2>/dev/null |
+            perf report -i "$WORK/perf-$n-$point.data" --stdio --no-children -g none --dsos libfiberize.so --sort sym 2>/dev/null |
                 grep -E '^ +[0-9]' | head -12
         done
     done

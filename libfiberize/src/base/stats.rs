@@ -66,6 +66,9 @@ counters! {
     /// Direct waits that blocked without spinning first: the peer runs on the worker's
     /// CPU (`scheduler::direct_wait`, "Spinning").
     direct_waits_unspun,
+    /// `poll` waits for input answered from the reactor's edge instead of a second,
+    /// real `poll` after the wake-up (`io::ops::readiness::poll`).
+    poll_probes_saved,
     /// Idle episodes that slept without spinning: the last fiber declined a wait for a
     /// peer on another CPU (`scheduler::sleep_without_spin_next`).
     idle_spins_skipped,

@@ -27,6 +27,8 @@
 //! | 5   | SOCKET        | a socket: `MSG_DONTWAIT` makes single calls non-blocking      |
 //! | 6   | WATCH_WRITE   | registered for EPOLLOUT too (a writer had to wait once)       |
 //! | 7   | REG_BUSY      | somebody is adding or removing it in the epoll set right now  |
+//! | 8   | LOCAL_SOCKET  | an `AF_UNIX` socket (`io::peer_cpu`)                          |
+//! | 9   | URGENT_SEEN   | the reactor reported `EPOLLPRI` for it once (sticky)          |
 //!
 //! `read_seq`/`write_seq` count readiness edges reported by the reactor; a waiter reads
 //! the sequence *before* its attempt and parks only while it is unchanged, so an edge
@@ -53,6 +55,11 @@ pub const SOCKET: u32 = 32;
 /// An AF_UNIX socket: the kernel records no CPU for what comes in on it
 /// (`io::peer_cpu`).
 pub const LOCAL_SOCKET: u32 = 256;
+/// The reactor once reported `EPOLLPRI` (urgent data) for the descriptor since it was
+/// registered; until then a `poll` for `POLLPRI` cannot find it pending (registering
+/// reports a readiness that came before), so an empty receive queue is all a wait for
+/// `POLLIN | POLLPRI` needs to know (`ops::readiness::poll`).
+pub const URGENT_SEEN: u32 = 512;
 
 pub struct FdState {
     pub flags: AtomicU32,
@@ -60,6 +67,10 @@ pub struct FdState {
     pub gen: AtomicU32,
     pub read_seq: AtomicU32,
     pub write_seq: AtomicU32,
+    /// The epoll events of the reactor's edge that last moved `read_seq`, stored before
+    /// the move; 0 when something else moved it (a close, a direct wait): then nothing
+    /// is known of the readiness and a waiter that woke must probe.
+    pub read_events: AtomicU32,
     /// SO_RCVTIMEO / SO_SNDTIMEO in ns (0: none).
     pub rcvtimeo_ns: AtomicU64,
     pub sndtimeo_ns: AtomicU64,
@@ -87,6 +98,7 @@ impl FdState {
             gen: AtomicU32::new(0),
             read_seq: AtomicU32::new(0),
             write_seq: AtomicU32::new(0),
+            read_events: AtomicU32::new(0),
             rcvtimeo_ns: AtomicU64::new(0),
             sndtimeo_ns: AtomicU64::new(0),
             drained_at: AtomicU64::new(0),
@@ -224,6 +236,7 @@ pub fn reset(fd: i32) -> Option<u32> {
     s.rcvtimeo_ns.store(0, Ordering::Relaxed);
     s.sndtimeo_ns.store(0, Ordering::Relaxed);
     s.drained_at.store(0, Ordering::Relaxed);
+    s.read_events.store(0, Ordering::Relaxed);
     s.file_io.store(0, Ordering::Relaxed);
     Some(old)
 }

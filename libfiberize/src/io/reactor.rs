@@ -123,11 +123,14 @@ pub fn forget(fd: i32, was_registered: bool, st: &FdState) {
     if was_registered {
         poller::delete_fd(st.home_set.load(Ordering::Relaxed) as usize, fd);
     }
-    bump_and_wake(st, true, true);
+    bump_and_wake(st, true, true, 0);
 }
 
-fn bump_and_wake(st: &FdState, read: bool, write: bool) {
+/// Moves the sequences and wakes their waiters; `read_events`: the epoll events behind
+/// a read edge (0: unknown), published before the sequence moves (`FdState::read_events`).
+fn bump_and_wake(st: &FdState, read: bool, write: bool, read_events: u32) {
     if read {
+        st.read_events.store(read_events, Ordering::Relaxed);
         st.read_seq.fetch_add(1, Ordering::AcqRel);
         parking::unpark_some_quick(&st.read_seq as *const _ as usize, u32::MAX, usize::MAX);
     }
@@ -166,6 +169,9 @@ pub fn dispatch(cookie: u64, events: u32) -> bool {
     let ev = events as i32;
     let read = ev & (libc::EPOLLIN | libc::EPOLLRDHUP | libc::EPOLLHUP | libc::EPOLLERR | libc::EPOLLPRI) != 0;
     let write = ev & (libc::EPOLLOUT | libc::EPOLLHUP | libc::EPOLLERR) != 0;
-    bump_and_wake(st, read, write);
+    if ev & libc::EPOLLPRI != 0 && !st.has(fdtable::URGENT_SEEN) {
+        st.flags.fetch_or(fdtable::URGENT_SEEN, Ordering::AcqRel);
+    }
+    bump_and_wake(st, read, write, events);
     true
 }

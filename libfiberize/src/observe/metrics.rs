@@ -109,6 +109,7 @@ const METRICS: &[Metric] = &[
         "Direct waits not taken: the socket's last segment came in on another CPU than the worker's."
     ),
     stat!(direct_waits_unspun, "Direct waits that blocked at once, without a spin: the socket's peer runs on the worker's CPU."),
+    stat!(poll_probes_saved, "Waits in poll for input answered from the readiness edge that woke them, without a second poll."),
     stat!(idle_spins_skipped, "Idle episodes that slept without spinning: the last fiber declined a wait for a peer on another CPU, so the kernel may place the worker beside it."),
     stat!(monitor_dozes, "Times the monitor thread slept past its tick because every worker slept and nothing was queued."),
     stat!(monitor_wakeups, "Times the monitor thread woke: every tick, and the end of every doze."),

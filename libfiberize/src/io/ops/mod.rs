@@ -263,6 +263,7 @@ fn try_direct_wait(
         DirectWait::Other if delivery::interrupted_for_good(me, restartable) => Err(Waited::Interrupted),
         DirectWait::Other => return None,
     };
+    st.read_events.store(0, Ordering::Relaxed);
     st.read_seq.fetch_add(1, Ordering::AcqRel);
     st.write_seq.fetch_add(1, Ordering::AcqRel);
     crate::signal::cancel::testcancel();

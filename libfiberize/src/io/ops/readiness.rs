@@ -89,7 +89,10 @@ pub unsafe fn poll(fds: *mut pollfd, n: nfds_t, timeout_ms: c_int) -> c_int {
                     let seq = dir.seq(st).load(Ordering::Acquire);
                     // A read just found the queue empty at this sequence (e.g. the
                     // program's MSG_DONTWAIT recv before this poll): nothing to probe.
-                    if !(dir == Dir::Read && p.events & libc::POLLPRI == 0 && known_empty(st, seq)) {
+                    // MariaDB's vio waits for POLLIN | POLLPRI: urgent data cannot be
+                    // pending on a descriptor the reactor never reported it for.
+                    let urgent_possible = p.events & libc::POLLPRI != 0 && st.has(fdtable::URGENT_SEEN);
+                    if !(dir == Dir::Read && !urgent_possible && known_empty(st, seq)) {
                         // SAFETY: as above.
                         let r = unsafe { super::poll(fds, 1, 0) };
                         if r != 0 {
@@ -97,6 +100,21 @@ pub unsafe fn poll(fds: *mut pollfd, n: nfds_t, timeout_ms: c_int) -> c_int {
                         }
                     }
                     match wait(p.fd, st, dir, seq, deadline, false) {
+                        Waited::Ready if dir == Dir::Read => {
+                            // Woken by an edge that only said "data came in": that is
+                            // the answer, as the kernel's poll would give it now (a
+                            // reader elsewhere may take the data first, as natively
+                            // between two threads' polls and reads). Anything else (an
+                            // error, a hang-up, urgent data, a wake-up not from an edge)
+                            // is probed.
+                            let seen = st.read_events.load(Ordering::Relaxed) as i32;
+                            let revents = p.events & (libc::POLLIN | libc::POLLRDNORM);
+                            if revents != 0 && seen & libc::EPOLLIN != 0 && seen & !(libc::EPOLLIN | libc::EPOLLOUT) == 0 {
+                                p.revents = revents;
+                                bump(&STATS.poll_probes_saved);
+                                return 1;
+                            }
+                        }
                         Waited::Ready => {}
                         Waited::TimedOut => {
                             p.revents = 0;
