@@ -4,7 +4,6 @@
 //! |-----------------------|-----------------------------------------------------------|
 //! | `FIBERIZE=off`        | disable: every export passes straight through to glibc   |
 //! | `FIBERIZE_WORKERS=N`  | worker threads (default: CPUs in the affinity mask, capped by the cgroup CPU quota) |
-//! | `FIBERIZE_MAX_WORKERS=N` | most active workers while other processes compete for the CPUs (default: the workers, i.e. off; experimental) |
 //! | `FIBERIZE_STATS=1`    | print one `fiberize: stats …` line to stderr at exit (a value with a `/` is a file to append it to) |
 //! | `FIBERIZE_REPORT=PATH` | write the report (`crate::observe::report`) to PATH (`-`: stderr) at exit and on the dump signal |
 //! | `FIBERIZE_METRICS=PATH[,INTERVAL]` | write the counters in Prometheus' text format to PATH every INTERVAL (default 10s; `500ms`, `30s`, `1m`) and at exit (`crate::observe::metrics`); queue waits only while `FIBERIZE_STATS` or `FIBERIZE_REPORT` measure them |
@@ -133,10 +132,6 @@ pub struct Config {
     /// Run file syncs on the worker (they then block it) instead of the donor.
     pub sync_inline: bool,
     pub workers: usize,
-    /// The most ACTIVE workers while other processes compete for the CPUs
-    /// (`FIBERIZE_MAX_WORKERS`; equal to `workers`: never more; see
-    /// `runtime::scheduler::share`).
-    pub max_workers: usize,
     pub stats: bool,
     /// Where the stats line goes (`FIBERIZE_STATS=/path`: a file; programs such as
     /// `xz` close stderr).
@@ -193,7 +188,6 @@ static CONFIG_ONCE: RawOnce = RawOnce::new();
 static mut CONFIG: Config = Config {
     sync_inline: false,
     workers: 1,
-    max_workers: 1,
     stats: false,
     stats_to: Output::Stderr,
     report: None,
@@ -233,10 +227,6 @@ pub fn config() -> &'static Config {
             }
             n => n,
         };
-        // Off by default (the configured workers): with 32 to 128 workers on 2 CPUs the
-        // mix of issue 27 got read_write its native share, but also showed a stall of
-        // read_write for up to 36 s that is not understood yet (docs/DESIGN.md §2.11).
-        let max_workers = (env_number(b"FIBERIZE_MAX_WORKERS\0", 1, 1024, workers as u64, "the workers") as usize).max(workers);
         let dump_signal = env_number_in(b"FIBERIZE_DUMP_SIGNAL\0", 1, 64, 0, "no dump signal", false) as i32;
         let dump_signal = if dump_signal == crate::base::arch::KICK_SIGNAL {
             warn(&[
@@ -259,7 +249,6 @@ pub fn config() -> &'static Config {
         let c = Config {
             sync_inline: env_switch(b"FIBERIZE_SYNC_INLINE\0", false),
             workers,
-            max_workers,
             stats: stats_file.is_some() || env_switch(b"FIBERIZE_STATS\0", false),
             stats_to: stats_file.map_or(Output::Stderr, Output::File),
             report,

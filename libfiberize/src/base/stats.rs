@@ -94,11 +94,6 @@ counters! {
     /// The turn policy's windows that chose the short and the long turn.
     turn_windows_short,
     turn_windows_long,
-    /// Windows of the share policy (`scheduler::share`) in which other processes took
-    /// enough of the CPUs that the pool wanted more ACTIVE workers than configured.
-    share_windows_competing,
-    /// Workers the share policy made ACTIVE (spares woken or threads started).
-    share_workers_added,
     preempt_refused,
     preempt_fallbacks,
     stack_releases,

@@ -127,8 +127,6 @@ const METRICS: &[Metric] = &[
     stat!(turns_ended, "Fibers sent to the back of the queue at the end of their turn (FIBERIZE_TURN_US)."),
     stat!(turn_windows_short, "Windows of 16 monitor ticks in which the turn was the short one."),
     stat!(turn_windows_long, "Windows of 16 monitor ticks in which the turn was the long one."),
-    stat!(share_windows_competing, "Windows in which other processes competed for the CPUs and the pool wanted more workers."),
-    stat!(share_workers_added, "Workers made active because other processes competed for the CPUs."),
     stat!(
         turns_ended_short,
         "Of those, turns ended at the short budget (FIBERIZE_TURN_SHORT_US: the program's threads rarely woke each other)."

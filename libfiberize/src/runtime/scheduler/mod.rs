@@ -70,7 +70,6 @@ mod fair;
 mod lifo;
 mod monitor;
 mod run_clock;
-mod share;
 mod start;
 mod turn;
 mod wake;
@@ -249,8 +248,8 @@ pub struct Runtime {
     /// All worker slots; `[0, started)` have a thread.
     workers: Box<[WorkerShared]>,
     started: AtomicUsize,
-    /// Wanted number of ACTIVE workers (the configured workers, more while other
-    /// processes compete for the CPUs: [`share`]), and how many are ACTIVE now.
+    /// Wanted number of ACTIVE workers (the configured workers), and how many are
+    /// ACTIVE now.
     target: AtomicUsize,
     active: AtomicUsize,
     /// The CPUs the process may use (affinity mask, cgroup quota).
