@@ -155,19 +155,35 @@ fn bad_environment_values_get_one_warning_each() {
         ("FIBERIZE_STATS", "maybe", "FIBERIZE_STATS=maybe is neither on"),
         ("FIBERIZE_DUMP_SIGNAL", "99", "FIBERIZE_DUMP_SIGNAL=99 is out of range"),
         ("FIBERIZE_PREEMPT_MS", "soon", "FIBERIZE_PREEMPT_MS=soon is not a whole number"),
-        ("FIBERIZE_COORDINATING_FIRST", "-1", "FIBERIZE_COORDINATING_FIRST=-1 is out of range"),
+        ("FIBERIZE", "maybe", "FIBERIZE=maybe is neither on"),
+        ("FIBERIZE_WATCHDOG", "soon", "FIBERIZE_WATCHDOG=soon is not a number of seconds"),
+        ("FIBERIZE_WATCHDOG_FILE", "/tmp/x", "FIBERIZE_WATCHDOG_FILE=/tmp/x without FIBERIZE_WATCHDOG"),
+        ("FIBERIZE_TUNE", "coordinating_first=-1", "FIBERIZE_TUNE=coordinating_first=-1 is out of range"),
+        ("FIBERIZE_TUNE", "fair=0,nosuch=1", "FIBERIZE_TUNE=nosuch=1: no such switch"),
+        ("FIBERIZE_FAIR", "0", "FIBERIZE_FAIR=0 is retired and ignored (for A/B runs: FIBERIZE_TUNE=fair=0)"),
+        ("FIBERIZE_MAX_WORKERS", "32", "FIBERIZE_MAX_WORKERS=32 is retired"),
     ];
     for (var, value, expect) in cases {
         let r = run_env(&bin, &["20"], &[(var, value)]);
         assert_eq!(r.status, Some(0), "{var}={value}: {}", r.stderr);
-        let warnings: Vec<&str> = r.stderr.lines().filter(|l| l.starts_with("fiberize: FIBERIZE_")).collect();
+        let warnings: Vec<&str> = r.stderr.lines().filter(|l| l.starts_with("fiberize: FIBERIZE")).collect();
         assert_eq!(warnings.len(), 1, "{var}={value}: {}", r.stderr);
         assert!(warnings[0].contains(expect), "{var}={value}: {}", r.stderr);
         assert!(r.stderr.contains("preloaded=1"), "{}", r.stderr);
     }
-    // A good value: no warning.
-    let r = run_env(&bin, &["20"], &[("FIBERIZE_WORKERS", "1")]);
-    assert!(!r.stderr.contains("fiberize: FIBERIZE_"), "{}", r.stderr);
+    // Good values, and FIBERIZE_POLL_PER_WORKER (another name for FIBERIZE_TUNE's
+    // poll_per_worker, which scripts outside this tree set): no warning.
+    let good = [
+        ("FIBERIZE_WORKERS", "1"),
+        ("FIBERIZE_TUNE", "fair=0,turn_us=500"),
+        ("FIBERIZE_POLL_PER_WORKER", "1"),
+        ("FIBERIZE", "on"),
+    ];
+    for (var, value) in good {
+        let r = run_env(&bin, &["20"], &[(var, value)]);
+        assert!(!r.stderr.contains("fiberize: FIBERIZE"), "{var}={value}: {}", r.stderr);
+        assert!(r.stderr.contains("preloaded=1"), "{var}={value}: {}", r.stderr);
+    }
 }
 
 /// Issue 12: long sleeps give a fiber's dead stack pages back (runtime/stack_release.rs);
@@ -178,9 +194,10 @@ fn long_sleepers_release_dead_stack_pages() {
     let (native, pre) = same_both_ways("stack_release", &["64"]);
     assert!(stat(&pre, "stack_releases") >= 64, "every sleeper should release its dead pages: {}", pre.stderr);
     eprintln!("native: {}preloaded: {}", native.stderr, pre.stderr);
-    let off = run_with(&build_c("stack_release"), &["64"], true, &[("FIBERIZE_STACK_RELEASE_MS", "0")], Duration::from_secs(120));
+    let off =
+        run_with(&build_c("stack_release"), &["64"], true, &[("FIBERIZE_TUNE", "stack_release_ms=0")], Duration::from_secs(120));
     assert_eq!(off.stdout, native.stdout, "with the release off: {}", off.stderr);
-    assert_eq!(stat(&off, "stack_releases"), 0, "FIBERIZE_STACK_RELEASE_MS=0 turns it off: {}", off.stderr);
+    assert_eq!(stat(&off, "stack_releases"), 0, "FIBERIZE_TUNE=stack_release_ms=0 turns it off: {}", off.stderr);
 }
 
 #[test]
