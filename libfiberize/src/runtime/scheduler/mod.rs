@@ -48,7 +48,7 @@
 //! | [`worker_role`] | a worker's role (ACTIVE, BLOCKED, SPARE) and its transitions |
 //! | [`fair`] | the run order by CPU time: virtual runtimes, the later queue of fibers that used more than their share |
 //! | [`run_clock`] | charging a fiber's run to its CPU account: the monitor's samples, or (experimental) the cycle counter |
-//! | [`turn`] | a fiber's turn: a fiber that keeps finding requests on its socket goes to the back after `FIBERIZE_TURN_US` |
+//! | [`turn`] | a fiber's turn: a fiber that keeps finding requests on its socket goes to the back after `FIBERIZE_TUNE=turn_us` |
 //!
 use core::cell::UnsafeCell;
 use core::ptr;
@@ -85,7 +85,7 @@ pub use start::{pool_never_started, start};
 pub use turn::note_stream_read;
 pub use wake::{arc_from_ref, park_current, push_from_donor, unpark, unpark_lock_waiter, unpark_many, yield_now};
 
-/// Idle rounds before a worker sleeps (`FIBERIZE_SPIN` overrides): the first quarter
+/// Idle rounds before a worker sleeps (`FIBERIZE_TUNE=spin` overrides): the first quarter
 /// a few hundred ns of `pause` each, the rest `sched_yield`s, a non-blocking epoll poll
 /// every fourth round. Origin: measured on the 2-vCPU machine with MariaDB point
 /// selects at 2 connections (warm servers, transactions/s, native server ~96–104k),
