@@ -407,6 +407,13 @@ fn env_watchdog() -> (u64, Option<&'static [u8]>) {
         }
         return (0, None);
     };
+    let ns = watchdog_limit_ns(raw);
+    (ns, if ns > 0 { file } else { None })
+}
+
+/// `FIBERIZE_WATCHDOG`'s value in ns (0: off), after the warning if it is not a number
+/// of seconds from 0 to a day.
+fn watchdog_limit_ns(raw: &[u8]) -> u64 {
     let text = core::str::from_utf8(raw).unwrap_or("").trim();
     let secs = match text.parse::<f64>() {
         Ok(s) if s.is_finite() && (0.0..=WATCHDOG_MAX_SECS).contains(&s) => s,
@@ -420,8 +427,7 @@ fn env_watchdog() -> (u64, Option<&'static [u8]>) {
             0.0
         }
     };
-    let ns = (secs * 1e9) as u64;
-    (ns, if ns > 0 { file } else { None })
+    (secs * 1e9) as u64
 }
 
 /// Whether the mktime/tzset throttle is wanted (`FIBERIZE_TZ`; on when unset or empty).

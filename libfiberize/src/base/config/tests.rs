@@ -93,3 +93,13 @@ fn bad_tune_entries_change_nothing() {
     apply_tune(&mut c, b"FAIR=0,fair=0");
     assert!(!c.fair);
 }
+
+#[test]
+fn watchdog_takes_seconds_up_to_a_day() {
+    assert_eq!(watchdog_limit_ns(b"0.5"), 500_000_000);
+    assert_eq!(watchdog_limit_ns(b" 2 "), 2_000_000_000);
+    assert_eq!(watchdog_limit_ns(b"1e6"), 86_400_000_000_000);
+    for off in [&b"0"[..], b"", b"off", b"soon", b"-1", b"nan", b"inf"] {
+        assert_eq!(watchdog_limit_ns(off), 0, "{:?}", core::str::from_utf8(off));
+    }
+}
