@@ -130,7 +130,8 @@ quiesce_servers() {
 # starts it: native, pool, NAME=native or NAME=pool (a second such server under another
 # name: a control, whose ratio to the first shows how far two identical servers differ
 # in the same rounds), or NAME=LIB[+VAR=value...] (preloaded with LIB; CONFIG_ENV, an
-# array the caller may set, and the VAR=value words go into its environment).
+# array the caller may set, and the VAR=value words go into its environment; commas
+# separate FIBERIZE_TUNE's entries: NAME=LIB+FIBERIZE_TUNE=fair=0,spin=0).
 start_config() { # config
     local c=$1 n=${1%%=*} parts
     cp -a "$WORK/data-prepare" "$WORK/data-$n"

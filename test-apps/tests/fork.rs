@@ -24,7 +24,7 @@ fn forked_child_closing_a_pipe_keeps_the_parents_epoll_registration() {
     // must not take it out (the reader hung).
     let bin = build_c("proc_fork_child");
     let native = run(&bin, &["pipe"], false, std::time::Duration::from_secs(60));
-    let pre = run_env(&bin, &["pipe"], &[("FIBERIZE_DIRECT_WAIT", "0")]);
+    let pre = run_env(&bin, &["pipe"], &[("FIBERIZE_TUNE", "direct_wait=0")]);
     assert_eq!(native.status, Some(0), "{}{}", native.stdout, native.stderr);
     assert_eq!(pre.status, Some(0), "{}{}", pre.stdout, pre.stderr);
     assert_eq!(pre.stdout, native.stdout);

@@ -16,13 +16,13 @@ fn echo_server_hundreds_of_connections() {
 }
 
 /// Issue 24: the same echo traffic with a readiness set per worker
-/// (`FIBERIZE_POLL_PER_WORKER=1`): same output as natively, and readiness really went
+/// (`FIBERIZE_TUNE=poll_per_worker=1`): same output as natively, and readiness really went
 /// through the epoll sets (events harvested), with the locality counters printed.
 #[test]
 fn echo_server_with_a_readiness_set_per_worker() {
     let bin = build_c("io_echo");
     let native = run(&bin, &["300", "100"], false, std::time::Duration::from_secs(120));
-    let pre = run_env(&bin, &["300", "100"], &[("FIBERIZE_POLL_PER_WORKER", "1")]);
+    let pre = run_env(&bin, &["300", "100"], &[("FIBERIZE_TUNE", "poll_per_worker=1")]);
     assert_eq!(native.status, Some(0), "{}", native.stderr);
     assert_eq!(pre.status, native.status, "{}", pre.stderr);
     assert_eq!(pre.stdout, native.stdout, "{}", pre.stderr);
@@ -102,8 +102,8 @@ fn blocking_io_interrupted_by_signals() {
     let bin = build_c("io_eintr");
     let (native, pre) = same_both_ways_bin("io_eintr", &bin, &[]);
     assert!(stat(&pre, "direct_waits") > 0, "no direct wait happened:\n{}", pre.stderr);
-    let parked = run_env(&bin, &[], &[("FIBERIZE_DIRECT_WAIT", "0")]);
-    assert_eq!(parked.stdout, native.stdout, "with FIBERIZE_DIRECT_WAIT=0; stderr:\n{}", parked.stderr);
+    let parked = run_env(&bin, &[], &[("FIBERIZE_TUNE", "direct_wait=0")]);
+    assert_eq!(parked.stdout, native.stdout, "with FIBERIZE_TUNE=direct_wait=0; stderr:\n{}", parked.stderr);
     assert_eq!(stat(&parked, "direct_waits"), 0);
     assert!(stat(&parked, "parks") > 0);
 }
@@ -150,8 +150,8 @@ fn descriptors_closed_in_bulk_or_out_of_sight_then_reused() {
     let (native, pre) = same_both_ways_bin("io_fdreuse", &bin, &[]);
     assert!(pre.stderr.contains("thread is_fiber=1"), "{}", pre.stderr);
     // The waits registered the descriptors in the reactor before they were closed.
-    let parked = run_env(&bin, &[], &[("FIBERIZE_DIRECT_WAIT", "0")]);
-    assert_eq!(parked.stdout, native.stdout, "with FIBERIZE_DIRECT_WAIT=0; stderr:\n{}", parked.stderr);
+    let parked = run_env(&bin, &[], &[("FIBERIZE_TUNE", "direct_wait=0")]);
+    assert_eq!(parked.stdout, native.stdout, "with FIBERIZE_TUNE=direct_wait=0; stderr:\n{}", parked.stderr);
     assert!(stat(&parked, "parks") > 0, "{}", parked.stderr);
 
     // close_range(3, ~0U, 0) once the runtime runs leaves its own descriptors open: the
@@ -161,12 +161,12 @@ fn descriptors_closed_in_bulk_or_out_of_sight_then_reused() {
     // the direct waits are asked for with the old rule.
     let (native, pre) = same_both_ways_bin("io_fdreuse", &bin, &["from3"]);
     assert!(stat(&pre, "direct_waits_declined_peer_elsewhere") > 0, "{}", pre.stderr);
-    let direct = run_env(&bin, &["from3"], &[("FIBERIZE_DIRECT_WAIT_PEER_CPU", "0")]);
-    assert_eq!(direct.stdout, native.stdout, "with FIBERIZE_DIRECT_WAIT_PEER_CPU=0; stderr:\n{}", direct.stderr);
+    let direct = run_env(&bin, &["from3"], &[("FIBERIZE_TUNE", "direct_wait_peer_cpu=0")]);
+    assert_eq!(direct.stdout, native.stdout, "with FIBERIZE_TUNE=direct_wait_peer_cpu=0; stderr:\n{}", direct.stderr);
     assert!(stat(&direct, "direct_waits") > 0, "{}", direct.stderr);
     assert_eq!(stat(&direct, "direct_waits_declined_peer_elsewhere"), 0, "{}", direct.stderr);
-    let parked = run_env(&bin, &["from3"], &[("FIBERIZE_DIRECT_WAIT", "0")]);
-    assert_eq!(parked.stdout, native.stdout, "with FIBERIZE_DIRECT_WAIT=0; stderr:\n{}", parked.stderr);
+    let parked = run_env(&bin, &["from3"], &[("FIBERIZE_TUNE", "direct_wait=0")]);
+    assert_eq!(parked.stdout, native.stdout, "with FIBERIZE_TUNE=direct_wait=0; stderr:\n{}", parked.stderr);
     assert!(stat(&parked, "parks") > 0, "{}", parked.stderr);
 }
 
@@ -202,7 +202,7 @@ fn direct_waits_follow_the_cpu_of_the_peer() {
     assert!(stat(&same, "direct_waits_unspun") > 0, "no direct wait blocked at once:\n{}", same.stderr);
     assert_eq!(stat(&same, "direct_waits_declined_peer_elsewhere"), 0, "{}", same.stderr);
     // The rule off: the waits spin first, as before it.
-    let ruleless = run_env(&bin, &[here, here, "2000"], &[("FIBERIZE_DIRECT_WAIT_PEER_CPU", "0")]);
+    let ruleless = run_env(&bin, &[here, here, "2000"], &[("FIBERIZE_TUNE", "direct_wait_peer_cpu=0")]);
     assert_eq!(ruleless.stdout, same.stdout, "{}", ruleless.stderr);
     assert!(stat(&ruleless, "direct_waits") > 0, "{}", ruleless.stderr);
     assert_eq!(stat(&ruleless, "direct_waits_unspun"), 0, "{}", ruleless.stderr);
@@ -256,8 +256,8 @@ fn blocking_calls_interrupted_by_many_signals() {
     assert!(native.stdout.contains("accept            sa_restart=0 eintr 10/10"), "{}", native.stdout);
     assert!(stat(&pre, "direct_waits") > 0, "no direct wait happened:\n{}", pre.stderr);
     assert!(stat(&pre, "donor_handoffs") > 0, "no wait on a donor:\n{}", pre.stderr);
-    let parked = run_env(&bin, &["10"], &[("FIBERIZE_DIRECT_WAIT", "0")]);
-    assert_eq!(parked.stdout, native.stdout, "with FIBERIZE_DIRECT_WAIT=0; stderr:\n{}", parked.stderr);
+    let parked = run_env(&bin, &["10"], &[("FIBERIZE_TUNE", "direct_wait=0")]);
+    assert_eq!(parked.stdout, native.stdout, "with FIBERIZE_TUNE=direct_wait=0; stderr:\n{}", parked.stderr);
     assert_eq!(stat(&parked, "direct_waits"), 0);
     assert!(stat(&parked, "parks") > 0);
     // Many connects alone: a kick that interrupted the zero-timeout poll of a connect
@@ -265,8 +265,8 @@ fn blocking_calls_interrupted_by_many_signals() {
     // still in SYN_SENT), in about one round in twenty.
     let (native, pre) = same_both_ways_bin("io_eintr_storm", &bin, &["40", "connect"]);
     assert!(native.stdout.contains("connect           sa_restart=0 eintr 40/40"), "{}", native.stdout);
-    let parked = run_env(&bin, &["40", "connect"], &[("FIBERIZE_DIRECT_WAIT", "0")]);
-    assert_eq!(parked.stdout, native.stdout, "with FIBERIZE_DIRECT_WAIT=0; stderr:\n{}", parked.stderr);
+    let parked = run_env(&bin, &["40", "connect"], &[("FIBERIZE_TUNE", "direct_wait=0")]);
+    assert_eq!(parked.stdout, native.stdout, "with FIBERIZE_TUNE=direct_wait=0; stderr:\n{}", parked.stderr);
     assert!(pre.stderr.contains("preloaded=1") && parked.stderr.contains("preloaded=1"));
 }
 

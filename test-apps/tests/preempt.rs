@@ -114,11 +114,11 @@ fn fibers_ahead_of_their_share_wait_but_are_not_stranded_two_workers() {
     fair_order("2");
 }
 
-/// Runs timed by the cycle counter (`FIBERIZE_RUN_CLOCK=1`) find the computing fibers
+/// Runs timed by the cycle counter (`FIBERIZE_TUNE=run_clock=1`) find the computing fibers
 /// ahead too.
 #[test]
 fn fibers_ahead_of_their_share_by_timed_runs_one_worker() {
-    let pre = fair_order_with("1", &[("FIBERIZE_RUN_CLOCK", "1")]);
+    let pre = fair_order_with("1", &[("FIBERIZE_TUNE", "run_clock=1")]);
     // RDTSC costs ~10 ns on the machines this project runs on; a hypervisor that traps
     // it would make this fail, and the library fall back to samples (run_clock.rs).
     // Under qemu the counter is emulated and may be found slow: not asserted there.

@@ -1,19 +1,31 @@
 //! Configuration by environment, read once, before or after constructors ran.
 //!
+//! Every `FIBERIZE_*` variable is parsed and checked here, and nowhere else: a value
+//! outside what the table allows gets one `fiberize: NAME=value …` line on stderr that
+//! says what is used instead. The operator's variables ([`VARIABLES`]; the README's
+//! table lists the same, a test checks):
+//!
 //! | variable              | meaning                                                   |
 //! |-----------------------|-----------------------------------------------------------|
 //! | `FIBERIZE=off`        | disable: every export passes straight through to glibc   |
-//! | `FIBERIZE_WORKERS=N`  | worker threads (default: CPUs in the affinity mask, capped by the cgroup CPU quota) |
-//! | `FIBERIZE_MAX_WORKERS=N` | most active workers while other processes compete for the CPUs (default: the workers, i.e. off; experimental) |
+//! | `FIBERIZE_WORKERS=N`  | worker threads (default: CPUs in the affinity mask, capped by the CPU quota of our own cgroup) |
 //! | `FIBERIZE_STATS=1`    | print one `fiberize: stats …` line to stderr at exit (a value with a `/` is a file to append it to) |
 //! | `FIBERIZE_REPORT=PATH` | write the report (`crate::observe::report`) to PATH (`-`: stderr) at exit and on the dump signal |
 //! | `FIBERIZE_METRICS=PATH[,INTERVAL]` | write the counters in Prometheus' text format to PATH every INTERVAL (default 10s; `500ms`, `30s`, `1m`) and at exit (`crate::observe::metrics`); queue waits only while `FIBERIZE_STATS` or `FIBERIZE_REPORT` measure them |
 //! | `FIBERIZE_DUMP_SIGNAL=N` | on signal N, print every fiber (state, wait, origin) to stderr |
 //! | `FIBERIZE_DUMP_AT_EXIT=1` | print the fiber dump at exit as well                 |
-//! | `FIBERIZE_WATCHDOG=SECONDS` | stall watchdog (read by `crate::observe::watchdog`; `FIBERIZE_WATCHDOG_FILE` for its output) |
-//! | `FIBERIZE_TURN_US=N` | a fiber's turn: after N µs on its worker, its next socket read sends it to the back of the global queue while other fibers wait (default 1000; 0: off; see `runtime::scheduler::turn`) |
+//! | `FIBERIZE_WATCHDOG=SECONDS` | stall watchdog (`crate::observe::watchdog`; fractions allowed, 0: off) |
+//! | `FIBERIZE_WATCHDOG_FILE=PATH` | append the watchdog's reports to PATH instead of stderr |
 //! | `FIBERIZE_PREEMPT_MS=N` | time slice after which a fiber that does not switch is preempted while other fibers wait (default 5; 0: off; see `crate::runtime::preempt`) |
-//! | `FIBERIZE_SYNC_INLINE=1` | run `fsync`/`fdatasync`/`sync_file_range` on the worker instead of the fiber's donor |
+//! | `FIBERIZE_TZ=off`     | turn the mktime/tzset throttle off (`crate::tz`; read by [`tz_throttle_wanted`], also with `FIBERIZE=off`) |
+//! | `FIBERIZE_TUNE=name=value,…` | A/B switches of the scheduler's rules, for experiments ([`TUNE_NAMES`]; docs/DESIGN.md §2.18) |
+//!
+//! `FIBERIZE_TUNE`'s names, each a field of [`Config`]: `fair`, `coordinating_first`,
+//! `run_clock`, `direct_wait`, `direct_wait_peer_cpu`, `turn_us`, `turn_short_us`,
+//! `spin`, `stack_release_ms`, `sync_inline`, `poll_per_worker`. `FIBERIZE_POLL_PER_WORKER`
+//! is still read as another name for `FIBERIZE_TUNE=poll_per_worker=…` (benchmark
+//! scripts outside this tree set it). The variables these switches replaced
+//! ([`RETIRED`]) are ignored with one line each.
 //!
 //! The on/off decision is taken at the first call into any export and never changes:
 //! objects such as mutexes are laid out by whichever implementation saw them first, so
@@ -22,6 +34,9 @@
 use core::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 
 use crate::base::rawlock::RawOnce;
+
+mod values;
+use values::*;
 
 // `STATE`: the on/off decision, taken at the first export call and never changed.
 /// No export has been called yet.
@@ -50,19 +65,19 @@ pub fn enabled() -> bool {
 
 #[cold]
 fn decide() -> bool {
-    let on = !matches!(env_str(b"FIBERIZE\0"), Some(v) if is_off(v));
-    // Racing first callers compute the same answer from the same environment.
-    let _ = STATE.compare_exchange(
-        STATE_UNDECIDED,
-        if on { STATE_ENABLED } else { STATE_DISABLED },
-        Ordering::Relaxed,
-        Ordering::Relaxed,
-    );
+    let value = env_str(b"FIBERIZE\0");
+    let on = !matches!(value, Some(v) if is_off(v));
+    // Racing first callers compute the same answer from the same environment; the one
+    // that records it says what was wrong with the value.
+    let first = STATE
+        .compare_exchange(STATE_UNDECIDED, if on { STATE_ENABLED } else { STATE_DISABLED }, Ordering::Relaxed, Ordering::Relaxed)
+        .is_ok();
+    if let (true, Some(v)) = (first, value) {
+        if !v.is_empty() && !is_off(v) && !is_on(v) {
+            warn(&[b"FIBERIZE=", v, b" is neither on (1, on, true, yes) nor off (0, off, false, no): using on"]);
+        }
+    }
     STATE.load(Ordering::Relaxed) == STATE_ENABLED
-}
-
-fn is_off(v: &[u8]) -> bool {
-    matches!(v, b"off" | b"0" | b"false" | b"no" | b"OFF" | b"disable" | b"disabled")
 }
 
 /// Whether new threads may become fibers (enabled, and not in a forked child).
@@ -112,15 +127,6 @@ pub fn env_str(name_nul: &'static [u8]) -> Option<&'static [u8]> {
     }
 }
 
-pub fn env_u64(name_nul: &'static [u8]) -> Option<u64> {
-    let v = env_str(name_nul)?;
-    core::str::from_utf8(v).ok()?.trim().parse().ok()
-}
-
-pub fn env_flag(name_nul: &'static [u8]) -> bool {
-    matches!(env_str(name_nul), Some(v) if !v.is_empty() && !is_off(v))
-}
-
 /// Where a text at exit goes: stderr, or a file appended to (the path lives in the
 /// environment block, which lasts as long as the process).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -129,14 +135,9 @@ pub enum Output {
     File(&'static [u8]),
 }
 
+#[derive(Clone, Copy)]
 pub struct Config {
-    /// Run file syncs on the worker (they then block it) instead of the donor.
-    pub sync_inline: bool,
     pub workers: usize,
-    /// The most ACTIVE workers while other processes compete for the CPUs
-    /// (`FIBERIZE_MAX_WORKERS`; equal to `workers`: never more; see
-    /// `runtime::scheduler::share`).
-    pub max_workers: usize,
     pub stats: bool,
     /// Where the stats line goes (`FIBERIZE_STATS=/path`: a file; programs such as
     /// `xz` close stderr).
@@ -148,63 +149,122 @@ pub struct Config {
     pub metrics: Option<Metrics>,
     pub dump_signal: i32,
     pub dump_at_exit: bool,
-    /// Idle rounds a worker spins before it sleeps (`FIBERIZE_SPIN`); `None`: the
-    /// scheduler's own default (`runtime::scheduler::SPIN_ROUNDS`).
-    pub spin_rounds: Option<u32>,
-    /// A fiber alone on its worker waits for its descriptor in the kernel directly
-    /// (`FIBERIZE_DIRECT_WAIT=0` turns it off; see `scheduler::direct_wait`).
-    pub direct_wait: bool,
-    /// A direct wait on a socket only while the socket's last segment came in on the
-    /// worker's CPU, where its peer runs (`FIBERIZE_DIRECT_WAIT_PEER_CPU=0`: wherever
-    /// it came in, the rule until session 11; see `io::peer_cpu::where_peer_runs`).
-    pub direct_wait_peer_cpu: bool,
-    /// A fiber's run is charged to its CPU account as timed by the cycle counter
-    /// (`FIBERIZE_RUN_CLOCK=1`; off by default: by the monitor's 1 ms samples; see
-    /// `runtime::scheduler::run_clock`).
-    pub run_clock: bool,
+    /// The stall watchdog's limit in ns (`FIBERIZE_WATCHDOG`, in seconds); 0: off.
+    pub watchdog_ns: u64,
+    /// Where the watchdog's reports go (`FIBERIZE_WATCHDOG_FILE`; None: stderr).
+    pub watchdog_file: Option<&'static [u8]>,
     /// Time slice of a fiber before preemption, in ms (`FIBERIZE_PREEMPT_MS`; 0: off);
     /// `None`: the preemption module's default (`runtime::preempt::DEFAULT_SLICE_MS`).
     pub preempt_ms: Option<u64>,
+
+    // `FIBERIZE_TUNE`'s switches (A/B runs; docs/DESIGN.md §2.18).
+    /// Run file syncs on the worker (they then block it) instead of the donor
+    /// (`sync_inline`).
+    pub sync_inline: bool,
+    /// Idle rounds a worker spins before it sleeps (`spin`); `None`: the scheduler's
+    /// own default (`runtime::scheduler::SPIN_ROUNDS`).
+    pub spin_rounds: Option<u32>,
+    /// A fiber alone on its worker waits for its descriptor in the kernel directly
+    /// (`direct_wait`; see `scheduler::direct_wait`).
+    pub direct_wait: bool,
+    /// A direct wait on a socket only while the socket's last segment came in on the
+    /// worker's CPU, where its peer runs (`direct_wait_peer_cpu`; off: wherever it came
+    /// in; see `io::peer_cpu::where_peer_runs`).
+    pub direct_wait_peer_cpu: bool,
+    /// A fiber's run is charged to its CPU account as timed by the cycle counter
+    /// (`run_clock`; off by default: by the monitor's 1 ms samples; see
+    /// `runtime::scheduler::run_clock`).
+    pub run_clock: bool,
     /// Sleeps at least this long (ms) give the fiber's dead stack pages back
-    /// (`FIBERIZE_STACK_RELEASE_MS`; 0: never); `None`: the module's default
+    /// (`stack_release_ms`; 0: never); `None`: the module's default
     /// (`runtime::stack_release::DEFAULT_RELEASE_AFTER_MS`).
     pub stack_release_ms: Option<u64>,
     /// A fiber's turn on its worker, in µs, after which its next socket read ends the
-    /// turn while others wait (`FIBERIZE_TURN_US`; 0: never); `None`: the scheduler's
-    /// default (`runtime::scheduler::turn::DEFAULT_TURN_US`).
+    /// turn while others wait (`turn_us`; 0: never); `None`: the scheduler's default
+    /// (`runtime::scheduler::turn::DEFAULT_TURN_US`).
     pub turn_us: Option<u64>,
     /// The turn while the program's threads rarely wake each other, in µs
-    /// (`FIBERIZE_TURN_SHORT_US`; equal to the turn: always the one turn); `None`: the
+    /// (`turn_short_us`; equal to the turn: always the one turn); `None`: the
     /// scheduler's default (`runtime::scheduler::turn::DEFAULT_SHORT_TURN_US`).
     pub turn_short_us: Option<u64>,
     /// Each worker sleeps in a readiness set of its own, holding the descriptors of the
-    /// fibers that run on it (`FIBERIZE_POLL_PER_WORKER=1`; see `runtime::poller`).
+    /// fibers that run on it (`poll_per_worker`, or `FIBERIZE_POLL_PER_WORKER`; see
+    /// `runtime::poller`).
     pub poll_per_worker: bool,
-    /// The run order by CPU time (`FIBERIZE_FAIR=0` turns it off; see
-    /// `runtime::scheduler::fair`).
+    /// The run order by CPU time (`fair`; see `runtime::scheduler::fair`).
     pub fair: bool,
     /// The coordinating queue goes before the soon queue on every Nth dequeue, 0: never
-    /// (`FIBERIZE_COORDINATING_FIRST`); `None`: the scheduler's default
+    /// (`coordinating_first`); `None`: the scheduler's default
     /// (`runtime::scheduler::fair::coordinating_first`: by the queues' weighted lengths).
     pub coordinating_first: Option<u32>,
 }
 
-static CONFIG_ONCE: RawOnce = RawOnce::new();
-static mut CONFIG: Config = Config {
-    sync_inline: false,
+/// The operator's variables, as the README's "Environment" table lists them (a test
+/// checks that the two name the same set).
+pub const VARIABLES: [&str; 12] = [
+    "FIBERIZE",
+    "FIBERIZE_WORKERS",
+    "FIBERIZE_STATS",
+    "FIBERIZE_REPORT",
+    "FIBERIZE_METRICS",
+    "FIBERIZE_DUMP_SIGNAL",
+    "FIBERIZE_DUMP_AT_EXIT",
+    "FIBERIZE_WATCHDOG",
+    "FIBERIZE_WATCHDOG_FILE",
+    "FIBERIZE_PREEMPT_MS",
+    "FIBERIZE_TZ",
+    "FIBERIZE_TUNE",
+];
+
+/// `FIBERIZE_TUNE`'s names ([`apply_tune`] parses them; docs/DESIGN.md §2.18 says what
+/// each does and its default).
+pub const TUNE_NAMES: [&str; 11] = [
+    "fair",
+    "coordinating_first",
+    "run_clock",
+    "direct_wait",
+    "direct_wait_peer_cpu",
+    "turn_us",
+    "turn_short_us",
+    "spin",
+    "stack_release_ms",
+    "sync_inline",
+    "poll_per_worker",
+];
+
+/// Variables that were knobs of their own: set, each gets one line saying so and is
+/// ignored. The second field is the `FIBERIZE_TUNE` name that replaced it ("" for none).
+pub const RETIRED: [(&[u8], &[u8]); 11] = [
+    (b"FIBERIZE_FAIR\0", b"fair"),
+    (b"FIBERIZE_COORDINATING_FIRST\0", b"coordinating_first"),
+    (b"FIBERIZE_RUN_CLOCK\0", b"run_clock"),
+    (b"FIBERIZE_DIRECT_WAIT\0", b"direct_wait"),
+    (b"FIBERIZE_DIRECT_WAIT_PEER_CPU\0", b"direct_wait_peer_cpu"),
+    (b"FIBERIZE_TURN_US\0", b"turn_us"),
+    (b"FIBERIZE_TURN_SHORT_US\0", b"turn_short_us"),
+    (b"FIBERIZE_SPIN\0", b"spin"),
+    (b"FIBERIZE_STACK_RELEASE_MS\0", b"stack_release_ms"),
+    (b"FIBERIZE_SYNC_INLINE\0", b"sync_inline"),
+    (b"FIBERIZE_MAX_WORKERS\0", b""),
+];
+
+/// What a variable says before it is read: the scheduler's own defaults.
+const DEFAULTS: Config = Config {
     workers: 1,
-    max_workers: 1,
     stats: false,
     stats_to: Output::Stderr,
     report: None,
     metrics: None,
     dump_signal: 0,
     dump_at_exit: false,
+    watchdog_ns: 0,
+    watchdog_file: None,
+    preempt_ms: None,
+    sync_inline: false,
     spin_rounds: None,
-    direct_wait: false,
+    direct_wait: true,
     direct_wait_peer_cpu: true,
     run_clock: false,
-    preempt_ms: None,
     stack_release_ms: None,
     turn_us: None,
     turn_short_us: None,
@@ -213,71 +273,15 @@ static mut CONFIG: Config = Config {
     coordinating_first: None,
 };
 
+static CONFIG_ONCE: RawOnce = RawOnce::new();
+static mut CONFIG: Config = DEFAULTS;
+
 /// The configuration, read on first use. Every variable is checked once here: a value
 /// that is not what the README's table allows gets one line on stderr saying what is
-/// used instead (issue 14: `FIBERIZE_WORKERS=abc`, `0`, `-1`, empty were silently
-/// ignored).
+/// used instead (`FIBERIZE_WORKERS=abc`, `0`, `-1` or empty were once silently ignored).
 pub fn config() -> &'static Config {
     CONFIG_ONCE.call_once(|| {
-        let cpus = default_workers();
-        let workers = match env_number(b"FIBERIZE_WORKERS\0", 1, 1024, cpus as u64, "the usable CPUs") as usize {
-            n if n > cpus => {
-                warn(&[
-                    b"FIBERIZE_WORKERS=",
-                    trim(&digits(n as u64)),
-                    b" is more than the ",
-                    trim(&digits(cpus as u64)),
-                    b" usable CPUs: the workers will share them",
-                ]);
-                n
-            }
-            n => n,
-        };
-        // Off by default (the configured workers): with 32 to 128 workers on 2 CPUs the
-        // mix of issue 27 got read_write its native share, but also showed a stall of
-        // read_write for up to 36 s that is not understood yet (docs/DESIGN.md §2.11).
-        let max_workers = (env_number(b"FIBERIZE_MAX_WORKERS\0", 1, 1024, workers as u64, "the workers") as usize).max(workers);
-        let dump_signal = env_number_in(b"FIBERIZE_DUMP_SIGNAL\0", 1, 64, 0, "no dump signal", false) as i32;
-        let dump_signal = if dump_signal == crate::base::arch::KICK_SIGNAL {
-            warn(&[
-                b"FIBERIZE_DUMP_SIGNAL=",
-                trim(&digits(dump_signal as u64)),
-                b" is the library's own kick signal: no dump signal",
-            ]);
-            0
-        } else {
-            dump_signal
-        };
-        // A value with a '/' is a file (issue 13: `xz` closes stderr before exit).
-        let stats_file = env_str(b"FIBERIZE_STATS\0").filter(|v| v.contains(&b'/'));
-        let report = match env_str(b"FIBERIZE_REPORT\0") {
-            None => None,
-            Some(v) if v.is_empty() || is_off(v) => None,
-            Some(b"-") => Some(Output::Stderr),
-            Some(path) => Some(Output::File(path)),
-        };
-        let c = Config {
-            sync_inline: env_switch(b"FIBERIZE_SYNC_INLINE\0", false),
-            workers,
-            max_workers,
-            stats: stats_file.is_some() || env_switch(b"FIBERIZE_STATS\0", false),
-            stats_to: stats_file.map_or(Output::Stderr, Output::File),
-            report,
-            metrics: env_metrics(),
-            dump_signal,
-            dump_at_exit: env_switch(b"FIBERIZE_DUMP_AT_EXIT\0", false),
-            spin_rounds: env_optional_number(b"FIBERIZE_SPIN\0", 0, 100_000).map(|n| n as u32),
-            direct_wait: env_switch(b"FIBERIZE_DIRECT_WAIT\0", true),
-            direct_wait_peer_cpu: env_switch(b"FIBERIZE_DIRECT_WAIT_PEER_CPU\0", true),
-            run_clock: env_switch(b"FIBERIZE_RUN_CLOCK\0", false),
-            preempt_ms: env_optional_number(b"FIBERIZE_PREEMPT_MS\0", 0, 60_000),
-            stack_release_ms: env_optional_number(b"FIBERIZE_STACK_RELEASE_MS\0", 0, 3_600_000),
-            turn_us: env_optional_number(b"FIBERIZE_TURN_US\0", 0, 1_000_000),
-            turn_short_us: env_optional_number(b"FIBERIZE_TURN_SHORT_US\0", 1, 1_000_000),
-            poll_per_worker: env_switch(b"FIBERIZE_POLL_PER_WORKER\0", false),
-            fair: env_switch(b"FIBERIZE_FAIR\0", true),
-            coordinating_first: env_optional_number(b"FIBERIZE_COORDINATING_FIRST\0", 0, 1000).map(|n| n as u32),
-        };
+        let c = read_config();
         // SAFETY: written once, inside the RawOnce, before any reader passes is_done().
         unsafe { *core::ptr::addr_of_mut!(CONFIG) = c };
     });
@@ -285,108 +289,154 @@ pub fn config() -> &'static Config {
     unsafe { &*core::ptr::addr_of!(CONFIG) }
 }
 
-/// One `fiberize: …` line on stderr, written with one raw system call (this may run
-/// before the program's `main` and inside any export: no allocation, no stdio).
-fn warn(parts: &[&[u8]]) {
-    let mut buf = [0u8; 320];
-    let mut n = 0;
-    for part in [b"fiberize: ".as_slice()].iter().chain(parts.iter()).chain([b"\n".as_slice()].iter()) {
-        let take = part.len().min(buf.len() - 1 - n);
-        buf[n..n + take].copy_from_slice(&part[..take]);
-        n += take;
-    }
-    if buf[n - 1] != b'\n' {
-        buf[n] = b'\n';
-        n += 1;
-    }
-    crate::base::sys::write(2, &buf[..n]);
-}
-
-/// Decimal digits of `v` (up to 20), as a small array trimmed by [`trim`].
-fn digits(v: u64) -> [u8; 20] {
-    let mut out = [b' '; 20];
-    let mut v = v;
-    let mut i = 20;
-    loop {
-        i -= 1;
-        out[i] = b'0' + (v % 10) as u8;
-        v /= 10;
-        if v == 0 {
-            break;
-        }
-    }
-    out
-}
-
-/// `digits` without its leading blanks.
-fn trim(d: &[u8; 20]) -> &[u8] {
-    let start = d.iter().position(|&c| c != b' ').unwrap_or(19);
-    &d[start..]
-}
-
-/// The name of a variable without its NUL.
-fn name_of(name_nul: &[u8]) -> &[u8] {
-    &name_nul[..name_nul.len() - 1]
-}
-
-/// A whole number in `[min, max]`: unset gives `default`; a value that is not a number
-/// or is out of range gets a warning and `default` (below `min`, or above `max` when
-/// `max` is no limit to clamp to, e.g. a signal number) or `max` (above).
-fn env_number(name_nul: &'static [u8], min: u64, max: u64, default: u64, default_is: &str) -> u64 {
-    env_number_in(name_nul, min, max, default, default_is, true)
-}
-
-/// A number whose default belongs to the module that uses it (the constant lives with
-/// its protocol): `None` when unset or invalid (after the warning), else the value
-/// (clamped to `max`).
-fn env_optional_number(name_nul: &'static [u8], min: u64, max: u64) -> Option<u64> {
-    env_str(name_nul)?;
-    match env_number_in(name_nul, min, max, NO_DEFAULT, "the default", true) {
-        NO_DEFAULT => None,
-        v => Some(v),
-    }
-}
-
-/// `env_number_in`'s default for [`env_optional_number`]: outside every allowed range,
-/// and the warning names no number for it.
-const NO_DEFAULT: u64 = u64::MAX;
-
-fn env_number_in(name_nul: &'static [u8], min: u64, max: u64, default: u64, default_is: &str, clamp: bool) -> u64 {
-    let default_digits = digits(default);
-    let Some(raw) = env_str(name_nul) else { return default };
-    let name = name_of(name_nul);
-    let text = core::str::from_utf8(raw).unwrap_or("").trim();
-    match text.parse::<u64>() {
-        Ok(v) if v >= min && v <= max => v,
-        Ok(v) if v > max && clamp => {
-            warn(&[name, b"=", raw, b" is above the limit ", trim(&digits(max)), b": using ", trim(&digits(max))]);
-            max
-        }
-        _ => {
-            let why: &[u8] = if text.is_empty() {
-                b" is empty"
-            } else if text.parse::<i64>().is_ok() || text.parse::<u64>().is_ok() {
-                b" is out of range"
-            } else {
-                b" is not a whole number"
-            };
+fn read_config() -> Config {
+    let cpus = default_workers();
+    let workers = match env_number(b"FIBERIZE_WORKERS\0", 1, 1024, cpus as u64, "the usable CPUs") as usize {
+        n if n > cpus => {
             warn(&[
-                name,
-                b"=",
-                raw,
-                why,
-                b" (allowed: ",
-                trim(&digits(min)),
-                b"..",
-                trim(&digits(max)),
-                b"): using ",
-                default_is.as_bytes(),
-                if default == NO_DEFAULT { b"" } else { b" (" },
-                if default == NO_DEFAULT { b"" } else { trim(&default_digits) },
-                if default == NO_DEFAULT { b"" } else { b")" },
+                b"FIBERIZE_WORKERS=",
+                trim(&digits(n as u64)),
+                b" is more than the ",
+                trim(&digits(cpus as u64)),
+                b" usable CPUs: the workers will share them",
             ]);
-            default
+            n
         }
+        n => n,
+    };
+    let dump_signal = env_number_in(b"FIBERIZE_DUMP_SIGNAL\0", 1, 64, 0, "no dump signal", false) as i32;
+    let dump_signal = if dump_signal == crate::base::arch::KICK_SIGNAL {
+        warn(&[
+            b"FIBERIZE_DUMP_SIGNAL=",
+            trim(&digits(dump_signal as u64)),
+            b" is the library's own kick signal: no dump signal",
+        ]);
+        0
+    } else {
+        dump_signal
+    };
+    // A value with a '/' is a file (`xz` closes stderr before exit).
+    let stats_file = env_str(b"FIBERIZE_STATS\0").filter(|v| v.contains(&b'/'));
+    let report = match env_str(b"FIBERIZE_REPORT\0") {
+        None => None,
+        Some(v) if v.is_empty() || is_off(v) => None,
+        Some(b"-") => Some(Output::Stderr),
+        Some(path) => Some(Output::File(path)),
+    };
+    let (watchdog_ns, watchdog_file) = env_watchdog();
+    let mut c = Config {
+        workers,
+        stats: stats_file.is_some() || env_switch(b"FIBERIZE_STATS\0", false),
+        stats_to: stats_file.map_or(Output::Stderr, Output::File),
+        report,
+        metrics: env_metrics(),
+        dump_signal,
+        dump_at_exit: env_switch(b"FIBERIZE_DUMP_AT_EXIT\0", false),
+        watchdog_ns,
+        watchdog_file,
+        preempt_ms: env_optional_number(b"FIBERIZE_PREEMPT_MS\0", 0, 60_000),
+        ..DEFAULTS
+    };
+    for (name_nul, tune) in RETIRED {
+        let Some(v) = env_str(name_nul) else { continue };
+        if tune.is_empty() {
+            warn(&[name_of(name_nul), b"=", v, b" is retired and ignored (its policy was removed)"]);
+        } else {
+            warn(&[name_of(name_nul), b"=", v, b" is retired and ignored (for A/B runs: FIBERIZE_TUNE=", tune, b"=", v, b")"]);
+        }
+    }
+    if env_str(b"FIBERIZE_POLL_PER_WORKER\0").is_some() {
+        c.poll_per_worker = env_switch(b"FIBERIZE_POLL_PER_WORKER\0", false);
+    }
+    if let Some(tune) = env_str(b"FIBERIZE_TUNE\0") {
+        apply_tune(&mut c, tune);
+    }
+    c
+}
+
+/// `FIBERIZE_TUNE=name=value,name=value`: each entry sets one of [`TUNE_NAMES`]; an
+/// entry that names none, or whose value is not what that switch takes, gets one line
+/// and leaves the switch as it was.
+fn apply_tune(c: &mut Config, tune: &'static [u8]) {
+    for entry in tune.split(|&b| b == b',') {
+        let entry = trim_blanks(entry);
+        if entry.is_empty() {
+            continue;
+        }
+        let Some(eq) = entry.iter().position(|&b| b == b'=') else {
+            warn(&[b"FIBERIZE_TUNE=", entry, b" is not name=value: ignored"]);
+            continue;
+        };
+        let (name, value) = (trim_blanks(&entry[..eq]), &entry[eq + 1..]);
+        // What a warning calls the switch: `FIBERIZE_TUNE=name`.
+        let mut label_buf = [0u8; 48];
+        let label = concat_into(&mut label_buf, &[b"FIBERIZE_TUNE=", name]);
+        match name {
+            b"fair" => c.fair = switch_value(label, value, c.fair),
+            b"run_clock" => c.run_clock = switch_value(label, value, c.run_clock),
+            b"direct_wait" => c.direct_wait = switch_value(label, value, c.direct_wait),
+            b"direct_wait_peer_cpu" => c.direct_wait_peer_cpu = switch_value(label, value, c.direct_wait_peer_cpu),
+            b"sync_inline" => c.sync_inline = switch_value(label, value, c.sync_inline),
+            b"poll_per_worker" => c.poll_per_worker = switch_value(label, value, c.poll_per_worker),
+            b"coordinating_first" => {
+                c.coordinating_first = optional_number(label, value, 0, 1000).map(|n| n as u32).or(c.coordinating_first)
+            }
+            b"turn_us" => c.turn_us = optional_number(label, value, 0, 1_000_000).or(c.turn_us),
+            b"turn_short_us" => c.turn_short_us = optional_number(label, value, 1, 1_000_000).or(c.turn_short_us),
+            b"spin" => c.spin_rounds = optional_number(label, value, 0, 100_000).map(|n| n as u32).or(c.spin_rounds),
+            b"stack_release_ms" => c.stack_release_ms = optional_number(label, value, 0, 3_600_000).or(c.stack_release_ms),
+            _ => warn(&[
+                b"FIBERIZE_TUNE=",
+                entry,
+                b": no such switch, ignored (fair, coordinating_first, run_clock, direct_wait, direct_wait_peer_cpu, turn_us, turn_short_us, spin, stack_release_ms, sync_inline, poll_per_worker)",
+            ]),
+        }
+    }
+}
+
+/// The longest watchdog limit, in seconds. Origin: a stall longer than a day is not
+/// what a watchdog is for, and the limit in ns stays far from overflow.
+const WATCHDOG_MAX_SECS: f64 = 86_400.0;
+
+/// `FIBERIZE_WATCHDOG=SECONDS` (fractions allowed; 0: off) and `FIBERIZE_WATCHDOG_FILE`.
+fn env_watchdog() -> (u64, Option<&'static [u8]>) {
+    let file = env_str(b"FIBERIZE_WATCHDOG_FILE\0").filter(|p| !p.is_empty());
+    let Some(raw) = env_str(b"FIBERIZE_WATCHDOG\0") else {
+        if let Some(path) = file {
+            warn(&[b"FIBERIZE_WATCHDOG_FILE=", path, b" without FIBERIZE_WATCHDOG: no watchdog"]);
+        }
+        return (0, None);
+    };
+    let ns = watchdog_limit_ns(raw);
+    (ns, if ns > 0 { file } else { None })
+}
+
+/// `FIBERIZE_WATCHDOG`'s value in ns (0: off), after the warning if it is not a number
+/// of seconds from 0 to a day.
+fn watchdog_limit_ns(raw: &[u8]) -> u64 {
+    let text = core::str::from_utf8(raw).unwrap_or("").trim();
+    let secs = match text.parse::<f64>() {
+        Ok(s) if s.is_finite() && (0.0..=WATCHDOG_MAX_SECS).contains(&s) => s,
+        Ok(s) if s.is_finite() && s > WATCHDOG_MAX_SECS => {
+            warn(&[b"FIBERIZE_WATCHDOG=", raw, b" is above the limit 86400 (a day): using 86400"]);
+            WATCHDOG_MAX_SECS
+        }
+        _ if text.is_empty() || is_off(raw) => 0.0,
+        _ => {
+            warn(&[b"FIBERIZE_WATCHDOG=", raw, b" is not a number of seconds from 0 to 86400: no watchdog"]);
+            0.0
+        }
+    };
+    (secs * 1e9) as u64
+}
+
+/// Whether the mktime/tzset throttle is wanted (`FIBERIZE_TZ`; on when unset or empty).
+/// Read by `crate::tz` once, with or without `FIBERIZE=off`, so not part of [`Config`]:
+/// a value that is neither on nor off turns it off, as any such value always did.
+pub fn tz_throttle_wanted() -> bool {
+    match env_str(b"FIBERIZE_TZ\0") {
+        None | Some(b"") => true,
+        Some(v) => switch_value(b"FIBERIZE_TZ", v, false),
     }
 }
 
@@ -452,21 +502,6 @@ fn parse_interval_ms(text: &[u8]) -> Option<u64> {
     number.parse::<u64>().ok()?.checked_mul(scale)
 }
 
-/// An on/off switch: `1`/`on`/`true`/`yes`/`enable(d)` or the `is_off` words; anything
-/// else gets a warning and `default`.
-fn env_switch(name_nul: &'static [u8], default: bool) -> bool {
-    let Some(v) = env_str(name_nul) else { return default };
-    if is_off(v) {
-        return false;
-    }
-    if matches!(v, b"1" | b"on" | b"ON" | b"true" | b"yes" | b"enable" | b"enabled") {
-        return true;
-    }
-    let used: &[u8] = if default { b"on" } else { b"off" };
-    warn(&[name_of(name_nul), b"=", v, b" is neither on (1, on, true, yes) nor off (0, off, false, no): using ", used]);
-    default
-}
-
 /// CPUs in our affinity mask, capped by the CPU quota of our own cgroup and its
 /// ancestors (`crate::base::cgroup`).
 pub fn default_workers() -> usize {
@@ -484,18 +519,4 @@ pub fn default_workers() -> usize {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::parse_interval_ms;
-
-    #[test]
-    fn metrics_intervals_take_a_unit_or_seconds() {
-        assert_eq!(parse_interval_ms(b"500ms"), Some(500));
-        assert_eq!(parse_interval_ms(b"10s"), Some(10_000));
-        assert_eq!(parse_interval_ms(b" 10 "), Some(10_000));
-        assert_eq!(parse_interval_ms(b"2m"), Some(120_000));
-        assert_eq!(parse_interval_ms(b"1h"), Some(3_600_000));
-        for bad in [&b""[..], b"s", b"-1s", b"1.5s", b"10x", b"99999999999999999999h"] {
-            assert_eq!(parse_interval_ms(bad), None, "{:?}", core::str::from_utf8(bad));
-        }
-    }
-}
+mod tests;

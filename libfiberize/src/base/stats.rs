@@ -101,11 +101,6 @@ counters! {
     /// The turn policy's windows that chose the short and the long turn.
     turn_windows_short,
     turn_windows_long,
-    /// Windows of the share policy (`scheduler::share`) in which other processes took
-    /// enough of the CPUs that the pool wanted more ACTIVE workers than configured.
-    share_windows_competing,
-    /// Workers the share policy made ACTIVE (spares woken or threads started).
-    share_workers_added,
     /// Times the monitor found the cgroup's CPU quota changed the workers the pool
     /// wants (`scheduler::quota`).
     quota_changes,
@@ -125,7 +120,7 @@ counters! {
     epoll_waits,
     epoll_events,
     /// Descriptors moved to the readiness set of the worker their only waiter runs on
-    /// (`FIBERIZE_POLL_PER_WORKER=1`, `crate::io::reactor`).
+    /// (`FIBERIZE_TUNE=poll_per_worker=1`, `crate::io::reactor`).
     fd_moves,
     /// Runtime-internal lock waits the monitor found a worker in and did not count as
     /// blocked (`scheduler::monitor`: no spare for them).
@@ -141,7 +136,7 @@ counters! {
     /// Later-queue heads run because they had waited the kickup time.
     fair_kickups,
     /// 1 once the monitor decided to time fiber runs by the cycle counter
-    /// (`FIBERIZE_RUN_CLOCK=1`, and a read cheap enough here), 0 while runs are charged by samples
+    /// (`FIBERIZE_TUNE=run_clock=1`, and a read cheap enough here), 0 while runs are charged by samples
     /// (`runtime::scheduler::run_clock`).
     run_clock_timed,
 }

@@ -1,7 +1,7 @@
 //! The reactor: the fds fibers wait on, in the runtime's readiness sets.
 //!
 //! With one shared set (the default) every fd is in set 0. With a set per worker
-//! (`FIBERIZE_POLL_PER_WORKER=1`, `crate::runtime::poller`) an fd goes into the set of
+//! (`FIBERIZE_TUNE=poll_per_worker=1`, `crate::runtime::poller`) an fd goes into the set of
 //! the worker whose fiber first waits on it, and moves to the set of the worker a
 //! waiting fiber runs on now when that fiber is its only waiter (a connection's
 //! thread migrated, or was stolen: its readiness follows it, so the next edge is

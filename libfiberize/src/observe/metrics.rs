@@ -127,15 +127,13 @@ const METRICS: &[Metric] = &[
     stat!(demotions_long_block, "Demotions for blocking a worker long."),
     stat!(signals_deferred, "Signals deferred until the runtime left a shielded stretch."),
     stat!(preemptions, "Fibers preempted at the end of their time slice (FIBERIZE_PREEMPT_MS)."),
-    stat!(turns_ended, "Fibers sent to the back of the queue at the end of their turn (FIBERIZE_TURN_US)."),
+    stat!(turns_ended, "Fibers sent to the back of the queue at the end of their turn (FIBERIZE_TUNE=turn_us)."),
     stat!(turn_windows_short, "Windows of 16 monitor ticks in which the turn was the short one."),
     stat!(turn_windows_long, "Windows of 16 monitor ticks in which the turn was the long one."),
-    stat!(share_windows_competing, "Windows in which other processes competed for the CPUs and the pool wanted more workers."),
-    stat!(share_workers_added, "Workers made active because other processes competed for the CPUs."),
     stat!(quota_changes, "Changes of the cgroup CPU quota that changed the workers the pool wants."),
     stat!(
         turns_ended_short,
-        "Of those, turns ended at the short budget (FIBERIZE_TURN_SHORT_US: the program's threads rarely woke each other)."
+        "Of those, turns ended at the short budget (FIBERIZE_TUNE=turn_short_us: the program's threads rarely woke each other)."
     ),
     stat!(preempt_refused, "Preemptions refused (the fiber was not in program code)."),
     stat!(preempt_fallbacks, "Workers given up on preempting and replaced by a spare."),
@@ -148,10 +146,10 @@ const METRICS: &[Metric] = &[
     stat!(fair_coordinating, "Wake-ups and turn ends of fibers that recently waited on another thread (a condition variable, a futex), queued before the owed ones."),
     stat!(lock_wakes_yielded, "Mutex unlocks that woke a waiter others queued behind and gave it the worker."),
     stat!(fair_kickups, "Fibers run from the later queue because they had waited the kickup time."),
-    stat!(run_clock_timed, "1 once fiber runs are timed by the cycle counter (FIBERIZE_RUN_CLOCK=1 and a cheap read), else 0."),
+    stat!(run_clock_timed, "1 once fiber runs are timed by the cycle counter (FIBERIZE_TUNE=run_clock=1 and a cheap read), else 0."),
     stat!(epoll_waits, "epoll_wait calls on the runtime's readiness sets."),
     stat!(epoll_events, "Events those epoll_wait calls returned (wake-up eventfds included)."),
-    stat!(fd_moves, "Descriptors moved to the readiness set of the worker their only waiter runs on (FIBERIZE_POLL_PER_WORKER)."),
+    stat!(fd_moves, "Descriptors moved to the readiness set of the worker their only waiter runs on (FIBERIZE_TUNE=poll_per_worker)."),
     stat!(internal_lock_waits, "Waits on runtime-internal locks the monitor did not take for a blocked worker."),
 ];
 

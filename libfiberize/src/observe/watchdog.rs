@@ -26,16 +26,12 @@ use crate::runtime::scheduler;
 /// The limit in ns (0: the watchdog is off).
 static LIMIT_NS: AtomicU64 = AtomicU64::new(0);
 
-/// The limit from `FIBERIZE_WATCHDOG` (seconds, fractions allowed), if set and > 0.
-fn limit_from_env() -> Option<u64> {
-    let v = crate::base::config::env_str(b"FIBERIZE_WATCHDOG\0")?;
-    let secs: f64 = core::str::from_utf8(v).ok()?.trim().parse().ok()?;
-    (secs > 0.0 && secs.is_finite()).then_some((secs * 1e9) as u64)
-}
-
 /// Starts the watchdog thread if `FIBERIZE_WATCHDOG` asks for it (once, with the pool).
 pub fn start() {
-    let Some(limit) = limit_from_env() else { return };
+    let limit = crate::base::config::config().watchdog_ns;
+    if limit == 0 {
+        return;
+    }
     if LIMIT_NS.swap(limit, Ordering::AcqRel) != 0 {
         return;
     }
@@ -46,7 +42,7 @@ pub fn start() {
 /// Opens `FIBERIZE_WATCHDOG_FILE` for appending (raw system calls: `open` may be one
 /// of our exports), or stderr.
 fn output_fd() -> (i32, bool) {
-    let Some(path) = crate::base::config::env_str(b"FIBERIZE_WATCHDOG_FILE\0").filter(|p| !p.is_empty()) else {
+    let Some(path) = crate::base::config::config().watchdog_file else {
         return (2, false);
     };
     match sys::open_append(path) {

@@ -6,10 +6,10 @@
 //! registers (`crate::io::reactor`). What an event means is the I/O layer's business:
 //! [`poll`] hands each one to `hooks().dispatch_readiness` ([`crate::runtime::hooks`]).
 //!
-//! # One set for all, or one per worker (`FIBERIZE_POLL_PER_WORKER`)
+//! # One set for all, or one per worker (`FIBERIZE_TUNE=poll_per_worker`)
 //!
 //! ```text
-//!   shared (default)                      per worker (FIBERIZE_POLL_PER_WORKER=1)
+//!   shared (default)                      per worker (FIBERIZE_TUNE=poll_per_worker=1)
 //!
 //!   worker 0 ─┐                           worker 0 ── set 0: its fibers' fds + eventfd 0
 //!   worker 1 ─┼─ epoll_wait ── set 0      worker 1 ── set 1: its fibers' fds + eventfd 1

@@ -12,7 +12,7 @@
 //! # What
 //!
 //! Before a fiber parks in a sleep of at least [`release_after_ns`] (default
-//! [`DEFAULT_RELEASE_AFTER_MS`], `FIBERIZE_STACK_RELEASE_MS`, 0 = never), it calls
+//! [`DEFAULT_RELEASE_AFTER_MS`], `FIBERIZE_TUNE=stack_release_ms`, 0 = never), it calls
 //! `madvise(MADV_DONTNEED)` itself on the whole pages of its stack that lie more than
 //! [`LIVE_MARGIN`] below its own stack pointer, down to its stack's low bound. The next
 //! deep call faults fresh zero pages in, as a new thread's first call does.
@@ -46,7 +46,7 @@ use crate::base::stats::{bump, STATS};
 use crate::base::sys;
 use crate::runtime::fiber::Fiber;
 
-/// Sleeps at least this long release dead stack pages (`FIBERIZE_STACK_RELEASE_MS`).
+/// Sleeps at least this long release dead stack pages (`FIBERIZE_TUNE=stack_release_ms`).
 /// Origin: a fault-in of a few pages and one system call cost a few microseconds, under
 /// 0.1 % of such a sleep; shorter sleeps (polling loops) are left alone.
 pub const DEFAULT_RELEASE_AFTER_MS: u64 = 50;

@@ -110,9 +110,7 @@ pub fn enabled() -> bool {
 
 #[cold]
 fn decide() -> bool {
-    // Set, non-empty and not a "yes" value (off, 0, false, no, disable...) means off.
-    let off = (matches!(config::env_str(b"FIBERIZE_TZ\0"), Some(v) if !v.is_empty()) && !config::env_flag(b"FIBERIZE_TZ\0"))
-        || !glibc_supported();
+    let off = !config::tz_throttle_wanted() || !glibc_supported();
     let _ = STATE.compare_exchange(UNDECIDED, if off { OFF } else { ON }, Relaxed, Relaxed);
     STATE.load(Relaxed) == ON
 }

@@ -167,7 +167,7 @@ pub fn run(bin: &Path, args: &[&str], preload: bool, limit: Duration) -> Run {
 pub fn run_with(bin: &Path, args: &[&str], preload: bool, env: &[(&str, &str)], limit: Duration) -> Run {
     let mut cmd = command(bin);
     cmd.args(args);
-    for k in ["LD_PRELOAD", "GLIBC_TUNABLES", "FIBERIZE", "FIBERIZE_WORKERS", "FIBERIZE_MAX_WORKERS", "FIBERIZE_STATS"] {
+    for k in ["LD_PRELOAD", "GLIBC_TUNABLES", "FIBERIZE", "FIBERIZE_WORKERS", "FIBERIZE_STATS", "FIBERIZE_TUNE"] {
         cmd.env_remove(k);
     }
     if preload {

@@ -33,7 +33,7 @@
 //!   when the fiber switches out, charges what was added during the run. A run of 30 µs
 //!   is charged a whole tick with probability 3 %: over many runs the expected charge is
 //!   the CPU time used, but equal fibers drift ahead of V by chance (`run_clock` has the
-//!   measurement and the experimental alternative, `FIBERIZE_RUN_CLOCK=1`: each run
+//!   measurement and the experimental alternative, `FIBERIZE_TUNE=run_clock=1`: each run
 //!   timed by the cycle counter).
 //! * **The pool's virtual time V** advances every tick by `elapsed × busy / (busy +
 //!   runnable)` (`elapsed`: a tick; with timed runs the time since the previous tick):
@@ -81,7 +81,7 @@
 //!   with probability `S·c / (S·c + s)` (`c`, `s` the fibers in each, `S` =
 //!   `COORDINATING_SERVICE_WEIGHT`, 2), so that while both classes wait a coordinating
 //!   fiber is served `S` times as often as an owed one (`coordinating_first`;
-//!   `FIBERIZE_COORDINATING_FIRST=N` fixes the ratio instead, every Nth dequeue, 0:
+//!   `FIBERIZE_TUNE=coordinating_first=N` fixes the ratio instead, every Nth dequeue, 0:
 //!   never). Its CPU time is charged divided by `COORDINATING_WEIGHT` (4; a weight, as
 //!   a nice level is: it may use that many times a plain fiber's share before it is
 //!   ahead).
@@ -148,7 +148,7 @@
 //! low queue never starves); here the level is decided by CPU time, which a library can
 //! see, instead of transaction state, which it cannot.
 //!
-//! `FIBERIZE_FAIR=0` turns the order off: every fiber is "not ahead", turns and
+//! `FIBERIZE_TUNE=fair=0` turns the order off: every fiber is "not ahead", turns and
 //! preemption go to the global injector as before (for A/B runs of one library).
 
 use super::run_clock::RunClock;
@@ -165,7 +165,7 @@ const MAX_TICK_SPAN_NS: u64 = 10 * TICK_NS;
 /// runs are charged by the monitor's samples (the default). Origin: two ticks, so that
 /// one unlucky sample (a short run caught by the tick) never demotes a fiber by itself.
 pub(super) const AHEAD_LIMIT_NS: u64 = 2 * TICK_NS;
-/// The same while runs are timed (`FIBERIZE_RUN_CLOCK=1`, `run_clock`). Origin (issue
+/// The same while runs are timed (`FIBERIZE_TUNE=run_clock=1`, `run_clock`). Origin (issue
 /// 27, session 12): a fiber that ends a turn gets a turn per round of its worker's
 /// queue, however much less its neighbours ran before they parked, so timed charges put
 /// such fibers steadily ahead; with 2 ms, point_select at 64 connections over TCP sent
@@ -245,7 +245,7 @@ const COORDINATING_SERVICE_WEIGHT: u64 = 2;
 /// as an owed one (a weighted round robin over the fibers, not over the classes).
 /// `tick` is hashed to pick, so that consecutive dequeues spread over the range. The
 /// lengths are read only in that mode, and the soon queue's only when the coordinating
-/// queue holds any. `FIBERIZE_COORDINATING_FIRST=N` fixes the ratio instead: every
+/// queue holds any. `FIBERIZE_TUNE=coordinating_first=N` fixes the ratio instead: every
 /// `N`th dequeue (0: never; for A/B runs).
 ///
 /// Why not a fixed ratio: the share it gives depends on how many fibers of each class
@@ -285,7 +285,7 @@ fn weighted_pick(tick: u32, a: u64, b: u64) -> bool {
     (spread * (a + b)) >> 32 < a
 }
 
-/// Whether the order by CPU time is on (`FIBERIZE_FAIR`, default on), read once.
+/// Whether the order by CPU time is on (`FIBERIZE_TUNE=fair`, default on), read once.
 #[inline]
 pub(super) fn enabled() -> bool {
     static ON: AtomicU32 = AtomicU32::new(2);

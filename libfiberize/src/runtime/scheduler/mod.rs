@@ -49,7 +49,7 @@
 //! | [`fair`] | the run order by CPU time: virtual runtimes, the later queue of fibers that used more than their share |
 //! | [`run_clock`] | charging a fiber's run to its CPU account: the monitor's samples, or (experimental) the cycle counter |
 //! | [`quota`] | following the cgroup CPU quota while the program runs: the monitor reads it again once a second |
-//! | [`turn`] | a fiber's turn: a fiber that keeps finding requests on its socket goes to the back after `FIBERIZE_TURN_US` |
+//! | [`turn`] | a fiber's turn: a fiber that keeps finding requests on its socket goes to the back after `FIBERIZE_TUNE=turn_us` |
 //!
 use core::cell::UnsafeCell;
 use core::ptr;
@@ -72,7 +72,6 @@ mod lifo;
 mod monitor;
 mod quota;
 mod run_clock;
-mod share;
 mod start;
 mod turn;
 mod wake;
@@ -88,7 +87,7 @@ pub use start::{pool_never_started, start};
 pub use turn::note_stream_read;
 pub use wake::{arc_from_ref, park_current, push_from_donor, unpark, unpark_lock_waiter, unpark_many, yield_now};
 
-/// Idle rounds before a worker sleeps (`FIBERIZE_SPIN` overrides): the first quarter
+/// Idle rounds before a worker sleeps (`FIBERIZE_TUNE=spin` overrides): the first quarter
 /// a few hundred ns of `pause` each, the rest `sched_yield`s, a non-blocking epoll poll
 /// every fourth round. Origin: measured on the 2-vCPU machine with MariaDB point
 /// selects at 2 connections (warm servers, transactions/s, native server ~96–104k),
@@ -251,8 +250,8 @@ pub struct Runtime {
     /// All worker slots; `[0, started)` have a thread.
     workers: Box<[WorkerShared]>,
     started: AtomicUsize,
-    /// Wanted number of ACTIVE workers (the configured workers, more while other
-    /// processes compete for the CPUs: [`share`]), and how many are ACTIVE now.
+    /// Wanted number of ACTIVE workers (the configured workers), and how many are
+    /// ACTIVE now.
     target: AtomicUsize,
     active: AtomicUsize,
     /// The CPUs the process may use (affinity mask, cgroup quota; the monitor follows a

@@ -88,7 +88,6 @@ pub(super) extern "C" fn monitor_main(_: *mut libc::c_void) -> *mut libc::c_void
     let mut preempt_watch = crate::runtime::preempt::Watch::new(rt.workers.len());
     let mut policy_window = PolicyWindow::default();
     let mut turn_policy = turn::Policy::default();
-    let mut share_policy = share::Policy::new(rt);
     let mut quota_follow = quota::QuotaFollow::new();
     // Ticks in a row that ended with the pool quiet (see "Dozing").
     let mut quiet_ticks = 0u32;
@@ -222,9 +221,8 @@ pub(super) extern "C" fn monitor_main(_: *mut libc::c_void) -> *mut libc::c_void
         rt.fair_tick(runnable);
         if let Some(mean_waiting) = policy_window.tick(runnable) {
             turn_policy.window_end(rt, mean_waiting);
-            share_policy.window_end(rt, mean_waiting);
         }
-        quota_follow.tick(rt, ticks, &mut share_policy);
+        quota_follow.tick(rt, ticks);
         quiet_ticks = if pool_is_quiet(rt) { quiet_ticks.saturating_add(1) } else { 0 };
     }
 }
@@ -269,12 +267,12 @@ impl Runtime {
     }
 }
 
-/// Monitor ticks per decision of the turn and share policies (16 ms: a few hundred
+/// Monitor ticks per decision of the turn policy (16 ms: a few hundred
 /// runs at the rates measured on the 2-vCPU VM).
 pub(super) const POLICY_WINDOW_TICKS: u32 = 16;
 
 /// The run queues' length over a window of [`POLICY_WINDOW_TICKS`] ticks, which the
-/// turn policy and the share policy both decide on.
+/// turn policy decides on.
 #[derive(Default)]
 struct PolicyWindow {
     ticks: u32,

@@ -7,7 +7,7 @@
 //! start: one small file per level up to the mount's root for v2, two for v1. A doze
 //! counts the ticks it skipped, and the monitor is never woken for this. The pool then
 //! wants min(CPUs in the affinity mask, limit) ACTIVE workers, at least 1. That is both
-//! the share policy's base ([`super::share`]) and `Runtime::cpus`. With more, the
+//! the pool's target and `Runtime::cpus`. With more, the
 //! monitor wakes spares or starts workers, up to the pool's spare slots
 //! (`monitor::bring_in_worker`). With fewer, the surplus workers retire as spares when
 //! they next run dry (`worker::retire_if_surplus`). A pool kept busy without a break
@@ -47,7 +47,7 @@ impl QuotaFollow {
     }
 
     /// After each monitor tick; `ticks`: the ticks it stood for (more after a doze).
-    pub(super) fn tick(&mut self, rt: &Runtime, ticks: u64, share: &mut share::Policy) {
+    pub(super) fn tick(&mut self, rt: &Runtime, ticks: u64) {
         let Some(group) = &self.group else { return };
         self.ticks += ticks;
         if self.ticks < CHECK_EVERY_TICKS {
@@ -61,7 +61,6 @@ impl QuotaFollow {
         self.workers = workers;
         bump(&STATS.quota_changes);
         rt.cpus.store(workers, Ordering::Relaxed);
-        share.set_base(workers);
         rt.target.store(workers, Ordering::Relaxed);
         while rt.active.load(Ordering::Acquire) < workers {
             if !monitor::bring_in_worker(rt) {

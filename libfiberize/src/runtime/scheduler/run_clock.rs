@@ -1,5 +1,5 @@
 //! Charging a fiber's run to its CPU account (`fair.rs`): by the monitor's samples
-//! ([`charge`]), or, **experimental** (`FIBERIZE_RUN_CLOCK=1`), by how long the run
+//! ([`charge`]), or, **experimental** (`FIBERIZE_TUNE=run_clock=1`), by how long the run
 //! lasted, read from the processor's cycle counter at both ends and calibrated against
 //! CLOCK_MONOTONIC by the monitor. Off by default: see "Measured" below.
 //!
@@ -65,7 +65,7 @@
 //!   clock), which at two reads per run would have cost a switch-heavy program a large
 //!   part of its rate. At its first tick the monitor times the read; above
 //!   `MAX_READ_NS` the runs are charged by the samples alone, as without
-//!   `FIBERIZE_RUN_CLOCK=1`, and the read is timed again about once a second. Until that
+//!   `FIBERIZE_TUNE=run_clock=1`, and the read is timed again about once a second. Until that
 //!   first tick too.
 
 use core::sync::atomic::{AtomicU64, AtomicU8, Ordering::Relaxed};
@@ -99,7 +99,7 @@ const COST_RETRY_TICKS: u64 = 1024;
 const UNDECIDED: u8 = 0;
 /// Runs are timed by the counter.
 const TIMED: u8 = 1;
-/// Runs are charged by the monitor's samples alone (`FIBERIZE_RUN_CLOCK` not 1).
+/// Runs are charged by the monitor's samples alone (`FIBERIZE_TUNE=run_clock` not 1).
 const SAMPLED: u8 = 2;
 /// Runs are charged by the samples because the counter was slow at the last timing.
 const SLOW: u8 = 3;

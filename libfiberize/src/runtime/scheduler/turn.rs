@@ -28,13 +28,13 @@
 //! that returns data in this run ([`note_stream_read`]; a run is told from the next by
 //! the worker's `progress` count, so that a switch neither reads the clock nor writes
 //! anything for turns). At each later such read, if the turn has
-//! lasted `FIBERIZE_TURN_US` ([`DEFAULT_TURN_US`]) and other fibers wait in the worker's
+//! lasted `FIBERIZE_TUNE=turn_us` ([`DEFAULT_TURN_US`]) and other fibers wait in the worker's
 //! queues or the global queue, the fiber ends its turn (`Switch::EndTurn`): it goes to
 //! the back of its worker's deque with the request it just read, as a preempted fiber
 //! does, or to the worker's later queue if the turn put it ahead of its share of the
 //! CPU (`fair.rs`). Until issue 27 it went to the back of the global injector, behind
 //! every runnable fiber of the pool and usually to another worker (with
-//! `FIBERIZE_FAIR=0` it still does). Tried with the order by CPU time and dropped:
+//! `FIBERIZE_TUNE=fair=0` it still does). Tried with the order by CPU time and dropped:
 //! ending a turn only once the run put the fiber ahead of its share (turns of ~3 ms at
 //! 16 connections): point_select over TCP @16 fell to 0.46x native and @64 to 0.65x
 //! (`bench-mysql/tails.sh`, 2 rounds, the 2-vCPU VM loaded by other work), against
@@ -59,7 +59,7 @@
 //! pool's runs and fiber-to-fiber wake-ups (`wake::schedule`'s fiber branch): after
 //! `CALM_WINDOWS` windows in a row under `HANDOFF_PER_MILLE`, with fewer than
 //! `SHORT_MAX_WAITING_PER_WORKER` runnable fibers per worker on average, the turn is the
-//! short one (`FIBERIZE_TURN_SHORT_US`, [`DEFAULT_SHORT_TURN_US`]), at the first busy
+//! short one (`FIBERIZE_TUNE=turn_short_us`, [`DEFAULT_SHORT_TURN_US`]), at the first busy
 //! window the long one again. (With hundreds waiting per worker a request waits behind
 //! hundreds of turns whatever their length, and short ones only cost throughput.) Counters `turn_windows_short`, `turn_windows_long`,
 //! `turns_ended_short`. MariaDB's pool-of-threads makes the same distinction by
@@ -87,7 +87,7 @@ pub const DEFAULT_TURN_US: u64 = 1000;
 /// Default turn in µs while the program's threads rarely wake each other and few fibers
 /// wait (see the module docs). Origin: point_select over TCP loopback and the unix
 /// socket, 2-vCPU VMs with the client, servers side by side (`bench-mysql/tails.sh`).
-/// First 250, 150 and 100 µs (3 rounds, `CONFIGS="native s150=…+FIBERIZE_TURN_SHORT_US=150
+/// First 250, 150 and 100 µs (3 rounds, `CONFIGS="native s150=…+FIBERIZE_TUNE=turn_short_us=150
 /// s100=… s250=…" PATHS=tcp CONNS="2 16 64"`): p95 at 16 / 64 connections 1.88x / 1.43x
 /// native with 250, 1.57x / 1.26x with 150, 1.15x / 0.98x with 100, throughput the same
 /// within the noise. On a faster VM (AMD EPYC, sessions 11–14) 100 µs left the p95 at

@@ -78,9 +78,8 @@ fn rejoin_or_retire(rt: &Runtime, w: &WorkerShared) {
     sleep_as_spare(rt, w);
 }
 
-/// Before an idle worker sleeps: if the pool has more ACTIVE workers than it wants
-/// (the share policy lowered its target once the competition for the CPUs ended:
-/// [`super::share`]), this one retires. Nothing runs on it now, so the argument of
+/// Before an idle worker sleeps: if the pool has more ACTIVE workers than it wants,
+/// this one retires. Nothing runs on it now, so the argument of
 /// `WorkerRole::retire` holds. False if it stays.
 pub(super) fn retire_if_surplus(rt: &Runtime, w: &WorkerShared) -> bool {
     let mut active = rt.active.load(Ordering::Relaxed);
@@ -383,8 +382,8 @@ pub(super) fn spin_for_work(rt: &Runtime, w: &WorkerShared, mut probe: impl FnMu
     let others_idle = rt.idle.sleeping() + rt.idle.spinning();
     let spin = crate::base::config::config().spin_rounds.unwrap_or(SPIN_ROUNDS);
     let active = rt.active.load(Ordering::Relaxed);
-    // No spinning while the pool has more ACTIVE workers than CPUs (the share policy,
-    // or FIBERIZE_WORKERS above the CPUs): a spinning worker then holds a CPU that a
+    // No spinning while the pool has more ACTIVE workers than CPUs (spares, or
+    // FIBERIZE_WORKERS above the CPUs): a spinning worker then holds a CPU that a
     // worker with work, or the holder of a lock others wait for, needs. With 128
     // workers on 2 CPUs, 2 000 fibers queued on one mutex drained at ~6 hand-offs a
     // second, each waiting for its worker's turn behind the spinners.
