@@ -1,5 +1,6 @@
-//! Time-zone exports (issue 4): the entry points where glibc re-runs `tzset` on every
-//! call. All the logic is in `fiberize_rt::tz`; these are the C ABI only.
+//! Time-zone exports (docs/DESIGN.md §2.17): the entry points where glibc re-runs
+//! `tzset` on every call. All the logic is in `fiberize_rt::tz`; these are the C ABI
+//! only.
 //!
 //! They do not consult the runtime's gate: the throttle also applies with
 //! `FIBERIZE=off` and to plain threads, and is turned off with `FIBERIZE_TZ=off`.

@@ -103,7 +103,7 @@ struct Sleep {
     /// before it declares a worker blocked: a worker asleep on one of these waits for
     /// a holder that never parks while holding it (it runs, or the kernel preempted
     /// it), so a spare worker would only add a runnable thread to the CPUs the holder
-    /// needs (issue 24: spares for waits that are not blocking calls).
+    /// needs.
     word: AtomicUsize,
     /// When a contended [`RawMutex`] wait went to sleep (CLOCK_MONOTONIC ns) while the
     /// watchdog is on ([`track_contended_waits`]); 0 otherwise ([`oldest_contended_wait`]).

@@ -5,7 +5,7 @@
 //! Workers bump these on their hottest paths (every switch, park, unpark). One shared
 //! atomic per counter made every bump a cross-core cache miss once more than two CPUs
 //! bump it: on the 16-core machine a single `switches` line took every worker's switch
-//! through the same line (issue 10). So each counter is split into [`SHARDS`] slots, one
+//! through the same line (c771516). So each counter is split into [`SHARDS`] slots, one
 //! group of cache lines per shard, and a bump picks its shard from the caller's stack
 //! address (see [`shard`] for the measured alternative). The choice is TLS-free and
 //! async-signal-safe (a donor's TLS may be borrowed by its fiber; a signal handler may
@@ -107,7 +107,7 @@ counters! {
     preempt_refused,
     preempt_fallbacks,
     stack_releases,
-    // Locality (issue 24): what keeps a connection on its core, or does not.
+    // Locality: what keeps a connection on its core, or does not.
     /// Runs of a fiber on another worker than its previous run (`scheduler::run_fiber`).
     migrations,
     /// Fibers made runnable by code on another worker than the one they last ran on
@@ -125,7 +125,7 @@ counters! {
     /// Runtime-internal lock waits the monitor found a worker in and did not count as
     /// blocked (`scheduler::monitor`: no spare for them).
     internal_lock_waits,
-    // The order by CPU time (issue 27, `runtime::scheduler::fair`).
+    // The order by CPU time (`runtime::scheduler::fair`).
     /// Fibers queued in a later queue: they had used more than their share of the CPU.
     fair_later,
     /// Fibers queued in a soon queue: they had used clearly less than their share.

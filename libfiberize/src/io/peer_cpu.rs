@@ -2,7 +2,7 @@
 //! wait (`scheduler::direct_wait`) on the CPU its wake-up comes from.
 //!
 //! ```text
-//!   crossed (the rule until session 11)          paired (the rule now)
+//!   crossed (until e1c2119, 2026-11-27)          paired (the rule now)
 //!   CPU 0: worker W0 ─┐   ┌─ client C0            CPU 0: worker W0 <──> client C0
 //!                      ╳                          CPU 1: worker W1 <──> client C1
 //!   CPU 1: worker W1 ─┘   └─ client C1
@@ -41,31 +41,25 @@ pub fn socket_incoming_cpu(fd: c_int) -> Option<u32> {
 /// kernel keeps it on. When the peer (a client thread on the same machine) runs on the
 /// other CPU, every request and every reply then crosses CPUs, and nothing ever pairs
 /// them up again: the load looks balanced (a worker and a client on each CPU), so the
-/// kernel moves neither. Measured (MariaDB point selects, 2 connections over TCP,
-/// 2-vCPU VM, `perf sched`): half of the clients' wake-ups came from the other CPU,
-/// the workers slept 4 000 times in 2 s instead of 80, and the server ran 0.62x native's
-/// transactions. Declining such waits (the fiber parks the ordinary way), the pairs
-/// formed within the first seconds and stayed: 3 of the clients' 35 000 wake-ups in 2 s
-/// came from the other CPU, the fibers hardly waited at all (779 direct waits and 595
-/// parks for 560 000 requests: each worker is preempted by its own client's wake-up
-/// and finds the next request when it runs again, as native server threads do), and
-/// the server ran 0.98–1.05x native's transactions. The pairs form at wake-ups: a
-/// parked fiber's readiness wakes a sleeping worker, and the kernel places a waking
-/// thread by its waker's CPU. A worker that spins instead and finds the readiness
-/// itself is never woken, and stays where it is: session 16 traced the slow rounds
-/// (0.75–0.86x native) to both workers on one CPU and both clients on the other, or
-/// both fibers on one worker, declining waits for a whole run. So a worker that runs
-/// dry after a declined wait now sleeps without spinning wherever
-/// [`kernel_may_pair_with`] says a wake-up could move it
-/// (`scheduler::sleep_without_spin_next`).
+/// kernel moves neither. Declining such waits (the fiber parks the ordinary way), the
+/// pairs form within the first seconds and stay, and the fibers hardly wait at all:
+/// each worker is preempted by its own client's wake-up and finds the next request
+/// when it runs again, as native server threads do (0.62x → 0.98–1.05x native: MariaDB
+/// point selects @2 over TCP, 2 vCPUs, e1c2119; figures in docs/DESIGN.md §3). The
+/// pairs form at wake-ups: a parked fiber's readiness wakes a sleeping worker, and the
+/// kernel places a waking thread by its waker's CPU. A worker that spins instead and
+/// finds the readiness itself is never woken, and stays where it is: the slow rounds
+/// (0.75–0.86x native) had both workers on one CPU and both clients on the other, or
+/// both fibers on one worker, declining waits for a whole run (traced, same set-up,
+/// 66fb953; docs/DESIGN.md §2.5). So a worker that runs dry after a declined wait
+/// now sleeps without spinning wherever [`kernel_may_pair_with`] says a wake-up could
+/// move it (`scheduler::sleep_without_spin_next`).
 ///
 /// * TCP and UDP: the CPU the last segment came in on ([`socket_incoming_cpu`]); none
 ///   recorded yet (no segment so far): the direct wait goes ahead.
 /// * AF_UNIX: the kernel records no CPU, so a direct wait there can never be known to
-///   be paired; it is declined. Measured, same set-up over the unix socket, 3 rounds:
-///   0.71x and 0.89x native with direct waits, 0.93x and 1.01x with none (declining
-///   one wait in 8 or in 64 instead: 0.62x and 0.69x; the pairs only form when the
-///   fibers park every time).
+///   be paired; it is declined: the pairs only form when the fibers park every time
+///   (same set-up over the unix socket, 1130439; figures in docs/DESIGN.md §3).
 ///
 /// Other descriptors (pipes, eventfds) are not asked about. The cost is one
 /// `getsockopt` and one `getcpu` per direct wait on a TCP or UDP socket.

@@ -251,7 +251,7 @@ fn render_workers(out: &mut String) {
     let _ = writeln!(out, "{}", locality_line());
 }
 
-/// Where fibers ran and who woke them (issue 24): runs on another worker than the
+/// Where fibers ran and who woke them: runs on another worker than the
 /// previous one, wake-ups queued on another worker than the wakee's last, steals,
 /// eventfd writes (worker wake-ups, ends of direct waits), `epoll_wait` calls on the
 /// readiness set and the events per call. The report and the fiber dump print it.

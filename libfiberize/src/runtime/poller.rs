@@ -25,10 +25,10 @@
 //! MariaDB at 2 connections ran at half speed for seconds at a time.) The price, on
 //! many cores: every `epoll_wait` and every socket's wake callback take the same
 //! kernel lock, and a fiber woken by readiness runs on whichever worker harvested the
-//! edge, so a connection wanders between cores (issue 24).
+//! edge, so a connection wanders between cores.
 //!
 //! **Per worker** (the way MariaDB's pool-of-threads keeps a connection in one thread
-//! group, issue 24): worker *i* has set *i* (`i % MAX_SETS`; spares share the set of
+//! group): worker *i* has set *i* (`i % MAX_SETS`; spares share the set of
 //! the worker with their index modulo the number of sets). A descriptor goes into
 //! the set of the worker whose fiber first waits on it, and moves to another worker's
 //! set when the only fiber waiting on it now runs there (`crate::io::reactor`): so a

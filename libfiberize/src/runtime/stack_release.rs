@@ -7,7 +7,8 @@
 //! while the fiber sleeps for seconds with a shallow stack. A TPC-C client with 10 000
 //! terminals that each send a query (libmariadb and glibc's stdio go 10–20 KiB deep) and
 //! then sleep through keying and think times keeps all of those pages, as native threads
-//! do (issue 12: 24–28 KiB resident per thread stack, half of the client's RSS).
+//! do (24–28 KiB resident per thread stack, half of the client's RSS: preloaded
+//! TPC-C client, 10 000 terminals, 2 vCPUs, 2026-11-23).
 //!
 //! # What
 //!

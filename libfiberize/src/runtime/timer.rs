@@ -11,7 +11,7 @@
 //!
 //! Why per worker: with one global heap, 5000 sleeping threads on 16 CPUs put ~1 M
 //! arm-and-fire operations a second through one lock and one `NEXT` line shared by
-//! every worker (issue 10: sleepers 0.95x of native on 16 CPUs). Now each heap's lock is
+//! every worker (sleepers 0.95x of native, 16 CPUs, c771516). Now each heap's lock is
 //! taken by its owner and, rarely, by the monitor.
 //!
 //! Entries are never removed early: when a fiber is woken by other means its entry

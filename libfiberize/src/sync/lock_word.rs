@@ -38,9 +38,9 @@
 //! Why: keeping PARKED while waiters remain (parking_lot's rule) woke one waiter per
 //! unlock. A woken fiber is runnable within a microsecond, lands on the unlocker's
 //! worker, is stolen by an idle worker and contends from there; on 4–16 CPUs every
-//! lock then crossed cores and the 64-thread hammer collapsed to ~1 M locks/s (issue
-//! 10). glibc's futex word (0/1/2) has the same one-in-flight shape: a barging owner
-//! writes 1 over 2, and the woken thread writes 2 back.
+//! lock then crossed cores and the 64-thread hammer collapsed to ~1 M locks/s (16
+//! CPUs, c771516). glibc's futex word (0/1/2) has the same one-in-flight shape: a
+//! barging owner writes 1 over 2, and the woken thread writes 2 back.
 //!
 //! # The wake-up's latency is the queue's drain rate
 //!
@@ -144,9 +144,8 @@ pub const TOKEN_WAITERS_REMAIN: usize = 2;
 /// How many short spin rounds before parking, when spinning pays at all (see
 /// "Spinning"). Origin: a lock held by a fiber on another worker is usually released
 /// within a microsecond; beyond that the owner is descheduled (parked or queued) and
-/// spinning only delays our worker. Measured on 16 CPUs (issue 10, prodcons 8+8 on one
-/// mutex, ratio to native): 0 rounds 1.8–2.0x, 1 round 2.5x, 3 rounds 3.3x; hammer the
-/// same (4.1–5.3x) for all three.
+/// spinning only delays our worker. 3 rounds were the fastest measured (prodcons 8+8
+/// on one mutex, 16 CPUs, 2026-11-23; figures in docs/DESIGN.md §3).
 const SPIN_LIMIT: u32 = 3;
 
 /// How a wait in the queue ended.

@@ -21,7 +21,7 @@ pub fn sleep_until(f: &Fiber, deadline: u64) -> Result<(), u64> {
             break;
         }
         if first {
-            // A long sleep gives the stack's dead pages back (issue 12).
+            // A long sleep gives the stack's dead pages back.
             crate::runtime::stack_release::release_dead_pages(f, deadline - now);
             first = false;
         }

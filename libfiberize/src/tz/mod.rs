@@ -1,4 +1,4 @@
-//! The mktime/tzset throttle (issue 4; docs/DESIGN.md §2.17).
+//! The mktime/tzset throttle (docs/DESIGN.md §2.17).
 //!
 //! glibc re-runs `tzset()` at the start of every `mktime`/`timelocal`, `localtime`,
 //! `ctime` and `tzset` call. That takes glibc's process-wide tz lock and, when `TZ` is
