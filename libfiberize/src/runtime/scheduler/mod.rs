@@ -73,6 +73,7 @@ mod monitor;
 mod quota;
 mod run_clock;
 mod start;
+mod stuck;
 mod turn;
 mod wake;
 mod worker;

@@ -68,46 +68,81 @@ use super::*;
 // Monitor
 // ---------------------------------------------------------------------------------
 
+/// What one wake-up of the monitor stands for, as each policy sees it.
+pub(super) struct Tick {
+    /// Monitor periods: 1, or the ticks a doze skipped and the one that ended it.
+    pub(super) ticks: u64,
+    /// Some worker sleeps or spins: it takes what the monitor hands the injector at
+    /// once. With none, the injector is served every `GLOBAL_CHECK_INTERVAL`-th dequeue
+    /// only, so a busy worker's work is handed over only once it is stranded.
+    pub(super) idle_workers: bool,
+}
+
+/// One of the monitor's policies: an object with its own state, called once per
+/// wake-up of the monitor, in the order `monitor_main` lists them.
+pub(super) trait Policy {
+    fn tick(&mut self, rt: &Runtime, tick: &Tick);
+}
+
+/// The monitor's thread: sleeps a tick (or dozes), then runs each policy. The policies:
+/// stuck and blocked workers (`stuck::StuckWatch`), preemption
+/// (`crate::runtime::preempt::Watch`), the turn's length (`TurnWindows`) and the cgroup
+/// quota (`quota::QuotaFollow`); the tick count (`clock`) and the dozing ("Dozing"
+/// above) are the loop's own.
 pub(super) extern "C" fn monitor_main(_: *mut libc::c_void) -> *mut libc::c_void {
     let rt = runtime_unchecked();
-    let mut last_progress = vec![0u64; rt.workers.len()];
-    let mut stuck_ticks = vec![0u32; rt.workers.len()];
-    // Ticks without progress before the next look at the kernel state: STUCK_TICKS,
-    // doubled (up to MAX_RECHECK_TICKS) each time the thread was found running, so that
-    // a fiber that computes (or a worker the kernel preempted) costs the monitor a
-    // /proc read every few ms instead of every tick.
-    let mut check_after = vec![STUCK_TICKS; rt.workers.len()];
-    // (CPU time, clock) of the worker's kernel thread at the first look in this
-    // no-progress stretch; see `BLOCKED_CPU_SHARE`.
-    let mut cpu_baseline: Vec<Option<(u64, u64)>> = vec![None; rt.workers.len()];
-    // When the monitor first saw a worker BLOCKED with no switch since (0: not
-    // blocked, u64::MAX: its fiber is marked already); see `LONG_BLOCK_NS`.
-    let mut blocked_since = vec![0u64; rt.workers.len()];
-    // Ticks in a row in which the worker made no switch (see `release_queued`).
-    let mut no_progress_ticks = vec![0u32; rt.workers.len()];
-    let mut preempt_watch = crate::runtime::preempt::Watch::new(rt.workers.len());
-    let mut policy_window = PolicyWindow::default();
-    let mut turn_policy = turn::Policy::default();
-    let mut quota_follow = quota::QuotaFollow::new();
-    // Ticks in a row that ended with the pool quiet (see "Dozing").
-    let mut quiet_ticks = 0u32;
-    // The last doze lasted a doze window or longer: the pool idles, and a wake-up that
-    // ended it was a short errand (see "Dozing again").
-    let mut idling = false;
+    let mut doze = Doze::default();
+    let mut stuck = stuck::StuckWatch::new(rt.workers.len());
+    let mut preempt = crate::runtime::preempt::Watch::new(rt.workers.len());
+    let mut turns = TurnWindows::default();
+    let mut quota = quota::QuotaFollow::new();
     loop {
+        let ticks = doze.sleep(rt);
+        let tick = Tick { ticks, idle_workers: rt.idle.sleeping() + rt.idle.spinning() > 0 };
+        (crate::runtime::hooks::get().exit_if_main_left_and_all_done)();
+        if crate::base::sites::on() {
+            sample_for_report(rt, ticks);
+        }
+        if rt.idle.sleeping() > 0 && rt.idle.spinning() == 0 && rt.has_work(None) {
+            rt.wake_one_sleeper();
+        }
+        let policies: [&mut dyn Policy; 4] = [&mut stuck, &mut preempt, &mut turns, &mut quota];
+        for policy in policies {
+            policy.tick(rt, &tick);
+        }
+        rt.fair_tick(rt.runnable_fibers());
+        doze.tick_ended(rt);
+    }
+}
+
+/// The monitor's sleep between ticks, and its dozes ("Dozing" and "Dozing again" in
+/// the module docs).
+#[derive(Default)]
+struct Doze {
+    /// Ticks in a row that ended with the pool quiet.
+    quiet_ticks: u32,
+    /// The last doze lasted a doze window or longer: the pool idles, and a wake-up that
+    /// ended it was a short errand.
+    idling: bool,
+}
+
+impl Doze {
+    /// Sleeps until the next tick, or dozes while the pool is quiet; returns the ticks
+    /// the sleep stood for (the ticks a doze skipped are added to the tick count).
+    fn sleep(&mut self, rt: &Runtime) -> u64 {
         let now = sys::now_ns();
         let mut deadline = now + MONITOR_TICK_NS;
         let mut dozed = false;
         let mut seen = rt.monitor_doze.word_value();
-        let quiet_ticks_needed = if idling { REDOZE_AFTER_QUIET_TICKS } else { DOZE_AFTER_QUIET_TICKS };
-        if quiet_ticks >= quiet_ticks_needed {
+        let quiet_ticks_needed = if self.idling { REDOZE_AFTER_QUIET_TICKS } else { DOZE_AFTER_QUIET_TICKS };
+        if self.quiet_ticks >= quiet_ticks_needed {
             seen = rt.monitor_doze.announce();
             if pool_is_quiet(rt) {
                 let earliest_timer = rt.workers().iter().map(|w| w.timers.next_deadline()).min().unwrap_or(u64::MAX);
                 deadline = (now + MAX_DOZE_NS).min(earliest_timer).max(deadline);
                 dozed = true;
                 bump(&STATS.monitor_dozes);
-                if quiet_ticks < DOZE_AFTER_QUIET_TICKS {
+                if self.quiet_ticks < DOZE_AFTER_QUIET_TICKS {
                     bump(&STATS.monitor_redozes);
                 }
             }
@@ -121,7 +156,7 @@ pub(super) extern "C" fn monitor_main(_: *mut libc::c_void) -> *mut libc::c_void
         // again only after a doze).
         let ticks = if dozed {
             let slept_ns = sys::now_ns().saturating_sub(now);
-            idling = slept_ns >= DOZE_AFTER_QUIET_TICKS as u64 * MONITOR_TICK_NS;
+            self.idling = slept_ns >= DOZE_AFTER_QUIET_TICKS as u64 * MONITOR_TICK_NS;
             (slept_ns / MONITOR_TICK_NS).max(1)
         } else {
             1
@@ -129,101 +164,39 @@ pub(super) extern "C" fn monitor_main(_: *mut libc::c_void) -> *mut libc::c_void
         if ticks > 1 {
             rt.fair_ticks_skipped(ticks - 1);
         }
-        // Idle workers (asleep or spinning) take what the monitor hands the injector at
-        // once; with none, the injector is served every GLOBAL_CHECK_INTERVAL-th dequeue
-        // only, so a busy worker's work is handed over only once it is stranded.
-        let idle_workers = rt.idle.sleeping() + rt.idle.spinning() > 0;
-        poller::poll_stale_sets_where(MONITOR_TICK_NS, |set| {
-            idle_workers
-                || !rt.workers().iter().any(|w| poller::set_of_worker(w.index) == set && serves_own(w, &no_progress_ticks))
-        });
-        (crate::runtime::hooks::get().exit_if_main_left_and_all_done)();
-        if crate::base::sites::on() {
-            sample_for_report(rt, ticks);
+        ticks
+    }
+
+    /// After the policies ran: whether the pool stayed quiet through this tick.
+    fn tick_ended(&mut self, rt: &Runtime) {
+        self.quiet_ticks = if pool_is_quiet(rt) { self.quiet_ticks.saturating_add(1) } else { 0 };
+    }
+}
+
+impl Policy for crate::runtime::preempt::Watch {
+    fn tick(&mut self, rt: &Runtime, _: &Tick) {
+        crate::runtime::preempt::Watch::tick(self, rt);
+    }
+}
+
+impl Policy for quota::QuotaFollow {
+    fn tick(&mut self, rt: &Runtime, tick: &Tick) {
+        quota::QuotaFollow::tick(self, rt, tick.ticks);
+    }
+}
+
+/// The turn policy (`turn::Policy`) with the window of run-queue lengths it decides on.
+#[derive(Default)]
+struct TurnWindows {
+    window: PolicyWindow,
+    policy: turn::Policy,
+}
+
+impl Policy for TurnWindows {
+    fn tick(&mut self, rt: &Runtime, _: &Tick) {
+        if let Some(mean_waiting) = self.window.tick(rt.runnable_fibers()) {
+            self.policy.window_end(rt, mean_waiting);
         }
-        if rt.idle.sleeping() > 0 && rt.idle.spinning() == 0 && rt.has_work(None) {
-            rt.wake_one_sleeper();
-        }
-        for w in rt.workers() {
-            let i = w.index;
-            let p = w.progress.load(Ordering::Relaxed);
-            if p == last_progress[i] {
-                no_progress_ticks[i] = no_progress_ticks[i].saturating_add(1);
-                // The owner is stuck in one fiber, blocked, retired or asleep: what
-                // waits in its queues or timer heap must not wait for it.
-                if idle_workers || !serves_own(w, &no_progress_ticks) {
-                    release_queued(rt, w);
-                }
-                w.timers.fire_due();
-            } else {
-                no_progress_ticks[i] = 0;
-            }
-            let role = w.role.get();
-            if role == Role::Blocked && p == last_progress[i] {
-                let now = sys::now_ns();
-                if blocked_since[i] == 0 {
-                    blocked_since[i] = now;
-                } else if now.saturating_sub(blocked_since[i]) >= LONG_BLOCK_NS {
-                    blocked_since[i] = u64::MAX;
-                    if let Some(f) = crate::runtime::registry::find_by_id(w.running.load(Ordering::Relaxed)) {
-                        mark_for_demotion(&f, &STATS.demotions_long_block);
-                    }
-                }
-            } else {
-                blocked_since[i] = 0;
-            }
-            if role != Role::Active
-                || w.running.load(Ordering::Relaxed) == 0
-                || w.direct.load(Ordering::Relaxed)
-                || p != last_progress[i]
-            {
-                last_progress[i] = p;
-                stuck_ticks[i] = 0;
-                check_after[i] = STUCK_TICKS;
-                cpu_baseline[i] = None;
-                continue;
-            }
-            stuck_ticks[i] += 1;
-            if stuck_ticks[i] >= check_after[i] {
-                stuck_ticks[i] = 0;
-                let tid = w.tid.load(Ordering::Relaxed);
-                if !thread_sleeps_in_kernel(tid) {
-                    check_after[i] = (check_after[i] * 2).min(MAX_RECHECK_TICKS);
-                    cpu_baseline[i] = None;
-                    continue;
-                }
-                // Asleep in the kernel right now. A short futex wait inside glibc (a
-                // malloc arena lock), a page fault or a preemption look the same at one
-                // instant; a blocked call also used (almost) no CPU since the last look.
-                let now = sys::now_ns();
-                match (cpu_baseline[i], thread_cpu_ns(tid)) {
-                    (Some((cpu0, t0)), Some(cpu)) if cpu.saturating_sub(cpu0) * BLOCKED_CPU_SHARE < now - t0 => {
-                        check_after[i] = STUCK_TICKS;
-                        cpu_baseline[i] = None;
-                        mark_blocked_unless_internal_wait(rt, w, tid);
-                    }
-                    (_, Some(cpu)) => {
-                        // First look (or it ran meanwhile): look again next tick.
-                        cpu_baseline[i] = Some((cpu, now));
-                        check_after[i] = 1;
-                    }
-                    (_, None) => {
-                        // No schedstat in this kernel: the state alone decides.
-                        check_after[i] = STUCK_TICKS;
-                        mark_blocked_unless_internal_wait(rt, w, tid);
-                    }
-                }
-            }
-        }
-        preempt_watch.tick(rt);
-        // One snapshot of the run queues per tick, for the fair clock and the policies.
-        let runnable = rt.runnable_fibers();
-        rt.fair_tick(runnable);
-        if let Some(mean_waiting) = policy_window.tick(runnable) {
-            turn_policy.window_end(rt, mean_waiting);
-        }
-        quota_follow.tick(rt, ticks);
-        quiet_ticks = if pool_is_quiet(rt) { quiet_ticks.saturating_add(1) } else { 0 };
     }
 }
 
@@ -317,50 +290,13 @@ fn sample_for_report(rt: &Runtime, ticks: u64) {
     }
 }
 
-/// Ticks without a switch after which an ACTIVE worker's queued fibers and readiness
-/// are handed to the injector even though no worker is idle to take them: the fiber
-/// it runs does not switch (a spin-wait on a flag whose setter is queued behind it).
-/// Origin: the default preemption slice (`FIBERIZE_PREEMPT_MS`, 5 ms), which bounds
-/// such a run when preemption is on. Earlier, in a saturated pool, the hand-over only
-/// traded the fibers' place in their worker's order for the injector's 1-in-61 service:
-/// in the MariaDB mix (2 vCPUs, 2 300 connections) a fiber's run of one tick (a turn,
-/// a long statement) moved its worker's whole queue there, and readiness the monitor
-/// harvested waited ~1 s on average in the injector, against 0.17 s for the same
-/// readiness harvested by its worker (issue 27).
-const STRANDED_TICKS: u32 = 5;
-
-/// Whether `w` still serves its own queues and readiness set: ACTIVE, and its last
-/// switch fewer than [`STRANDED_TICKS`] ticks ago.
-fn serves_own(w: &WorkerShared, no_progress_ticks: &[u32]) -> bool {
-    w.role.peek() == Role::Active && no_progress_ticks[w.index] < STRANDED_TICKS
-}
-
-/// The owner of `w` has been running one fiber for a whole tick, and an idle worker
-/// can take its work (or it is stranded, [`STRANDED_TICKS`]): hand what waits in its
-/// lifo slot and local queues to the injector. Other workers steal from a deque only
-/// when they run dry, so without this a fiber queued behind a fiber that never
-/// switches (a spin-wait on a flag) would starve while the rest of the pool is busy.
-fn release_queued(rt: &Runtime, w: &WorkerShared) {
-    let mut moved = false;
-    if let Some(f) = w.lifo.take() {
-        rt.injector.push(f);
-        moved = true;
-    }
-    for queue in [&w.urgent.stealer, &w.stealer, &w.coordinating.stealer, &w.soon.stealer, &w.later.stealer] {
-        moved |= move_all(queue, &rt.injector);
-    }
-    if moved {
-        rt.notify();
-    }
-}
-
 /// Declares `w` (kernel thread `tid`) blocked, unless its thread sleeps on one of the
 /// runtime's own lock words: their holders never park while holding them, so the wait
 /// ends as soon as the holder gets a CPU, and a spare would only compete for it
 /// (`crate::base::rawlock::is_internal_wait`). Waits inside glibc (a `FILE` lock, a
 /// malloc arena) still count: their holder may be a fiber parked on this very worker,
 /// which only a spare can run.
-fn mark_blocked_unless_internal_wait(rt: &Runtime, w: &WorkerShared, tid: u32) {
+pub(super) fn mark_blocked_unless_internal_wait(rt: &Runtime, w: &WorkerShared, tid: u32) {
     let call = BlockedCall::of(tid);
     if call.as_ref().is_some_and(|c| c.nr == libc::SYS_futex && crate::base::rawlock::is_internal_wait(c.args[0] as usize)) {
         bump(&STATS.internal_lock_waits);
@@ -428,7 +364,7 @@ pub(super) fn bring_in_worker(rt: &Runtime) -> bool {
 /// wants (a completion queue, a long one-off call) goes to its donor at its next
 /// intercepted blocking call, instead of after `DEMOTE_AFTER_BLOCKS` episodes, each
 /// of which costs a spare worker and a few stuck milliseconds (docs/DESIGN.md §2.11).
-fn mark_for_demotion(f: &Fiber, why: &crate::base::stats::Counter) {
+pub(super) fn mark_for_demotion(f: &Fiber, why: &crate::base::stats::Counter) {
     if f.demotion.mark_due() {
         bump(why);
     }
@@ -515,14 +451,14 @@ fn note_blocking_call(w: &WorkerShared, call: &BlockedCall) {
 /// marked for demotion. Origin: a DNS lookup or an `flock` on a busy file ends well within a
 /// second; a call that lasts longer is a thread's waiting loop (a completion queue the
 /// monitor does not recognise), which costs a spare worker for as long as it runs.
-const LONG_BLOCK_NS: u64 = 1_000_000_000;
+pub(super) const LONG_BLOCK_NS: u64 = 1_000_000_000;
 
 /// A worker counts as blocked only if its thread ran less than 1/BLOCKED_CPU_SHARE of
 /// the time between two looks (a tick or more apart). Origin: a fiber that computes
 /// with brief kernel waits (arena locks, page faults) runs most of the time; one in a
 /// blocking call runs ~0. Issue 10 saw 9–14 spare workers started for a C++ program
 /// whose fibers block in nothing we do not intercept.
-const BLOCKED_CPU_SHARE: u64 = 4;
+pub(super) const BLOCKED_CPU_SHARE: u64 = 4;
 
 /// Reads `/proc/self/task/TID/<file>` into `buf` with raw system calls; the length read.
 fn read_task_file(tid: u32, file: &[u8], buf: &mut [u8]) -> Option<usize> {
@@ -555,7 +491,7 @@ fn read_task_file(tid: u32, file: &[u8], buf: &mut [u8]) -> Option<usize> {
 }
 
 /// CPU time (ns) kernel thread `tid` has run, from its schedstat (None without one).
-fn thread_cpu_ns(tid: u32) -> Option<u64> {
+pub(super) fn thread_cpu_ns(tid: u32) -> Option<u64> {
     thread_sched_ns(tid).map(|(run, _)| run)
 }
 

@@ -1,0 +1,164 @@
+//! Stuck and blocked workers: the monitor's watch over each worker's progress.
+//!
+//! Every tick, for each worker: one that made no switch since the previous tick has its
+//! queued fibers and readiness handed to the injector when an idle worker can take
+//! them, or after [`STRANDED_TICKS`] in any case (`release_queued`), and its due timers
+//! fired; one running a fiber without a switch for `STUCK_TICKS` whose kernel thread
+//! sleeps and used almost no CPU is declared BLOCKED and replaced by a spare
+//! (`monitor::mark_blocked_unless_internal_wait`; docs/DESIGN.md §2.11); a fiber that
+//! keeps its worker BLOCKED for `LONG_BLOCK_NS` is marked for demotion to its donor.
+
+use super::monitor::{
+    mark_blocked_unless_internal_wait, mark_for_demotion, thread_cpu_ns, Policy, Tick, BLOCKED_CPU_SHARE, LONG_BLOCK_NS,
+};
+use super::*;
+
+/// Per-worker state of the watch, indexed by worker.
+pub(super) struct StuckWatch {
+    last_progress: Vec<u64>,
+    stuck_ticks: Vec<u32>,
+    /// Ticks without progress before the next look at the kernel state: STUCK_TICKS,
+    /// doubled (up to MAX_RECHECK_TICKS) each time the thread was found running, so that
+    /// a fiber that computes (or a worker the kernel preempted) costs the monitor a
+    /// /proc read every few ms instead of every tick.
+    check_after: Vec<u32>,
+    /// (CPU time, clock) of the worker's kernel thread at the first look in this
+    /// no-progress stretch; see `BLOCKED_CPU_SHARE`.
+    cpu_baseline: Vec<Option<(u64, u64)>>,
+    /// When the monitor first saw a worker BLOCKED with no switch since (0: not
+    /// blocked, u64::MAX: its fiber is marked already); see `LONG_BLOCK_NS`.
+    blocked_since: Vec<u64>,
+    /// Ticks in a row in which the worker made no switch (see `release_queued`).
+    no_progress_ticks: Vec<u32>,
+}
+
+impl StuckWatch {
+    pub(super) fn new(workers: usize) -> StuckWatch {
+        StuckWatch {
+            last_progress: vec![0; workers],
+            stuck_ticks: vec![0; workers],
+            check_after: vec![STUCK_TICKS; workers],
+            cpu_baseline: vec![None; workers],
+            blocked_since: vec![0; workers],
+            no_progress_ticks: vec![0; workers],
+        }
+    }
+}
+
+impl Policy for StuckWatch {
+    fn tick(&mut self, rt: &Runtime, tick: &Tick) {
+        // Readiness that waits in a set whose worker does not serve it now.
+        poller::poll_stale_sets_where(MONITOR_TICK_NS, |set| {
+            tick.idle_workers
+                || !rt.workers().iter().any(|w| poller::set_of_worker(w.index) == set && serves_own(w, &self.no_progress_ticks))
+        });
+        for w in rt.workers() {
+            let i = w.index;
+            let p = w.progress.load(Ordering::Relaxed);
+            if p == self.last_progress[i] {
+                self.no_progress_ticks[i] = self.no_progress_ticks[i].saturating_add(1);
+                // The owner is stuck in one fiber, blocked, retired or asleep: what
+                // waits in its queues or timer heap must not wait for it.
+                if tick.idle_workers || !serves_own(w, &self.no_progress_ticks) {
+                    release_queued(rt, w);
+                }
+                w.timers.fire_due();
+            } else {
+                self.no_progress_ticks[i] = 0;
+            }
+            let role = w.role.get();
+            if role == Role::Blocked && p == self.last_progress[i] {
+                let now = sys::now_ns();
+                if self.blocked_since[i] == 0 {
+                    self.blocked_since[i] = now;
+                } else if now.saturating_sub(self.blocked_since[i]) >= LONG_BLOCK_NS {
+                    self.blocked_since[i] = u64::MAX;
+                    if let Some(f) = crate::runtime::registry::find_by_id(w.running.load(Ordering::Relaxed)) {
+                        mark_for_demotion(&f, &STATS.demotions_long_block);
+                    }
+                }
+            } else {
+                self.blocked_since[i] = 0;
+            }
+            if role != Role::Active
+                || w.running.load(Ordering::Relaxed) == 0
+                || w.direct.load(Ordering::Relaxed)
+                || p != self.last_progress[i]
+            {
+                self.last_progress[i] = p;
+                self.stuck_ticks[i] = 0;
+                self.check_after[i] = STUCK_TICKS;
+                self.cpu_baseline[i] = None;
+                continue;
+            }
+            self.stuck_ticks[i] += 1;
+            if self.stuck_ticks[i] >= self.check_after[i] {
+                self.stuck_ticks[i] = 0;
+                let tid = w.tid.load(Ordering::Relaxed);
+                if !thread_sleeps_in_kernel(tid) {
+                    self.check_after[i] = (self.check_after[i] * 2).min(MAX_RECHECK_TICKS);
+                    self.cpu_baseline[i] = None;
+                    continue;
+                }
+                // Asleep in the kernel right now. A short futex wait inside glibc (a
+                // malloc arena lock), a page fault or a preemption look the same at one
+                // instant; a blocked call also used (almost) no CPU since the last look.
+                let now = sys::now_ns();
+                match (self.cpu_baseline[i], thread_cpu_ns(tid)) {
+                    (Some((cpu0, t0)), Some(cpu)) if cpu.saturating_sub(cpu0) * BLOCKED_CPU_SHARE < now - t0 => {
+                        self.check_after[i] = STUCK_TICKS;
+                        self.cpu_baseline[i] = None;
+                        mark_blocked_unless_internal_wait(rt, w, tid);
+                    }
+                    (_, Some(cpu)) => {
+                        // First look (or it ran meanwhile): look again next tick.
+                        self.cpu_baseline[i] = Some((cpu, now));
+                        self.check_after[i] = 1;
+                    }
+                    (_, None) => {
+                        // No schedstat in this kernel: the state alone decides.
+                        self.check_after[i] = STUCK_TICKS;
+                        mark_blocked_unless_internal_wait(rt, w, tid);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Ticks without a switch after which an ACTIVE worker's queued fibers and readiness
+/// are handed to the injector even though no worker is idle to take them: the fiber
+/// it runs does not switch (a spin-wait on a flag whose setter is queued behind it).
+/// Origin: the default preemption slice (`FIBERIZE_PREEMPT_MS`, 5 ms), which bounds
+/// such a run when preemption is on. Earlier, in a saturated pool, the hand-over only
+/// traded the fibers' place in their worker's order for the injector's 1-in-61 service:
+/// in the MariaDB mix (2 vCPUs, 2 300 connections) a fiber's run of one tick (a turn,
+/// a long statement) moved its worker's whole queue there, and readiness the monitor
+/// harvested waited ~1 s on average in the injector, against 0.17 s for the same
+/// readiness harvested by its worker (issue 27).
+const STRANDED_TICKS: u32 = 5;
+
+/// Whether `w` still serves its own queues and readiness set: ACTIVE, and its last
+/// switch fewer than [`STRANDED_TICKS`] ticks ago.
+fn serves_own(w: &WorkerShared, no_progress_ticks: &[u32]) -> bool {
+    w.role.peek() == Role::Active && no_progress_ticks[w.index] < STRANDED_TICKS
+}
+
+/// The owner of `w` has been running one fiber for a whole tick, and an idle worker
+/// can take its work (or it is stranded, [`STRANDED_TICKS`]): hand what waits in its
+/// lifo slot and local queues to the injector. Other workers steal from a deque only
+/// when they run dry, so without this a fiber queued behind a fiber that never
+/// switches (a spin-wait on a flag) would starve while the rest of the pool is busy.
+fn release_queued(rt: &Runtime, w: &WorkerShared) {
+    let mut moved = false;
+    if let Some(f) = w.lifo.take() {
+        rt.injector.push(f);
+        moved = true;
+    }
+    for queue in [&w.urgent.stealer, &w.stealer, &w.coordinating.stealer, &w.soon.stealer, &w.later.stealer] {
+        moved |= move_all(queue, &rt.injector);
+    }
+    if moved {
+        rt.notify();
+    }
+}
