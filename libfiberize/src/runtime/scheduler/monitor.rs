@@ -20,9 +20,9 @@
 //! # Dozing: no tick while the whole pool sleeps
 //!
 //! Every tick wakes the monitor's thread: 1 000 wake-ups a second. While fibers run
-//! they are what preemption, blocked workers and the fair clock need; in an idle
+//! they are what preemption, blocked workers and the tick count need; in an idle
 //! server they are all the process does (MariaDB preloaded and idle, 2-vCPU VM,
-//! session 16: 2.7 % of a CPU and ~1 000 voluntary switches a second, 0 % and 4 a
+//! 2026-11-27: 2.7 % of a CPU and ~1 000 voluntary switches a second, 0 % and 4 a
 //! second natively). So once the pool has been quiet for [`DOZE_AFTER_QUIET_TICKS`]
 //! ticks in a row (every ACTIVE worker asleep, nothing queued, no worker BLOCKED:
 //! [`pool_is_quiet`]) the monitor sleeps until the earliest timer of any worker, or
@@ -48,7 +48,7 @@
 //! monitor. What a doze delays: the exit when `main` ended with `pthread_exit` while
 //! the last thread finished on a donor, and the monitor's net for a lost wake-up, both
 //! by at most [`MAX_DOZE_NS`]. The ticks a doze skipped still count where a count of
-//! ticks measures time (the fair clock's tick count, the report's worker samples).
+//! ticks measures time (the tick count of `clock.rs`, the report's worker samples).
 //!
 //! # Dozing again
 //!
@@ -127,7 +127,7 @@ pub(super) extern "C" fn monitor_main(_: *mut libc::c_void) -> *mut libc::c_void
             1
         };
         if ticks > 1 {
-            rt.fair_ticks_skipped(ticks - 1);
+            rt.ticks.skipped(ticks - 1);
         }
         // Idle workers (asleep or spinning) take what the monitor hands the injector at
         // once; with none, the injector is served every GLOBAL_CHECK_INTERVAL-th dequeue
@@ -216,10 +216,9 @@ pub(super) extern "C" fn monitor_main(_: *mut libc::c_void) -> *mut libc::c_void
             }
         }
         preempt_watch.tick(rt);
-        // One snapshot of the run queues per tick, for the fair clock and the policies.
-        let runnable = rt.runnable_fibers();
-        rt.fair_tick(runnable);
-        if let Some(mean_waiting) = policy_window.tick(runnable) {
+        rt.ticks.tick();
+        // One snapshot of the run queues per tick, for the turn policy.
+        if let Some(mean_waiting) = policy_window.tick(rt.runnable_fibers()) {
             turn_policy.window_end(rt, mean_waiting);
         }
         quota_follow.tick(rt, ticks);
@@ -236,7 +235,7 @@ const DOZE_AFTER_QUIET_TICKS: u32 = POLICY_WINDOW_TICKS;
 /// Origin: an idle MariaDB's background threads wake about 4 times a second
 /// (natively its whole process makes 4 voluntary switches a second); each such errand
 /// took a fiber tens of µs, then the monitor ticked 16 more times before it dozed
-/// again: ~66 of its ~80 wake-ups a second (session 17). Two ticks let the woken
+/// again: ~66 of its ~80 wake-ups a second (2026-11-27). Two ticks let the woken
 /// worker's fiber finish and the worker sleep again.
 const REDOZE_AFTER_QUIET_TICKS: u32 = 2;
 /// Longest doze. Origin: 20 wake-ups a second instead of 1 000, and a bound on what a
@@ -326,7 +325,7 @@ fn sample_for_report(rt: &Runtime, ticks: u64) {
 /// in the MariaDB mix (2 vCPUs, 2 300 connections) a fiber's run of one tick (a turn,
 /// a long statement) moved its worker's whole queue there, and readiness the monitor
 /// harvested waited ~1 s on average in the injector, against 0.17 s for the same
-/// readiness harvested by its worker (issue 27).
+/// readiness harvested by its worker (2026-11-25).
 const STRANDED_TICKS: u32 = 5;
 
 /// Whether `w` still serves its own queues and readiness set: ACTIVE, and its last
@@ -341,15 +340,7 @@ fn serves_own(w: &WorkerShared, no_progress_ticks: &[u32]) -> bool {
 /// when they run dry, so without this a fiber queued behind a fiber that never
 /// switches (a spin-wait on a flag) would starve while the rest of the pool is busy.
 fn release_queued(rt: &Runtime, w: &WorkerShared) {
-    let mut moved = false;
-    if let Some(f) = w.lifo.take() {
-        rt.injector.push(f);
-        moved = true;
-    }
-    for queue in [&w.urgent.stealer, &w.stealer, &w.coordinating.stealer, &w.soon.stealer, &w.later.stealer] {
-        moved |= move_all(queue, &rt.injector);
-    }
-    if moved {
+    if w.move_queued_to(&rt.injector) {
         rt.notify();
     }
 }
