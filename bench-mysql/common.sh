@@ -131,7 +131,7 @@ quiesce_servers() {
 # name: a control, whose ratio to the first shows how far two identical servers differ
 # in the same rounds), or NAME=LIB[+VAR=value...] (preloaded with LIB; CONFIG_ENV, an
 # array the caller may set, and the VAR=value words go into its environment; commas
-# separate FIBERIZE_TUNE's entries: NAME=LIB+FIBERIZE_TUNE=fair=0,spin=0).
+# separate FIBERIZE_TUNE's entries: NAME=LIB+FIBERIZE_TUNE=turn_us=0,spin=0).
 start_config() { # config
     local c=$1 n=${1%%=*} parts
     cp -a "$WORK/data-prepare" "$WORK/data-$n"
@@ -187,7 +187,7 @@ finish_configs() { # [txns-fn]
         case $c in native | pool | *=native | *=pool) continue ;; esac
         [ -z "${1:-}" ] || locality_per_txn "$n" "$("$1" "$n")"
         echo "== $n stats:" $(grep -h "fiberize: stats" "$WORK/out-$n.log" "$WORK/err-$n.log" 2>/dev/null | tr ' ' '\n' |
-            grep -E "^(switches|parks|migrations|steals|lifo_capped|donor_handoffs|preemptions|turn|fair_later|fair_kickups|queue_)" || true)
+            grep -E "^(switches|parks|migrations|steals|lifo_capped|donor_handoffs|preemptions|turn|queue_)" || true)
     done
     echo "== logs in $WORK"
 }

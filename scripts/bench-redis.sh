@@ -60,6 +60,6 @@ done
 for c in "${cl[@]}"; do
     n=${c%%=*}
     [ -f "$WORK/stats-$n.txt" ] || continue
-    echo "== $n (last round):" $(tail -1 "$WORK/stats-$n.txt" | tr ' ' '\n' | grep -E "^(workers|switches|preemptions|fair_later|fair_kickups|turns_ended|steals)=" || true)
+    echo "== $n (last round):" $(tail -1 "$WORK/stats-$n.txt" | tr ' ' '\n' | grep -E "^(workers|switches|preemptions|lifo_capped|turns_ended|steals)=" || true)
 done
 rm -rf "$WORK"

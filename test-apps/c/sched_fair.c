@@ -1,21 +1,19 @@
-/* The run order by CPU time (issue 27): CPU-bound threads next to a thread that waits
- * for I/O and a thread that spins on sched_yield. HOGS threads compute in chunks
- * (about a millisecond each) with a sched_yield between chunks until told to stop; a
- * client thread makes TRIPS round trips through two pipes with an echo thread, and in
- * each waits on a condition variable for the echo thread's acknowledgement before it
- * reads the reply (a wait on another thread's progress, as a transaction's commit); a
- * spinner calls sched_yield until the client is done. Under the preload the hogs use
- * more than their share of the CPU and wait in their worker's later queue, and the
- * client's readiness wake-ups go to the coordinating queue: the client, the echo thread
- * and the spinner must still run (a fiber that is ahead is never stranded: the later
- * queue is served when it waited long enough or nothing else runs), and everything
- * must finish as natively.
- *   sched_fair [hogs=4] [trips=200]
+/* CPU-bound threads next to a thread that waits for I/O and a thread that spins on
+ * sched_yield. HOGS threads compute in chunks (about a millisecond each) until told to
+ * stop, with a sched_yield between chunks, or (mode "spin") without one, so that only
+ * preemption takes their worker from them; a client thread makes TRIPS round trips
+ * through two pipes with an echo thread, and in each waits on a condition variable for
+ * the echo thread's acknowledgement before it reads the reply; a spinner calls
+ * sched_yield until the client is done. Under the preload a yield, a preemption and a
+ * wake-up by readiness all queue at the back of the worker's deque: the client, the
+ * echo thread and the spinner must still run, and everything must finish as natively.
+ *   sched_fair [hogs=4] [trips=200] [yield|spin]
  * stdout: what finished (the same natively and preloaded); stderr: the preload evidence. */
 #include <stdlib.h>
+#include <string.h>
 #include "sync_common.h"
 
-static int hogs = 4, trips = 200;
+static int hogs = 4, trips = 200, hogs_yield = 1;
 static atomic_int stop, hogs_started;
 static int to_echo[2], from_echo[2];
 static pthread_mutex_t ack_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -36,7 +34,8 @@ static void *hog(void *arg) {
     while (!atomic_load(&stop)) {
         x = chunk(x);
         chunks++;
-        sched_yield();
+        if (hogs_yield)
+            sched_yield();
     }
     return (void *)(long)(chunks > 0 && x != 1);
 }
@@ -86,6 +85,7 @@ static void *spinner(void *arg) {
 int main(int argc, char **argv) {
     if (argc > 1) hogs = atoi(argv[1]);
     if (argc > 2) trips = atoi(argv[2]);
+    if (argc > 3) hogs_yield = strcmp(argv[3], "spin") != 0;
     CHECK(hogs >= 0 && hogs <= 64 && trips > 0 && trips <= 100000, "bad arguments");
     report_preload();
     fprintf(stderr, "preloaded=%d\n", p_active ? p_active() : 0);

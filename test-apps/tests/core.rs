@@ -190,9 +190,11 @@ fn bad_environment_values_get_one_warning_each() {
         ("FIBERIZE", "maybe", "FIBERIZE=maybe is neither on"),
         ("FIBERIZE_WATCHDOG", "soon", "FIBERIZE_WATCHDOG=soon is not a number of seconds"),
         ("FIBERIZE_WATCHDOG_FILE", "/tmp/x", "FIBERIZE_WATCHDOG_FILE=/tmp/x without FIBERIZE_WATCHDOG"),
-        ("FIBERIZE_TUNE", "coordinating_first=-1", "FIBERIZE_TUNE=coordinating_first=-1 is out of range"),
-        ("FIBERIZE_TUNE", "fair=0,nosuch=1", "FIBERIZE_TUNE=nosuch=1: no such switch"),
-        ("FIBERIZE_FAIR", "0", "FIBERIZE_FAIR=0 is retired and ignored (for A/B runs: FIBERIZE_TUNE=fair=0)"),
+        ("FIBERIZE_TUNE", "turn_us=-1", "FIBERIZE_TUNE=turn_us=-1 is out of range"),
+        ("FIBERIZE_TUNE", "turn_us=500,nosuch=1", "FIBERIZE_TUNE=nosuch=1: no such switch"),
+        ("FIBERIZE_TUNE", "fair=0", "FIBERIZE_TUNE=fair=0: no such switch"),
+        ("FIBERIZE_FAIR", "0", "FIBERIZE_FAIR=0 is retired and ignored (its policy was removed)"),
+        ("FIBERIZE_RUN_CLOCK", "1", "FIBERIZE_RUN_CLOCK=1 is retired and ignored (its policy was removed)"),
         ("FIBERIZE_MAX_WORKERS", "32", "FIBERIZE_MAX_WORKERS=32 is retired"),
     ];
     for (var, value, expect) in cases {
@@ -207,7 +209,7 @@ fn bad_environment_values_get_one_warning_each() {
     // poll_per_worker, which scripts outside this tree set): no warning.
     let good = [
         ("FIBERIZE_WORKERS", "1"),
-        ("FIBERIZE_TUNE", "fair=0,turn_us=500"),
+        ("FIBERIZE_TUNE", "turn_us=500,spin=8"),
         ("FIBERIZE_POLL_PER_WORKER", "1"),
         ("FIBERIZE", "on"),
     ];

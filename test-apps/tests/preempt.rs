@@ -69,61 +69,36 @@ fn without_preemption_spinners_livelock() {
     assert_eq!(out.status.code(), Some(124), "expected a livelock without preemption: {}", String::from_utf8_lossy(&out.stdout));
 }
 
-/// Issue 27, the run order by CPU time: computing threads that yield between chunks,
-/// next to a client/echo pair of threads doing round trips through pipes and a thread
-/// spinning on `sched_yield`. The computing fibers use more than their share and wait
-/// in their worker's later queue; the client, which waits on a condition variable in
-/// each round trip, is coordinating and its wake-ups go before the others; everything
-/// must still finish as natively (a fiber in the later queue is never stranded), on one
-/// worker and on two.
-fn fair_order(workers: &str) -> Run {
-    fair_order_with(workers, &[])
-}
-
-/// [`fair_order`] with more of the library's environment.
-fn fair_order_with(workers: &str, env: &[(&str, &str)]) -> Run {
-    let bin = build_c("sched_fair");
-    let args = ["4", "200"];
-    let native = run(&bin, &args, false, LIMIT);
-    assert_eq!(native.status, Some(0), "native run failed:\n{}{}", native.stdout, native.stderr);
-    let mut all_env = vec![("FIBERIZE_WORKERS", workers)];
-    all_env.extend_from_slice(env);
-    let pre = run_with(&bin, &args, true, &all_env, LIMIT);
-    assert_eq!(pre.status, native.status, "exit status differs:\n{}{}", pre.stdout, pre.stderr);
-    assert_eq!(pre.stdout, native.stdout, "stdout differs; preloaded stderr:\n{}", pre.stderr);
-    assert!(pre.stderr.contains("preloaded=1"), "library not active:\n{}", pre.stderr);
-    assert!(pre.stdout.contains("hogs that computed and stopped: 4 of 4"), "{}", pre.stdout);
-    assert!(
-        stat(&pre, "fair_coordinating") > 0,
-        "no wake-up of the coordinating client was queued as such:
-{}",
-        pre.stderr
-    );
+/// Computing threads beside a client/echo pair doing round trips through pipes (the
+/// client waits on a condition variable in each) and a thread spinning on
+/// `sched_yield` (`sched_fair.c`): a yield, a preemption and a wake-up by readiness all
+/// go to the back of the worker's deque, so the round trips are served while the
+/// computing fibers run, and everything finishes as natively. Returns the preloaded run.
+fn round_trips_beside_hogs(args: &[&str], workers: &str) -> Run {
+    let pre = same_as_native("sched_fair", args, workers);
+    let hogs = args[0];
+    assert!(pre.stdout.contains(&format!("hogs that computed and stopped: {hogs} of {hogs}")), "{}", pre.stdout);
     pre
 }
 
+/// Hogs that yield between chunks: round robin on the deque. A yield that queued the
+/// fiber ahead of the others (or anywhere the worker does not come back to) would keep
+/// the client from running on one worker until the limit.
 #[test]
-fn fibers_ahead_of_their_share_wait_but_are_not_stranded_one_worker() {
-    let pre = fair_order("1");
-    assert!(stat(&pre, "fair_later") > 0, "the computing fibers never went to the later queue:\n{}", pre.stderr);
-    assert_eq!(stat(&pre, "run_clock_timed"), 0, "runs were timed by default:\n{}", pre.stderr);
+fn yielding_hogs_leave_round_trips_served_one_worker() {
+    let pre = round_trips_beside_hogs(&["4", "200"], "1");
+    assert!(stat(&pre, "yields") > 0, "{}", pre.stderr);
 }
 
 #[test]
-fn fibers_ahead_of_their_share_wait_but_are_not_stranded_two_workers() {
-    fair_order("2");
+fn yielding_hogs_leave_round_trips_served_two_workers() {
+    round_trips_beside_hogs(&["4", "200"], "2");
 }
 
-/// Runs timed by the cycle counter (`FIBERIZE_TUNE=run_clock=1`) find the computing fibers
-/// ahead too.
+/// Hogs that never switch on their own: on one worker the client runs only because
+/// each preempted hog goes to the back of the deque, behind the fibers that waited.
 #[test]
-fn fibers_ahead_of_their_share_by_timed_runs_one_worker() {
-    let pre = fair_order_with("1", &[("FIBERIZE_TUNE", "run_clock=1")]);
-    // RDTSC costs ~10 ns on the machines this project runs on; a hypervisor that traps
-    // it would make this fail, and the library fall back to samples (run_clock.rs).
-    // Under qemu the counter is emulated and may be found slow: not asserted there.
-    if !emulated() {
-        assert_eq!(stat(&pre, "run_clock_timed"), 1, "runs were not timed by the cycle counter:\n{}", pre.stderr);
-    }
-    assert!(stat(&pre, "fair_later") > 0, "the computing fibers never went to the later queue:\n{}", pre.stderr);
+fn preempted_hogs_leave_round_trips_served_one_worker() {
+    let pre = round_trips_beside_hogs(&["2", "30", "spin"], "1");
+    assert!(stat(&pre, "preemptions") > 0, "the hogs were never preempted:\n{}", pre.stderr);
 }

@@ -20,9 +20,8 @@
 //! | `FIBERIZE_TZ=off`     | turn the mktime/tzset throttle off (`crate::tz`; read by [`tz_throttle_wanted`], also with `FIBERIZE=off`) |
 //! | `FIBERIZE_TUNE=name=value,…` | A/B switches of the scheduler's rules, for experiments ([`TUNE_NAMES`]; docs/DESIGN.md §2.18) |
 //!
-//! `FIBERIZE_TUNE`'s names, each a field of [`Config`]: `fair`, `coordinating_first`,
-//! `run_clock`, `direct_wait`, `direct_wait_peer_cpu`, `turn_us`, `turn_short_us`,
-//! `spin`, `stack_release_ms`, `sync_inline`, `poll_per_worker`. `FIBERIZE_POLL_PER_WORKER`
+//! `FIBERIZE_TUNE`'s names, each a field of [`Config`]: `direct_wait`,
+//! `direct_wait_peer_cpu`, `turn_us`, `turn_short_us`, `spin`, `stack_release_ms`, `sync_inline`, `poll_per_worker`. `FIBERIZE_POLL_PER_WORKER`
 //! is still read as another name for `FIBERIZE_TUNE=poll_per_worker=…` (benchmark
 //! scripts outside this tree set it). The variables these switches replaced
 //! ([`RETIRED`]) are ignored with one line each.
@@ -171,10 +170,6 @@ pub struct Config {
     /// worker's CPU, where its peer runs (`direct_wait_peer_cpu`; off: wherever it came
     /// in; see `io::peer_cpu::where_peer_runs`).
     pub direct_wait_peer_cpu: bool,
-    /// A fiber's run is charged to its CPU account as timed by the cycle counter
-    /// (`run_clock`; off by default: by the monitor's 1 ms samples; see
-    /// `runtime::scheduler::run_clock`).
-    pub run_clock: bool,
     /// Sleeps at least this long (ms) give the fiber's dead stack pages back
     /// (`stack_release_ms`; 0: never); `None`: the module's default
     /// (`runtime::stack_release::DEFAULT_RELEASE_AFTER_MS`).
@@ -191,12 +186,6 @@ pub struct Config {
     /// fibers that run on it (`poll_per_worker`, or `FIBERIZE_POLL_PER_WORKER`; see
     /// `runtime::poller`).
     pub poll_per_worker: bool,
-    /// The run order by CPU time (`fair`; see `runtime::scheduler::fair`).
-    pub fair: bool,
-    /// The coordinating queue goes before the soon queue on every Nth dequeue, 0: never
-    /// (`coordinating_first`); `None`: the scheduler's default
-    /// (`runtime::scheduler::fair::coordinating_first`: by the queues' weighted lengths).
-    pub coordinating_first: Option<u32>,
 }
 
 /// The operator's variables, as the README's "Environment" table lists them (a test
@@ -218,10 +207,7 @@ pub const VARIABLES: [&str; 12] = [
 
 /// `FIBERIZE_TUNE`'s names ([`apply_tune`] parses them; docs/DESIGN.md §2.18 says what
 /// each does and its default).
-pub const TUNE_NAMES: [&str; 11] = [
-    "fair",
-    "coordinating_first",
-    "run_clock",
+pub const TUNE_NAMES: [&str; 8] = [
     "direct_wait",
     "direct_wait_peer_cpu",
     "turn_us",
@@ -233,11 +219,12 @@ pub const TUNE_NAMES: [&str; 11] = [
 ];
 
 /// Variables that were knobs of their own: set, each gets one line saying so and is
-/// ignored. The second field is the `FIBERIZE_TUNE` name that replaced it ("" for none).
+/// ignored. The second field is the `FIBERIZE_TUNE` name that replaced it ("" for none:
+/// the policy is gone; the run order by CPU time's three, docs/DESIGN.md §3).
 pub const RETIRED: [(&[u8], &[u8]); 11] = [
-    (b"FIBERIZE_FAIR\0", b"fair"),
-    (b"FIBERIZE_COORDINATING_FIRST\0", b"coordinating_first"),
-    (b"FIBERIZE_RUN_CLOCK\0", b"run_clock"),
+    (b"FIBERIZE_FAIR\0", b""),
+    (b"FIBERIZE_COORDINATING_FIRST\0", b""),
+    (b"FIBERIZE_RUN_CLOCK\0", b""),
     (b"FIBERIZE_DIRECT_WAIT\0", b"direct_wait"),
     (b"FIBERIZE_DIRECT_WAIT_PEER_CPU\0", b"direct_wait_peer_cpu"),
     (b"FIBERIZE_TURN_US\0", b"turn_us"),
@@ -264,13 +251,10 @@ const DEFAULTS: Config = Config {
     spin_rounds: None,
     direct_wait: true,
     direct_wait_peer_cpu: true,
-    run_clock: false,
     stack_release_ms: None,
     turn_us: None,
     turn_short_us: None,
     poll_per_worker: false,
-    fair: true,
-    coordinating_first: None,
 };
 
 static CONFIG_ONCE: RawOnce = RawOnce::new();
@@ -372,15 +356,10 @@ fn apply_tune(c: &mut Config, tune: &'static [u8]) {
         let mut label_buf = [0u8; 48];
         let label = concat_into(&mut label_buf, &[b"FIBERIZE_TUNE=", name]);
         match name {
-            b"fair" => c.fair = switch_value(label, value, c.fair),
-            b"run_clock" => c.run_clock = switch_value(label, value, c.run_clock),
             b"direct_wait" => c.direct_wait = switch_value(label, value, c.direct_wait),
             b"direct_wait_peer_cpu" => c.direct_wait_peer_cpu = switch_value(label, value, c.direct_wait_peer_cpu),
             b"sync_inline" => c.sync_inline = switch_value(label, value, c.sync_inline),
             b"poll_per_worker" => c.poll_per_worker = switch_value(label, value, c.poll_per_worker),
-            b"coordinating_first" => {
-                c.coordinating_first = optional_number(label, value, 0, 1000).map(|n| n as u32).or(c.coordinating_first)
-            }
             b"turn_us" => c.turn_us = optional_number(label, value, 0, 1_000_000).or(c.turn_us),
             b"turn_short_us" => c.turn_short_us = optional_number(label, value, 1, 1_000_000).or(c.turn_short_us),
             b"spin" => c.spin_rounds = optional_number(label, value, 0, 100_000).map(|n| n as u32).or(c.spin_rounds),
@@ -388,7 +367,7 @@ fn apply_tune(c: &mut Config, tune: &'static [u8]) {
             _ => warn(&[
                 b"FIBERIZE_TUNE=",
                 entry,
-                b": no such switch, ignored (fair, coordinating_first, run_clock, direct_wait, direct_wait_peer_cpu, turn_us, turn_short_us, spin, stack_release_ms, sync_inline, poll_per_worker)",
+                b": no such switch, ignored (direct_wait, direct_wait_peer_cpu, turn_us, turn_short_us, spin, stack_release_ms, sync_inline, poll_per_worker)",
             ]),
         }
     }

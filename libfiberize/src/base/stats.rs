@@ -125,20 +125,8 @@ counters! {
     /// Runtime-internal lock waits the monitor found a worker in and did not count as
     /// blocked (`scheduler::monitor`: no spare for them).
     internal_lock_waits,
-    // The order by CPU time (`runtime::scheduler::fair`).
-    /// Fibers queued in a later queue: they had used more than their share of the CPU.
-    fair_later,
-    /// Fibers queued in a soon queue: they had used clearly less than their share.
-    fair_soon,
-    fair_coordinating,
     /// Mutex unlocks that gave their worker to a convoy's wakee (`unpark_lock_waiter`).
     lock_wakes_yielded,
-    /// Later-queue heads run because they had waited the kickup time.
-    fair_kickups,
-    /// 1 once the monitor decided to time fiber runs by the cycle counter
-    /// (`FIBERIZE_TUNE=run_clock=1`, and a read cheap enough here), 0 while runs are charged by samples
-    /// (`runtime::scheduler::run_clock`).
-    run_clock_timed,
 }
 
 /// One shard: a slot for every counter, padded so that two shards never share a line.

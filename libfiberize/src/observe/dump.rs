@@ -189,10 +189,9 @@ fn produce(reason: Option<&str>, flush: &mut dyn FnMut(&str)) {
     let mut frames = Frames { symbols: BTreeMap::new(), scratch: vec![0; DUMP_STACK_WORDS] };
     if let Some(rt) = scheduler::try_runtime() {
         for w in rt.workers() {
-            let (deque, later, lifo) = w.queued();
-            let _ = writeln!(
+            let _ = write!(
                 out,
-                "fiberize: worker {} tid {} {} kernel {} running fiber {} switches {} deferred-signals {:#x} deque {} later {} lifo {}",
+                "fiberize: worker {} tid {} {} kernel {} running fiber {} switches {} deferred-signals {:#x}",
                 w.index,
                 w.tid.load(Ordering::Relaxed),
                 w.state_name(),
@@ -200,10 +199,11 @@ fn produce(reason: Option<&str>, flush: &mut dyn FnMut(&str)) {
                 w.running.load(Ordering::Relaxed),
                 w.progress.load(Ordering::Relaxed),
                 w.deferred_signals(),
-                deque,
-                later,
-                u8::from(lifo)
             );
+            for (queue, len) in w.queue_lengths() {
+                let _ = write!(out, " {queue} {len}");
+            }
+            let _ = writeln!(out);
         }
         let _ = writeln!(out, "fiberize: injector {}{}", rt.injector_len(), crate::runtime::queue_delay::render());
     }

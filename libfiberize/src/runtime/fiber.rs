@@ -182,8 +182,6 @@ pub struct Fiber {
     /// When and from where the fiber was last queued (`crate::runtime::queue_delay`;
     /// 0 while that is off). Relaxed: the queue it goes through orders it.
     queued: AtomicU64,
-    /// CPU time charged to the fiber, for the run order (`scheduler::fair`).
-    pub(crate) cpu: crate::runtime::cpu_account::CpuAccount,
     /// The fiber's `sigaltstack` settings (`crate::runtime::altstack`).
     pub altstack: crate::runtime::altstack::AltStack,
 }
@@ -230,7 +228,6 @@ impl Fiber {
             stack_limit: AtomicUsize::new(0),
             stack_base: AtomicUsize::new(0),
             queued: AtomicU64::new(0),
-            cpu: Default::default(),
             altstack: Default::default(),
         }
     }

@@ -10,7 +10,6 @@
 //! import.
 
 pub mod altstack;
-pub mod cpu_account;
 pub mod fiber;
 pub mod fiber_state;
 pub mod hooks;

@@ -62,18 +62,6 @@ pub fn stack_pointer() -> usize {
     sp
 }
 
-/// The virtual counter (`CNTVCT_EL0`), for timing a fiber's run (`scheduler::run_clock`,
-/// experimental). Its rate (`CNTFRQ_EL0`, typically 25 MHz to 1 GHz) is calibrated
-/// against CLOCK_MONOTONIC by the caller, as on x86_64.
-#[inline(always)]
-pub fn cycle_count() -> u64 {
-    let count: u64;
-    // SAFETY: reads a register that Linux lets user mode read (CNTKCTL_EL1.EL0VCTEN);
-    // no memory access, no flags changed.
-    unsafe { asm!("mrs {}, cntvct_el0", out(reg) count, options(nomem, nostack, preserves_flags)) };
-    count
-}
-
 /// The interrupted instruction's address in a signal handler's context.
 #[inline]
 pub fn interrupted_pc(uc: &libc::ucontext_t) -> usize {

@@ -10,7 +10,6 @@
 //! | [`set_thread_pointer`]            | the TLS switch of a fiber switch                   |
 //! | [`detect_thread_pointer_method`]  | chooses how to write it, once, before the first switch |
 //! | [`stack_pointer`]                 | the current stack pointer                          |
-//! | [`cycle_count`]                   | a cheap constant-rate counter (TSC / `CNTVCT_EL0`) |
 //! | [`interrupted_pc`]                | the program counter in a signal handler's `ucontext_t` |
 //! | [`static_tls_offset`], [`static_tls_addr`] | where static TLS lies relative to the thread pointer |
 //! | `fiberize_donor_sleep`, `fiberize_donor_wake_in_child` | the donor's resumable futex sleep (assembly) |

@@ -83,19 +83,6 @@ pub fn stack_pointer() -> usize {
     sp
 }
 
-/// The processor's cycle counter (`RDTSC`), for timing a fiber's run
-/// (`scheduler::run_clock`, experimental): ~10 ns against ~24 for a vDSO `clock_gettime`
-/// on the 2-vCPU VM. Not serializing: an instruction or two may retire on either side
-/// of the read, which is nothing against a run. Its rate is calibrated against
-/// CLOCK_MONOTONIC by the caller; every x86_64 CPU the kernel trusts as a clock source
-/// has a constant-rate counter synchronized across CPUs.
-#[inline(always)]
-pub fn cycle_count() -> u64 {
-    // SAFETY: RDTSC reads a register; user mode may execute it (Linux leaves CR4.TSD
-    // clear unless a process asks for PR_TSC_SIGSEGV, which nobody preloading us does).
-    unsafe { core::arch::x86_64::_rdtsc() }
-}
-
 /// The interrupted instruction's address in a signal handler's context.
 #[inline]
 pub fn interrupted_pc(uc: &libc::ucontext_t) -> usize {

@@ -69,10 +69,9 @@ fn tune_switches_are_documented() {
 #[test]
 fn tune_entries_set_their_switches() {
     let mut c = DEFAULTS;
-    apply_tune(&mut c, b"fair=0, run_clock=on,direct_wait=off,direct_wait_peer_cpu=0,sync_inline=1,poll_per_worker=yes");
-    assert!(!c.fair && c.run_clock && !c.direct_wait && !c.direct_wait_peer_cpu && c.sync_inline && c.poll_per_worker);
-    apply_tune(&mut c, b"coordinating_first=2,turn_us=0,turn_short_us=40,spin=0,stack_release_ms=100,,");
-    assert_eq!(c.coordinating_first, Some(2));
+    apply_tune(&mut c, b"direct_wait=off, direct_wait_peer_cpu=0,sync_inline=1,poll_per_worker=yes");
+    assert!(!c.direct_wait && !c.direct_wait_peer_cpu && c.sync_inline && c.poll_per_worker);
+    apply_tune(&mut c, b"turn_us=0,turn_short_us=40,spin=0,stack_release_ms=100,,");
     assert_eq!(c.turn_us, Some(0));
     assert_eq!(c.turn_short_us, Some(40));
     assert_eq!(c.spin_rounds, Some(0));
@@ -87,11 +86,16 @@ fn tune_entries_set_their_switches() {
 #[test]
 fn bad_tune_entries_change_nothing() {
     let mut c = DEFAULTS;
-    apply_tune(&mut c, b"fair=maybe,nosuch=1,spin,turn_short_us=0,coordinating_first=-1,stack_release_ms=abc");
-    assert!(c.fair);
-    assert_eq!((c.turn_short_us, c.coordinating_first, c.spin_rounds, c.stack_release_ms), (None, None, None, None));
-    apply_tune(&mut c, b"FAIR=0,fair=0");
-    assert!(!c.fair);
+    apply_tune(&mut c, b"direct_wait=maybe,nosuch=1,spin,turn_short_us=0,turn_us=-1,stack_release_ms=abc");
+    assert!(c.direct_wait);
+    assert_eq!((c.turn_short_us, c.turn_us, c.spin_rounds, c.stack_release_ms), (None, None, None, None));
+    apply_tune(&mut c, b"DIRECT_WAIT=0,direct_wait=0");
+    assert!(!c.direct_wait);
+    // The removed order by CPU time's switches are unknown names now: they change nothing.
+    let before = (c.direct_wait, c.turn_us, c.spin_rounds);
+    apply_tune(&mut c, b"fair=0,coordinating_first=2,run_clock=1");
+    assert_eq!((c.direct_wait, c.turn_us, c.spin_rounds), before);
+    assert!(!TUNE_NAMES.iter().any(|n| ["fair", "coordinating_first", "run_clock"].contains(n)));
 }
 
 #[test]

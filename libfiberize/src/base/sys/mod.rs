@@ -25,7 +25,7 @@ use core::sync::atomic::AtomicU32;
 use crate::base::arch::syscall6;
 
 mod thin;
-pub use crate::base::arch::{cycle_count, detect_thread_pointer_method, set_thread_pointer, thread_pointer};
+pub use crate::base::arch::{detect_thread_pointer_method, set_thread_pointer, thread_pointer};
 pub use thin::*;
 
 // The kernel's futex operation codes, from `libc` (the one definition the runtime uses).

@@ -39,7 +39,7 @@
 //! kernel's scheduler; the worker blocks in `ppoll` at once, and the kernel runs the
 //! peer here, as it does for a native thread blocked in `recv`. Measured (MariaDB point
 //! selects, 2 connections over TCP, 2-vCPU VM, paired: each worker on its client's
-//! CPU; `perf record` of the server, session 15): the spin took 0.7 µs per transaction
+//! CPU; `perf record` of the server, 2026-11-27): the spin took 0.7 µs per transaction
 //! in `spin_for_work` and 0.14 µs in `sched_yield` (of ~4.8 µs of server CPU per
 //! transaction more than the native server's). The stat `direct_waits_unspun` counts
 //! these waits.
@@ -54,7 +54,7 @@
 //! waker: the worker lands on the peer's CPU, the next wait there is `Here`, and the
 //! pair stays. A spinning worker that finds the request itself is never woken, so
 //! nothing ever moves it: traced (debug counters, MariaDB point selects at 2
-//! connections over TCP, 2-vCPU VM, session 16), the slow rounds were spent with
+//! connections over TCP, 2-vCPU VM, 2026-11-27), the slow rounds were spent with
 //! both workers on one CPU and both clients on the other, or both fibers on one
 //! worker, every fiber declining its waits for a peer elsewhere (0.14–0.31 declined
 //! waits per transaction against under 0.01 in the fast rounds) for the whole run.
@@ -99,9 +99,6 @@ pub fn direct_wait(fd: i32, events: i16, deadline: Option<u64>, spin: bool, leav
     if wake_fd < 0 || !local_empty || w.lifo.is_occupied(Ordering::Relaxed) || rt.has_work(Some(w)) {
         return DirectWait::Other;
     }
-    // From here the worker waits (spins, then blocks) instead of running the fiber: not
-    // charged to the fiber's CPU account (run_clock), whichever way the wait ends.
-    let _uncharged = Uncharged::since_now(w);
     // Spin first, as an idle worker would, watching this fd instead of the epoll set;
     // not for a peer on this CPU (module docs).
     let mut revents = 0;
@@ -174,32 +171,5 @@ pub fn sleep_without_spin_next() {
     // thread that touches the flag.
     if let Some(w) = super::worker_of(f) {
         w.sleep_without_spin.store(true, Ordering::Relaxed);
-    }
-}
-
-/// Leaves the time from its creation to its drop out of the running fiber's charge
-/// (`WorkerShared::uncharged_cycles`, `run_clock::charge`).
-struct Uncharged<'a> {
-    worker: &'a WorkerShared,
-    since: u64,
-}
-
-impl<'a> Uncharged<'a> {
-    /// On `worker`'s own OS thread, during a fiber's run. Reads the counter only where
-    /// runs are timed (`since` 0: nothing to leave out).
-    fn since_now(worker: &'a WorkerShared) -> Uncharged<'a> {
-        Uncharged { worker, since: run_clock::run_started() }
-    }
-}
-
-impl Drop for Uncharged<'_> {
-    fn drop(&mut self) {
-        if self.since == 0 {
-            return;
-        }
-        let waited = run_clock::now().wrapping_sub(self.since);
-        // Only the worker's own OS thread touches the field (its doc): load and store.
-        let cell = &self.worker.uncharged_cycles;
-        cell.store(cell.load(Ordering::Relaxed).wrapping_add(waited), Ordering::Relaxed);
     }
 }

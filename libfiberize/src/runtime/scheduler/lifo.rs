@@ -1,4 +1,5 @@
-//! A worker's lifo slot: the one fiber a fiber woke last, run next by that worker.
+//! A worker's lifo slot: the one fiber a fiber woke last, run next by that worker; and
+//! [`SideQueue`], the owner's FIFO that holds its urgent queue (a convoy's wakee).
 //!
 //! The slot owns a strong reference to the fiber in it, kept as the raw pointer of
 //! `Arc::into_raw` so that putting and taking are one atomic swap each (no lock, no
@@ -8,10 +9,13 @@
 //! `AcqRel` on the swaps: the fiber's state written before it was queued is visible to
 //! whoever takes it (Release by the putter, Acquire by the taker).
 
+use core::cell::UnsafeCell;
 use core::ptr;
 use core::sync::atomic::{AtomicPtr, Ordering};
 
 use std::sync::Arc;
+
+use crossbeam_deque::{Stealer, Worker as Deque};
 
 use super::Padded;
 use crate::runtime::fiber::{Fiber, FiberRef};
@@ -53,6 +57,50 @@ impl LifoSlot {
 impl Drop for LifoSlot {
     fn drop(&mut self) {
         drop(self.take());
+    }
+}
+
+/// A FIFO that only its owning worker pushes to and pops from; others steal through
+/// `stealer` (`WorkerShared`'s `urgent` queue: `wake::unpark_lock_waiter`).
+pub(super) struct SideQueue {
+    deque: UnsafeCell<Deque<FiberRef>>,
+    pub(super) stealer: Stealer<FiberRef>,
+}
+
+impl SideQueue {
+    pub(super) fn new() -> SideQueue {
+        let deque = Deque::new_fifo();
+        let stealer = deque.stealer();
+        SideQueue { deque: UnsafeCell::new(deque), stealer }
+    }
+
+    /// # Safety
+    /// As `WorkerShared::owner_local`: only the owning worker's OS thread, shielded or
+    /// in scheduler context.
+    #[inline]
+    unsafe fn owner(&self) -> &Deque<FiberRef> {
+        // SAFETY: the caller is the only thread that touches the deque (contract above).
+        unsafe { &*self.deque.get() }
+    }
+
+    /// Queues `f` at the back.
+    ///
+    /// # Safety
+    /// As [`Self::owner`].
+    #[inline]
+    pub(super) unsafe fn push(&self, f: FiberRef) {
+        // SAFETY: forwarded from this fn's contract.
+        unsafe { self.owner() }.push(f);
+    }
+
+    /// The owner's next fiber, in order.
+    ///
+    /// # Safety
+    /// As [`Self::owner`].
+    #[inline]
+    pub(super) unsafe fn pop(&self) -> Option<FiberRef> {
+        // SAFETY: forwarded from this fn's contract.
+        unsafe { self.owner() }.pop()
     }
 }
 

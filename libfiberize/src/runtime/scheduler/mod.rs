@@ -6,15 +6,24 @@
 //! ```text
 //!                 +-----------+    +-----------+
 //!   plain threads | injector  |    | hand-off  |  donors (TLS-free, intrusive)
-//!   timers ------>| (global)  |    |  list     |<---------------------------
+//!   the monitor ->| (global)  |    |  list     |<---------------------------
 //!                 +-----+-----+    +-----+-----+
 //!                       |  steal_batch   | drain
-//!        +--------------v----------------v--------------+
-//!        | worker i:  lifo slot  |  local FIFO deque     | <- fibers woken by fibers
-//!        +-----------------------+-----------------------+    running on worker i
-//!              ^ steal (swap)          ^ steal (Stealer)
-//!              +------ other workers --+
+//!        +--------------v----------------v---------------------------+
+//!        | worker i:  urgent  |  lifo slot  |  local FIFO deque       | <- fibers woken by
+//!        +--------------------+-------------+-------------------------+    fibers on worker i
+//!             ^ steal (not from an ACTIVE worker)   ^ steal (Stealer)
+//!             +------------------ other workers ----+
+//!
+//!   find_work: urgent -> lifo slot (at most LIFO_STREAK_CAP in a row while the deque
+//!              waits) -> deque -> hand-off list, injector -> steal from other workers;
+//!              every GLOBAL_CHECK_INTERVAL-th dequeue the global queues first
 //! ```
+//!
+//! The set of a worker's queues is written out once, in `WorkerShared`'s queue methods
+//! (`has_queued`, `queue_lengths`, `move_queued_to`, `steal_into`): the idle check,
+//! stealing, the monitor's release of a stuck worker's fibers, a retiring worker, the
+//! dump and the turn rule all go through them.
 //!
 //! * A fiber woken by a fiber goes to the waker's worker **lifo slot** (the previous
 //!   occupant moves to the local deque, where it is stealable; an idle worker is woken
@@ -30,9 +39,12 @@
 //! * A mutex waiter woken out of a convoy (parked ≥ 1 ms, others behind it) goes to the
 //!   waker's worker **urgent queue**, run before the lifo slot, and the waker yields into
 //!   the lifo slot (`wake::unpark_lock_waiter`); the queue is stolen as the slot is.
-//! * `sched_yield` re-queues at the back of the local FIFO deque: round robin.
-//! * Fibers woken by plain OS threads or timers go to the global injector; donors use
-//!   the allocation-free hand-off list (see [`push_from_donor`]).
+//! * A fiber that switches out runnable on its own worker (`sched_yield`, a preemption,
+//!   the end of its turn) goes to the back of that worker's deque: round robin.
+//! * Fibers woken in a worker's scheduler context (readiness it harvested, timers it
+//!   fired) go to its deque; fibers woken by plain OS threads or the monitor go to the
+//!   global injector; donors use the allocation-free hand-off list (see
+//!   [`push_from_donor`]).
 //!
 //! # Files
 //!
@@ -41,13 +53,12 @@
 //! | `mod.rs` | the `Runtime` and `WorkerShared` structures |
 //! | [`start`] | starting the pool: the workers, the monitor, the poller, the hooks |
 //! | [`wake`] | queueing a fiber (`unpark`, `schedule`, `yield_now`, `park_current`) and waking an idle worker for it: the sleep/wake protocol |
-//! | [`worker`] | the worker loop: find work, steal, run a fiber to its next switch, idle |
+//! | [`worker`] | the worker loop: find work, steal, run a fiber to its next switch and requeue it, idle |
 //! | [`direct_wait`] | a fiber alone on its worker waits for its descriptor in the kernel |
 //! | [`monitor`] | the monitor thread: stuck workers, blocked workers and spares, preemption requests |
-//! | [`lifo`] | the lifo slot: one fiber, owned as a raw `Arc` pointer, swapped in and out |
+//! | [`lifo`] | the lifo slot (one fiber, owned as a raw `Arc` pointer, swapped in and out) and the urgent queue's type |
 //! | [`worker_role`] | a worker's role (ACTIVE, BLOCKED, SPARE) and its transitions |
-//! | [`fair`] | the run order by CPU time: virtual runtimes, the later queue of fibers that used more than their share |
-//! | [`run_clock`] | charging a fiber's run to its CPU account: the monitor's samples, or (experimental) the cycle counter |
+//! | [`clock`] | the monitor's tick count (1 ms), and the convoy rule that reads a lock wait's age from it |
 //! | [`quota`] | following the cgroup CPU quota while the program runs: the monitor reads it again once a second |
 //! | [`turn`] | a fiber's turn: a fiber that keeps finding requests on its socket goes to the back after `FIBERIZE_TUNE=turn_us` |
 //!
@@ -66,12 +77,11 @@ use crate::runtime::poller;
 use crate::runtime::sleep_state::{IdleCounts, SleepWord};
 use crate::runtime::timer;
 
+mod clock;
 mod direct_wait;
-mod fair;
 mod lifo;
 mod monitor;
 mod quota;
-mod run_clock;
 mod start;
 mod stuck;
 mod turn;
@@ -81,8 +91,8 @@ mod worker_role;
 
 use worker_role::{Role, WorkerRole};
 
+pub use clock::{monitor_ticks, parked_long};
 pub use direct_wait::{direct_wait, sleep_without_spin_next, DirectWait};
-pub use fair::{monitor_ticks, parked_long};
 pub(crate) use monitor::{mark_blocked, thread_sleeps_in_kernel, thread_state, BlockedCall};
 pub use start::{pool_never_started, start};
 pub use turn::note_stream_read;
@@ -98,7 +108,7 @@ pub use wake::{arc_from_ref, park_current, push_from_donor, unpark, unpark_lock_
 /// A long spin takes the CPU from the process that is about to answer (the other end
 /// of the connection, on the same small machine); no spin pays a sleeping worker's
 /// wake-up for every reply. Skipping the `pause` quarter where a first `sched_yield`
-/// showed the CPU shared (it took over 2 µs) was worse (session 15, MariaDB point
+/// showed the CPU shared (it took over 2 µs) was worse (2026-11-27, MariaDB point
 /// selects at 2 connections over TCP, 8 rounds side by side: 0.91x native against
 /// 0.98x, with 1.7x the fiber switches).
 pub const SPIN_ROUNDS: u32 = 16;
@@ -162,25 +172,10 @@ pub struct WorkerShared {
     pub running: Padded<AtomicU64>,
     /// Bumped at every fiber switch; the monitor's sign of life.
     pub progress: Padded<AtomicU64>,
-    /// The time between monitor ticks, summed over the ticks that found this worker
-    /// running a fiber: the CPU-time samples that bound (or, where runs are not timed,
-    /// make) the charges of the fibers it runs ([`fair`]). Written by the monitor only.
-    cpu_sampled_ns: Padded<AtomicU64>,
-    /// Counter cycles of the current run spent in a direct wait (blocked in the kernel,
-    /// not on the CPU), which its charge leaves out ([`run_clock`]). Only the worker's
-    /// own OS thread touches it.
-    uncharged_cycles: AtomicU64,
-    /// Coordinating fibers (a recent wait on another thread's progress) woken by
-    /// readiness or at the end of a turn, served before the soon queue ([`fair`]).
-    coordinating: fair::SideQueue,
-    /// Fibers owed CPU time, served before the deque ([`fair`]).
-    soon: fair::SideQueue,
     /// Lock waiters whose waker gave them its worker (`wake::unpark_lock_waiter`): run
     /// before anything else; stolen, as the lifo slot, only from a worker that is not
     /// ACTIVE.
-    urgent: fair::SideQueue,
-    /// Fibers that used more than their share of the CPU ([`fair`]).
-    later: fair::SideQueue,
+    urgent: lifo::SideQueue,
     /// The running fiber's turn (see [`turn`]): the `progress` value of the run it
     /// began in and when. Written only by fibers on the worker's own OS thread, so that
     /// a switch writes nothing here.
@@ -259,8 +254,8 @@ pub struct Runtime {
     /// quota changed at run time: [`quota`]).
     cpus: AtomicUsize,
     injector: Injector<FiberRef>,
-    /// The pool's virtual time for the order by CPU time ([`fair`]).
-    fair: fair::FairClock,
+    /// The monitor's tick count ([`clock`]).
+    ticks: clock::TickCount,
     /// How long a turn is now ([`turn`]; the monitor adapts it).
     turn_budget: turn::Budget,
     handoff_head: AtomicPtr<Fiber>,
@@ -333,7 +328,7 @@ impl Runtime {
     /// Runnable fibers waiting in the global injector and every worker's queues; a
     /// snapshot (for the monitor).
     pub(super) fn runnable_fibers(&self) -> u64 {
-        self.injector.len() as u64 + self.workers().iter().map(WorkerShared::queued_count).sum::<u64>()
+        self.injector.len() as u64 + self.workers().iter().map(|w| w.queued_len() as u64).sum::<u64>()
     }
 
     /// Whether work waits that worker `me` (None: the monitor) could take: queued
@@ -347,14 +342,8 @@ impl Runtime {
         if me.is_some_and(|w| w.timers.next_deadline() <= sys::now_ns()) {
             return true;
         }
-        self.workers().iter().any(|w| {
-            !w.stealer.is_empty()
-                || !w.soon.stealer.is_empty()
-                || !w.coordinating.stealer.is_empty()
-                || !w.urgent.stealer.is_empty()
-                || !w.later.stealer.is_empty()
-                || (w.role.peek() != Role::Active && w.lifo.is_occupied(Ordering::SeqCst))
-        })
+        // A busy worker's lifo slot is its own to run (`WorkerShared::steal_into`).
+        self.workers().iter().any(|w| w.has_queued(w.role.peek() != Role::Active, Ordering::SeqCst))
     }
 
     /// Forgets every worker's timers in a forked child.
@@ -402,33 +391,77 @@ impl WorkerShared {
         }
     }
 
-    /// Fibers in this worker's local deque, soon, coordinating and urgent queues, in its
-    /// later queue, and whether its lifo slot holds one (for the dump; a snapshot that
-    /// may be stale at once).
-    pub fn queued(&self) -> (usize, usize, bool) {
-        let ahead_of_later =
-            self.stealer.len() + self.soon.stealer.len() + self.coordinating.stealer.len() + self.urgent.stealer.len();
-        (ahead_of_later, self.later.stealer.len(), self.lifo.is_occupied(Ordering::Relaxed))
+    // ---- The worker's queues: every list of them is here, and only here. ----
+
+    /// Whether a fiber waits in this worker's deque or urgent queue, or (`with_lifo`) in
+    /// its lifo slot; `order` is the lifo slot's load (SeqCst where the caller is one
+    /// side of the sleep/wake Dekker pair). A snapshot.
+    #[inline]
+    pub(crate) fn has_queued(&self, with_lifo: bool, order: Ordering) -> bool {
+        !self.stealer.is_empty() || !self.urgent.stealer.is_empty() || (with_lifo && self.lifo.is_occupied(order))
     }
 
-    /// Fibers that wait in this worker's queues (lifo slot, deque, side queues); a
-    /// snapshot.
-    pub fn queued_count(&self) -> u64 {
-        let (deque_and_soon, later, lifo) = self.queued();
-        (deque_and_soon + later) as u64 + lifo as u64
-    }
-
-    /// Whether fibers wait in any of this worker's queues (lifo slot, deque, side
-    /// queues); a snapshot. For a fiber on this worker deciding whether a spin
-    /// could pay (`crate::sync::mutex::spinning_pays`): a lock holder may be among them.
+    /// Whether fibers wait in any of this worker's queues; a snapshot. For a fiber on
+    /// this worker deciding whether a spin could pay (`crate::sync::mutex::spinning_pays`):
+    /// a lock holder may be among them.
     #[inline]
     pub fn has_queued_fibers(&self) -> bool {
-        !self.stealer.is_empty()
-            || !self.soon.stealer.is_empty()
-            || !self.coordinating.stealer.is_empty()
-            || !self.urgent.stealer.is_empty()
-            || !self.later.stealer.is_empty()
-            || self.lifo.is_occupied(Ordering::Relaxed)
+        self.has_queued(true, Ordering::Relaxed)
+    }
+
+    /// Each of this worker's queues by name, with the fibers in it (for the dump; a
+    /// snapshot that may be stale at once).
+    pub fn queue_lengths(&self) -> [(&'static str, usize); 3] {
+        [
+            ("deque", self.stealer.len()),
+            ("urgent", self.urgent.stealer.len()),
+            ("lifo", usize::from(self.lifo.is_occupied(Ordering::Relaxed))),
+        ]
+    }
+
+    /// Fibers that wait in this worker's queues; a snapshot.
+    pub fn queued_len(&self) -> usize {
+        self.queue_lengths().iter().map(|&(_, n)| n).sum()
+    }
+
+    /// Moves every fiber queued on this worker to `to`, through the stealers and the
+    /// slot's swap (so any thread may call it: a retiring worker, or the monitor for a
+    /// stuck one). Returns whether it moved any.
+    fn move_queued_to(&self, to: &Injector<FiberRef>) -> bool {
+        let mut moved = false;
+        if let Some(f) = self.lifo.take() {
+            to.push(f);
+            moved = true;
+        }
+        for queue in [&self.urgent.stealer, &self.stealer] {
+            while let Some(f) = retry_steal(|| queue.steal()) {
+                to.push(f);
+                moved = true;
+            }
+        }
+        moved
+    }
+
+    /// One fiber for another worker to run, the rest of a batch into its deque `local`.
+    /// The lifo slot and the urgent queue of an ACTIVE worker are left alone: its owner
+    /// runs them as soon as the waker switches out, and the waker of an urgent one has
+    /// already yielded (stealing them would split a ping-pong pair across cores, or move
+    /// a lock's hand-offs from core to core). A worker that is not ACTIVE has them taken;
+    /// an owner that made no progress for a tick has them moved by the monitor.
+    fn steal_into(&self, local: &Deque<FiberRef>) -> Option<FiberRef> {
+        if let Some(f) = retry_steal(|| self.stealer.steal_batch_and_pop(local)) {
+            return Some(f);
+        }
+        if self.role.peek() == Role::Active {
+            return None;
+        }
+        if let Some(f) = retry_steal(|| self.urgent.stealer.steal()) {
+            return Some(f);
+        }
+        if self.lifo.is_occupied(Ordering::Relaxed) {
+            return self.lifo.take();
+        }
+        None
     }
 
     /// Whether this worker is ACTIVE and runs a fiber on the CPU (not in a direct wait).
@@ -452,18 +485,6 @@ fn retry_steal(mut steal: impl FnMut() -> Steal<FiberRef>) -> Option<FiberRef> {
             Steal::Retry => continue,
         }
     }
-}
-
-/// Moves every fiber of a queue to `to` through the queue's stealer (so any thread may
-/// call it: a retiring worker, or the monitor for a stuck one). Returns whether it
-/// moved any.
-fn move_all(from: &Stealer<FiberRef>, to: &Injector<FiberRef>) -> bool {
-    let mut moved = false;
-    while let Some(f) = retry_steal(|| from.steal()) {
-        to.push(f);
-        moved = true;
-    }
-    moved
 }
 
 /// The worker that runs fiber `f` now (None: it runs on none). Exact when `f` is the

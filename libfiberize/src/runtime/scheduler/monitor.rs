@@ -20,9 +20,9 @@
 //! # Dozing: no tick while the whole pool sleeps
 //!
 //! Every tick wakes the monitor's thread: 1 000 wake-ups a second. While fibers run
-//! they are what preemption, blocked workers and the fair clock need; in an idle
+//! they are what preemption, blocked workers and the tick count need; in an idle
 //! server they are all the process does (MariaDB preloaded and idle, 2-vCPU VM,
-//! session 16: 2.7 % of a CPU and ~1 000 voluntary switches a second, 0 % and 4 a
+//! 2026-11-27: 2.7 % of a CPU and ~1 000 voluntary switches a second, 0 % and 4 a
 //! second natively). So once the pool has been quiet for [`DOZE_AFTER_QUIET_TICKS`]
 //! ticks in a row (every ACTIVE worker asleep, nothing queued, no worker BLOCKED:
 //! [`pool_is_quiet`]) the monitor sleeps until the earliest timer of any worker, or
@@ -48,7 +48,7 @@
 //! monitor. What a doze delays: the exit when `main` ended with `pthread_exit` while
 //! the last thread finished on a donor, and the monitor's net for a lost wake-up, both
 //! by at most [`MAX_DOZE_NS`]. The ticks a doze skipped still count where a count of
-//! ticks measures time (the fair clock's tick count, the report's worker samples).
+//! ticks measures time (the tick count of `clock.rs`, the report's worker samples).
 //!
 //! # Dozing again
 //!
@@ -110,7 +110,7 @@ pub(super) extern "C" fn monitor_main(_: *mut libc::c_void) -> *mut libc::c_void
         for policy in policies {
             policy.tick(rt, &tick);
         }
-        rt.fair_tick(rt.runnable_fibers());
+        rt.ticks.tick();
         doze.tick_ended(rt);
     }
 }
@@ -162,7 +162,7 @@ impl Doze {
             1
         };
         if ticks > 1 {
-            rt.fair_ticks_skipped(ticks - 1);
+            rt.ticks.skipped(ticks - 1);
         }
         ticks
     }
@@ -209,7 +209,7 @@ const DOZE_AFTER_QUIET_TICKS: u32 = POLICY_WINDOW_TICKS;
 /// Origin: an idle MariaDB's background threads wake about 4 times a second
 /// (natively its whole process makes 4 voluntary switches a second); each such errand
 /// took a fiber tens of µs, then the monitor ticked 16 more times before it dozed
-/// again: ~66 of its ~80 wake-ups a second (session 17). Two ticks let the woken
+/// again: ~66 of its ~80 wake-ups a second (2026-11-27). Two ticks let the woken
 /// worker's fiber finish and the worker sleep again.
 const REDOZE_AFTER_QUIET_TICKS: u32 = 2;
 /// Longest doze. Origin: 20 wake-ups a second instead of 1 000, and a bound on what a

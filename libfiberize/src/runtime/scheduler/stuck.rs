@@ -135,7 +135,7 @@ impl Policy for StuckWatch {
 /// in the MariaDB mix (2 vCPUs, 2 300 connections) a fiber's run of one tick (a turn,
 /// a long statement) moved its worker's whole queue there, and readiness the monitor
 /// harvested waited ~1 s on average in the injector, against 0.17 s for the same
-/// readiness harvested by its worker (issue 27).
+/// readiness harvested by its worker (2026-11-25).
 const STRANDED_TICKS: u32 = 5;
 
 /// Whether `w` still serves its own queues and readiness set: ACTIVE, and its last
@@ -150,15 +150,7 @@ fn serves_own(w: &WorkerShared, no_progress_ticks: &[u32]) -> bool {
 /// when they run dry, so without this a fiber queued behind a fiber that never
 /// switches (a spin-wait on a flag) would starve while the rest of the pool is busy.
 fn release_queued(rt: &Runtime, w: &WorkerShared) {
-    let mut moved = false;
-    if let Some(f) = w.lifo.take() {
-        rt.injector.push(f);
-        moved = true;
-    }
-    for queue in [&w.urgent.stealer, &w.stealer, &w.coordinating.stealer, &w.soon.stealer, &w.later.stealer] {
-        moved |= move_all(queue, &rt.injector);
-    }
-    if moved {
+    if w.move_queued_to(&rt.injector) {
         rt.notify();
     }
 }

@@ -1,6 +1,6 @@
 //! A fiber's turn: how long it may keep its worker while serving request after request.
 //!
-//! # Why (issue 11)
+//! # Why
 //!
 //! A fiber runs until it switches. A server connection's fiber that writes a reply and
 //! then reads finds the next request already there when its client answered in the
@@ -19,8 +19,8 @@
 //! (native 328 tps against 143, same runs). The kernel shares CPU *time* per thread
 //! (EEVDF): a connection that used little CPU per wake-up (a read_write statement
 //! between lock waits and commits) is owed time and runs before one that served a run
-//! of requests. The run queues were FIFO per wake-up; the order by CPU time
-//! (`fair.rs`, issue 27) is what addresses that; turns only bound the longest runs.
+//! of requests. The run queues are FIFO per wake-up; turns only bound the longest runs
+//! (an order by CPU time was tried and removed: docs/DESIGN.md §3).
 //!
 //! # The rule
 //!
@@ -31,20 +31,14 @@
 //! lasted `FIBERIZE_TUNE=turn_us` ([`DEFAULT_TURN_US`]) and other fibers wait in the worker's
 //! queues or the global queue, the fiber ends its turn (`Switch::EndTurn`): it goes to
 //! the back of its worker's deque with the request it just read, as a preempted fiber
-//! does, or to the worker's later queue if the turn put it ahead of its share of the
-//! CPU (`fair.rs`). Until issue 27 it went to the back of the global injector, behind
-//! every runnable fiber of the pool and usually to another worker (with
-//! `FIBERIZE_TUNE=fair=0` it still does). Tried with the order by CPU time and dropped:
-//! ending a turn only once the run put the fiber ahead of its share (turns of ~3 ms at
-//! 16 connections): point_select over TCP @16 fell to 0.46x native and @64 to 0.65x
-//! (`bench-mysql/tails.sh`, 2 rounds, the 2-vCPU VM loaded by other work), against
-//! 1.13x and 1.08x with plain 1 ms turns in the same runs. A read is where a server is
+//! does (until 2026-11-25 it went to the back of the global injector, behind every
+//! runnable fiber of the pool and usually to another worker). A read is where a server is
 //! between two requests: it holds no latch there (a transaction in progress keeps its
 //! row locks, as it does while its client thinks). A fiber with nobody waiting keeps
 //! going. The rule costs one clock read per stream read that returns data (~80 ns on
 //! the 2-vCPU VM).
 //!
-//! # Two lengths: the program decides (issue 27)
+//! # Two lengths: the program decides
 //!
 //! A turn of 1 ms bounds the longest runs but not the everyday tail: at 16 connections
 //! over TCP a request waits behind the turns of the fibers queued before it, and
@@ -90,28 +84,12 @@ pub const DEFAULT_TURN_US: u64 = 1000;
 /// First 250, 150 and 100 µs (3 rounds, `CONFIGS="native s150=…+FIBERIZE_TUNE=turn_short_us=150
 /// s100=… s250=…" PATHS=tcp CONNS="2 16 64"`): p95 at 16 / 64 connections 1.88x / 1.43x
 /// native with 250, 1.57x / 1.26x with 150, 1.15x / 0.98x with 100, throughput the same
-/// within the noise. On a faster VM (AMD EPYC, sessions 11–14) 100 µs left the p95 at
-/// 1.43–1.81x native over TCP (nine runs) and 1.43–2.09x over the unix socket: a fiber
-/// there serves 3–4 requests per turn, and the first request of each turn waits for the
-/// turns of every fiber queued before it. 40 against 100 µs, same invocations, medians
-/// (tps / p95 at 16, then at 64 connections, TCP):
-///
-/// | run | 40 µs | 100 µs |
-/// |---|---|---|
-/// | session 13, 3 rounds | 1.10x / 1.09x, 1.01x / 1.04x | 1.12x / 1.49x, 1.06x / 1.49x |
-/// | session 13, 3 rounds | 0.93x / 1.33x, 0.87x / 1.02x | 1.17x / 1.69x, 1.22x / 1.57x |
-/// | session 14, 3 rounds | 1.11x / 1.04x, 1.05x / 1.04x | 1.05x / 1.63x, 1.06x / 1.57x |
-/// | session 14, 5 rounds | 1.05x / 1.09x, 0.87x / 1.13x | 1.09x / 1.57x, 0.98x / 1.81x |
-/// | session 14, 3 rounds, this default | 1.10x / 1.11x, 0.92x / 1.22x | 0.82x / 1.68x, 0.89x / 1.54x |
-///
-/// Over the unix socket (session 14): p95 1.18x / 1.22x, 1.14x / 1.33x and 1.04x / 0.93x
-/// against 1.57x / 1.91x, 1.91x / 1.84x and 1.69x / 1.51x. So 40 µs holds the p95 within
-/// 1.5x native in every run, at a throughput within 5 % of 100 µs's or better in three
-/// runs of five, a tenth lower at 64 in one, a fifth to a quarter lower in one: every cut
-/// turn is another switch and another trip through the queue (the server's CPU per
-/// request at 16 connections, one run: 22–26 µs with 1 ms turns, 26–28 with 100 µs,
-/// 33–34 with a turn of one request, 29–32 natively).
-/// 30 µs cost more throughput for no better p95 (sessions 11 and 13: tps 0.79–0.97x).
+/// within the noise. On a faster VM (AMD EPYC, 2026-11-26..27) 100 µs left the p95 at
+/// 1.43–1.81x native over TCP (nine runs): a fiber there serves 3–4 requests per turn,
+/// and the first request of each turn waits for the turns of every fiber queued before
+/// it. 40 µs held it at 1.02–1.33x in five runs of 3–5 rounds, at a throughput within
+/// 5 % of 100 µs's in three of them (the runs: docs/DESIGN.md §3, "The short turn is
+/// 40 µs"); 30 µs cost more throughput for no better p95.
 /// The turn stays long where hundreds wait ([`SHORT_MAX_WAITING_PER_WORKER`]) and in
 /// programs whose threads hand each other locks (TPC-C), so neither sees this value.
 pub const DEFAULT_SHORT_TURN_US: u64 = 40;
@@ -248,13 +226,7 @@ pub fn note_stream_read() {
     if now.saturating_sub(w.turn.started_ns.load(Ordering::Relaxed)) < budget {
         return;
     }
-    if w.stealer.is_empty()
-        && w.soon.stealer.is_empty()
-        && w.coordinating.stealer.is_empty()
-        && w.later.stealer.is_empty()
-        && rt.injector.is_empty()
-        && rt.handoff_head.load(Ordering::Relaxed).is_null()
-    {
+    if !w.has_queued(false, Ordering::Relaxed) && rt.injector.is_empty() && rt.handoff_head.load(Ordering::Relaxed).is_null() {
         // Nobody waits: keep the worker, start a new turn.
         w.turn.started_ns.store(now, Ordering::Relaxed);
         return;

@@ -124,7 +124,6 @@ impl Runtime {
 pub fn push_from_donor(f: FiberRef) {
     f.mark_queued(Source::Donor);
     let rt = runtime_unchecked();
-    fair::note_woken(rt, &f);
     rt.push_handoff(Arc::into_raw(f));
     rt.notify();
 }
@@ -148,7 +147,7 @@ pub fn unpark(f: &FiberRef) {
 /// and that worker itself for a kernel time slice. With 32 workers on 2 CPUs beside
 /// sysbench, MariaDB's mutexes drained a few dozen hand-offs a second: 327 fibers sat
 /// parked on a free commit-path mutex, one of them holding an InnoDB latch's shared
-/// side, whose writer held up every DELETE for ~30 s (issue 27). So a fiber unlocker
+/// side, whose writer held up every DELETE for ~30 s (the mix, 2026-11-25). So a fiber unlocker
 /// gives the wakee its worker, which has the CPU now: the wakee goes to the worker's
 /// urgent queue (run before anything else, and left to this worker as the lifo slot
 /// is) and the unlocker yields, to run again right after it (the lifo slot). Elsewhere
@@ -171,7 +170,7 @@ pub fn unpark_lock_waiter(f: &FiberRef) {
             note_wake_locality(f, w);
             f.mark_queued(Source::FiberWake);
             // SAFETY: `w` runs the caller, so we are on w's OS thread, shielded.
-            unsafe { w.urgent.push_urgent(f.clone()) };
+            unsafe { w.urgent.push(f.clone()) };
         }
         // SAFETY: we are this fiber (`cur`), on its stack, outside any shield.
         unsafe { cur.suspend(Switch::YieldToWakee) };
@@ -185,7 +184,7 @@ pub fn unpark_lock_waiter(f: &FiberRef) {
 /// wake-up of ~2 300 InnoDB readers (`ssux_lock_impl::rd_wait`, which every reader
 /// leaving it repeats) scanned every worker 2 300 times: with 128 workers on 2 CPUs
 /// the readers sat seconds in the wake-up while holding their latch, and a MariaDB
-/// mix stalled read_write at 0 tps for 30 s and more (issue 27).
+/// mix stalled read_write at 0 tps for 30 s and more (2026-11-25).
 pub fn unpark_many(fibers: &mut dyn Iterator<Item = FiberRef>) {
     let mut wanted = 0;
     for f in fibers {
@@ -211,7 +210,6 @@ fn unpark_then(f: &FiberRef, queue: impl FnOnce(&FiberRef) -> bool) -> bool {
         UnparkAction::Schedule => {
             bump(&STATS.unparks);
             f.set_life(Life::Runnable);
-            fair::note_woken(runtime_unchecked(), f);
             queue(f)
         }
         UnparkAction::Notified => {
@@ -229,76 +227,75 @@ fn unpark_then(f: &FiberRef, queue: impl FnOnce(&FiberRef) -> bool) -> bool {
 }
 
 /// Queues a runnable fiber: into the current worker's lifo slot when called by a fiber,
-/// else into the injector. Whether an idle worker should be told (the caller does).
+/// into the worker's deque in a worker's scheduler context, else into the injector
+/// ([`wake_place`]). Whether an idle worker should be told (the caller does).
 fn schedule(f: FiberRef) -> bool {
     // The lifo slot and the local deque are not reentrant: a program signal handler
     // that interrupted this and called sem_post would lose a fiber (crate::signal::handlers).
     let _shield = crate::base::shield::Shield::new();
     let rt = runtime_unchecked();
-    if let Some(cur) = fiber::current() {
-        // `cur` is the caller, so its worker is the one whose OS thread we are on.
-        if let Some(w) = super::worker_of(cur) {
+    // `cur` is the caller, so its worker is the one whose OS thread we are on.
+    let fiber_worker = fiber::current().and_then(super::worker_of);
+    match wake_place(fiber_worker.is_some(), fiber_worker.is_none() && worker_context().is_some()) {
+        Place::Lifo => {
+            let w = fiber_worker.unwrap_or_else(|| crate::fatal(&["a fiber wake-up without its worker"]));
             note_wake_locality(&f, w);
             w.turn.note_fiber_wake();
             f.mark_queued(Source::FiberWake);
-            if fair::is_ahead(rt, &f) {
-                // It used more than its share: behind the others (fair.rs).
-                // SAFETY: `w` runs the caller, so we are on w's OS thread, shielded.
-                unsafe { w.later.push_later(rt, f) };
-                return false;
-            }
-            if let Some(old) = w.lifo.replace(f) {
-                // SAFETY: `w` runs the caller, so we are on w's OS thread, and shielded:
-                // `local` is ours to use, as `owner_local` requires.
-                let local = unsafe { w.owner_local() };
-                if fair::is_coordinating(&old) {
-                    // Before the others, as its readiness wake-ups are (fair.rs); the
-                    // idle workers are told about a surplus as below.
-                    // SAFETY: as above.
-                    unsafe { w.coordinating.push_coordinating(old) };
-                    return !local.is_empty() || w.coordinating.stealer.len() > 1;
-                }
-                local.push(old);
-                // Tell an idle worker only about a surplus: a single displaced fiber
-                // runs here right after the wakee (a signal/wait hand-off pair); waking
-                // a thief for it spread producer/consumer pairs over every CPU, each
-                // lock then crossing cores (issue 10: prodcons on 4–16 CPUs 3.3x ->
-                // 4.4x of native without this notify). Spinning workers still steal
-                // it, and the monitor moves it if this worker stops switching.
-                return local.len() > 1;
-            }
-            return false;
+            let Some(old) = w.lifo.replace(f) else { return false };
+            // SAFETY: `w` runs the caller, so we are on w's OS thread, and shielded:
+            // `local` is ours to use, as `owner_local` requires.
+            let local = unsafe { w.owner_local() };
+            local.push(old);
+            // Tell an idle worker only about a surplus: a single displaced fiber
+            // runs here right after the wakee (a signal/wait hand-off pair); waking
+            // a thief for it spread producer/consumer pairs over every CPU, each
+            // lock then crossing cores (prodcons on 4–16 CPUs 3.3x -> 4.4x of native
+            // without this notify, 2026-11-20). Spinning workers still steal it, and
+            // the monitor moves it if this worker stops switching.
+            local.len() > 1
         }
-    }
-    if let Some(w) = worker_context() {
-        // Scheduler context of a worker (timers, reactor dispatch): queue locally; the
-        // worker looks for work right after. Others are told only about a surplus.
-        // SAFETY: WORKER is set only on w's own OS thread, in scheduler context.
-        let local = unsafe { w.owner_local() };
-        let surplus = !local.is_empty() || !w.soon.stealer.is_empty() || !w.coordinating.stealer.is_empty();
-        note_wake_locality(&f, w);
-        f.mark_queued(Source::WorkerWake);
-        if fair::is_ahead(rt, &f) {
-            // SAFETY: as above.
-            unsafe { w.later.push_later(rt, f) };
-            return false;
-        }
-        if fair::is_coordinating(&f) {
-            // It waits on others too (a transaction, say): before the owed (fair.rs).
-            // SAFETY: as above.
-            unsafe { w.coordinating.push_coordinating(f) };
-        } else if fair::is_owed(rt, &f) {
-            // It used clearly less than its share: before the deque (fair.rs).
-            // SAFETY: as above.
-            unsafe { w.soon.push_soon(f) };
-        } else {
+        Place::Deque => {
+            let w = worker_context().unwrap_or_else(|| crate::fatal(&["a worker wake-up outside a worker"]));
+            // Scheduler context of a worker (timers, reactor dispatch): queue locally; the
+            // worker looks for work right after. Others are told only about a surplus.
+            // SAFETY: WORKER is set only on w's own OS thread, in scheduler context.
+            let local = unsafe { w.owner_local() };
+            let surplus = !local.is_empty();
+            note_wake_locality(&f, w);
+            f.mark_queued(Source::WorkerWake);
             local.push(f);
+            surplus
         }
-        return surplus;
+        Place::Injector => {
+            f.mark_queued(Source::ForeignWake);
+            rt.injector.push(f);
+            true
+        }
     }
-    f.mark_queued(Source::ForeignWake);
-    rt.injector.push(f);
-    true
+}
+
+/// Where a wake-up queues its fiber.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Place {
+    /// The waker's worker's lifo slot: the wakee runs next there.
+    Lifo,
+    /// The back of the worker's own deque.
+    Deque,
+    /// The global injector.
+    Injector,
+}
+
+/// Where [`schedule`] queues a fiber woken by a fiber running on a worker
+/// (`by_fiber_on_worker`), or in a worker's scheduler context (`in_worker_context`:
+/// readiness the worker harvested, a timer it fired), or by anyone else (a plain
+/// thread, the monitor).
+fn wake_place(by_fiber_on_worker: bool, in_worker_context: bool) -> Place {
+    match (by_fiber_on_worker, in_worker_context) {
+        (true, _) => Place::Lifo,
+        (false, true) => Place::Deque,
+        (false, false) => Place::Injector,
+    }
 }
 
 /// Counts a wake-up queued on worker `w` for a fiber that last ran on another worker
@@ -362,7 +359,6 @@ pub fn park_current(f: &Fiber, deadline: Option<u64>) {
         w.timers.add(d, me, gen);
     }
     bump(&STATS.parks);
-    fair::note_wait(f, f.wait.raw().0);
     // SAFETY: we are this fiber, on its stack.
     unsafe { f.suspend(Switch::Park) };
 }
@@ -377,5 +373,19 @@ pub unsafe fn arc_from_ref(f: &Fiber) -> FiberRef {
     unsafe {
         Arc::increment_strong_count(p);
         Arc::from_raw(p)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_wake_up_queues_by_who_wakes() {
+        for (by_fiber, in_worker, place) in
+            [(true, false, Place::Lifo), (true, true, Place::Lifo), (false, true, Place::Deque), (false, false, Place::Injector)]
+        {
+            assert_eq!(wake_place(by_fiber, in_worker), place, "by a fiber {by_fiber}, in a worker {in_worker}");
+        }
     }
 }

@@ -1,9 +1,11 @@
 //! The worker loop.
 //!
 //! Each worker runs `worker_main`: at its safe point it takes deferred signals and
-//! fires its own timers, then finds work (its lifo slot, its deque, the hand-off list,
-//! the injector, other workers), runs that fiber to its next switch, and goes idle
-//! (spin, then sleep in the poller or on its futex) when there is none.
+//! fires its own timers, then finds work (its urgent queue, its lifo slot, its deque,
+//! the hand-off list, the injector, other workers), runs that fiber to its next
+//! switch, and goes idle (spin, then sleep in the poller or on its futex) when there
+//! is none. A fiber that switches out runnable (a yield, a preemption, the end of its
+//! turn) goes to the back of its worker's deque ([`requeue_notifies`]).
 
 use super::*;
 use crate::runtime::queue_delay::Source;
@@ -101,18 +103,7 @@ pub(super) fn retire_if_surplus(rt: &Runtime, w: &WorkerShared) -> bool {
 #[cold]
 fn sleep_as_spare(rt: &Runtime, w: &WorkerShared) {
     // Retire: hand everything queued here to the others.
-    // SAFETY: we are w's OS thread, in its scheduler context.
-    let local = unsafe { w.owner_local() };
-    while let Some(f) = local.pop() {
-        rt.injector.push(f);
-    }
-    move_all(&w.coordinating.stealer, &rt.injector);
-    move_all(&w.soon.stealer, &rt.injector);
-    move_all(&w.urgent.stealer, &rt.injector);
-    move_all(&w.later.stealer, &rt.injector);
-    if let Some(f) = w.lifo.take() {
-        rt.injector.push(f);
-    }
+    w.move_queued_to(&rt.injector);
     w.role.retire();
     rt.notify();
     bump(&STATS.workers_retired);
@@ -148,15 +139,7 @@ fn find_work(rt: &Runtime, w: &WorkerShared, tick: u32, lifo_streak: &mut u32) -
             return Some(f);
         }
     }
-    // The later queue's head, once it is no longer ahead or has waited long (fair.rs).
-    if tick.is_multiple_of(fair::LATER_CHECK_INTERVAL) {
-        // SAFETY: we are w's OS thread, in its scheduler context.
-        if let Some(f) = unsafe { w.later.pop_due(rt) } {
-            *lifo_streak = 0;
-            return Some(f);
-        }
-    }
-    if *lifo_streak < LIFO_STREAK_CAP || (local.is_empty() && w.soon.stealer.is_empty() && w.coordinating.stealer.is_empty()) {
+    if *lifo_streak < LIFO_STREAK_CAP || local.is_empty() {
         if let Some(f) = w.lifo.take() {
             *lifo_streak += 1;
             return Some(f);
@@ -168,46 +151,13 @@ fn find_work(rt: &Runtime, w: &WorkerShared, tick: u32, lifo_streak: &mut u32) -
         local.push(f);
     }
     *lifo_streak = 0;
-    // Owed and coordinating fibers, the two picked between by their weighted lengths
-    // (fair::coordinating_first), then the deque; but every DEQUE_FIRST_INTERVAL-th
-    // dequeue the deque first. Each queue is looked at once.
-    // SAFETY (both closures): we are w's OS thread, in its scheduler context.
-    let soon = || unsafe { w.soon.pop() };
-    let coordinating = || unsafe { w.coordinating.pop() };
-    let next = if tick.is_multiple_of(fair::DEQUE_FIRST_INTERVAL) {
-        local.pop().or_else(soon).or_else(coordinating)
-    } else if fair::coordinating_first(tick, &w.coordinating, &w.soon) {
-        coordinating().or_else(soon).or_else(|| local.pop())
-    } else {
-        soon().or_else(coordinating).or_else(|| local.pop())
-    };
-    if next.is_some() {
-        return next;
+    if let Some(f) = local.pop() {
+        return Some(f);
     }
     if let Some(f) = steal_global(rt, local) {
         return Some(f);
     }
-    if let Some(f) = steal_from_others(rt, w, local) {
-        return Some(f);
-    }
-    // Nothing but fibers that are ahead (fair.rs): the pool does not idle for them.
-    // SAFETY: as above.
-    if let Some(f) = unsafe { w.later.pop_any(rt) } {
-        return Some(f);
-    }
-    steal_later_from_others(rt, w)
-}
-
-/// Takes one fiber from another worker's later queue when nothing else is runnable
-/// anywhere (one: the rest stay behind the fibers that are not ahead).
-#[cold]
-fn steal_later_from_others(rt: &Runtime, w: &WorkerShared) -> Option<FiberRef> {
-    let all = rt.workers();
-    let n = all.len();
-    let f = (1..n).find_map(|k| retry_steal(|| all[(w.index + k) % n].later.stealer.steal()))?;
-    bump(&STATS.steals);
-    fair::catch_up(rt, &f);
-    Some(f)
+    steal_from_others(rt, w, local)
 }
 
 fn steal_global(rt: &Runtime, local: &Deque<FiberRef>) -> Option<FiberRef> {
@@ -220,35 +170,9 @@ fn steal_global(rt: &Runtime, local: &Deque<FiberRef>) -> Option<FiberRef> {
 fn steal_from_others(rt: &Runtime, w: &WorkerShared, local: &Deque<FiberRef>) -> Option<FiberRef> {
     let all = rt.workers();
     let n = all.len();
-    for k in 1..n {
-        let victim = &all[(w.index + k) % n];
-        if let Some(f) = retry_steal(|| victim.coordinating.stealer.steal())
-            .or_else(|| retry_steal(|| victim.soon.stealer.steal()))
-            .or_else(|| retry_steal(|| victim.stealer.steal_batch_and_pop(local)))
-        {
-            bump(&STATS.steals);
-            return Some(f);
-        }
-        // The lifo slot and the urgent queue of a busy worker are left alone: its owner
-        // runs them as soon as the waker switches out, and the waker of an urgent one has
-        // already yielded (stealing them would split a ping-pong pair across cores, or
-        // move a lock's hand-offs from core to core). A blocked worker's are fair game;
-        // an owner that made no progress for a tick has them moved to the injector by
-        // the monitor.
-        if victim.role.peek() != Role::Active {
-            if let Some(f) = retry_steal(|| victim.urgent.stealer.steal()) {
-                bump(&STATS.steals);
-                return Some(f);
-            }
-            if victim.lifo.is_occupied(Ordering::Relaxed) {
-                if let Some(f) = victim.lifo.take() {
-                    bump(&STATS.steals);
-                    return Some(f);
-                }
-            }
-        }
-    }
-    None
+    let f = (1..n).find_map(|k| all[(w.index + k) % n].steal_into(local))?;
+    bump(&STATS.steals);
+    Some(f)
 }
 
 /// Runs `f` until its next switch and acts on the reason.
@@ -257,7 +181,7 @@ pub(super) fn run_fiber(w: &WorkerShared, f: FiberRef) {
     let me = w as *const WorkerShared as usize;
     // `running_on` keeps the worker of the previous run while the fiber is parked or
     // queued (it is cleared only when the fiber leaves the pool): a different one is a
-    // migration, its caches left behind (issue 24's locality counters).
+    // migration, its caches left behind (the locality counters).
     let previous = f.running_on.worker();
     let migrated = previous != me && previous != 0;
     if migrated {
@@ -288,8 +212,6 @@ pub(super) fn run_fiber(w: &WorkerShared, f: FiberRef) {
     // differs from the worker's costs the two system calls.
     let base = w.base_sigmask.load(Ordering::Relaxed);
     let own_mask = |f: &Fiber| f.signals.own_mask().map(|m| m & !crate::runtime::kick::KICK_BIT).filter(|&m| m != base);
-    let sampled_before = w.cpu_sampled_ns.load(Ordering::Relaxed);
-    let cycles_before = run_clock::run_started();
     let result = unsafe {
         let co = f.coroutine_mut();
         // WTLS registrations (crate::runtime::wtls): the worker's values in, the
@@ -310,15 +232,13 @@ pub(super) fn run_fiber(w: &WorkerShared, f: FiberRef) {
     };
     w.running.store(0, Ordering::Relaxed);
     w.progress.fetch_add(1, Ordering::Relaxed);
-    run_clock::charge(w, &f, sampled_before, cycles_before);
     bump(&STATS.switches);
     // SAFETY: we are w's OS thread, back in its scheduler context.
     let local = unsafe { w.owner_local() };
     match result {
         corosensei::CoroutineResult::Yield(Switch::Yield) => {
-            // Round robin: the back of the deque (or the later queue if it is ahead).
-            // SAFETY: w's OS thread, scheduler context.
-            unsafe { fair::requeue_on_worker(runtime_unchecked(), w, f, Source::Yield) };
+            // Round robin: the back of the deque.
+            requeue_on_worker(local, f, Source::Yield);
         }
         corosensei::CoroutineResult::Yield(Switch::Park) => {
             f.set_life(Life::Parked);
@@ -340,11 +260,9 @@ pub(super) fn run_fiber(w: &WorkerShared, f: FiberRef) {
         }
         corosensei::CoroutineResult::Yield(Switch::Preempt) => {
             // Suspended inside the kick handler (crate::runtime::preempt), whose mask this
-            // thread still has; behind the fibers that waited here, or in the later
-            // queue if it is ahead (fair.rs).
+            // thread still has; behind the fibers that waited here.
             sys::sigmask_set(base);
-            // SAFETY: w's OS thread, scheduler context.
-            unsafe { fair::requeue_on_worker(runtime_unchecked(), w, f, Source::Preempt) };
+            requeue_on_worker(local, f, Source::Preempt);
         }
         corosensei::CoroutineResult::Yield(Switch::YieldToWakee) => {
             // It woke a lock waiter, queued in `urgent` to run first: it runs next after
@@ -356,8 +274,7 @@ pub(super) fn run_fiber(w: &WorkerShared, f: FiberRef) {
         }
         corosensei::CoroutineResult::Yield(Switch::EndTurn) => {
             // Its turn is spent (turn.rs): as a preempted fiber.
-            // SAFETY: w's OS thread, scheduler context.
-            unsafe { fair::requeue_on_worker(runtime_unchecked(), w, f, Source::EndTurn) };
+            requeue_on_worker(local, f, Source::EndTurn);
         }
         corosensei::CoroutineResult::Yield(Switch::BackToPool) => {
             crate::fatal(&["fiber asked to return to the pool while on a worker"]);
@@ -369,6 +286,49 @@ pub(super) fn run_fiber(w: &WorkerShared, f: FiberRef) {
             f.donor.finish(v);
         }
     }
+}
+
+/// Queues a fiber that switched out runnable on its own worker (a yield, a
+/// preemption, the end of its turn) at the back of that worker's deque `local`: no migration,
+/// no trip behind every runnable fiber of the pool (the injector, where turn ends and
+/// preemptions went until 2026-11-25: at 16 MariaDB connections over TCP that trip was
+/// most of the p95). Idle workers are told about a surplus ([`requeue_notifies`]).
+///
+/// One exception: with the deque empty and fibers in the injector, the fiber goes
+/// behind them. After `STRANDED_TICKS` without a switch the monitor moves this
+/// worker's queue to the injector, just as the slice ends; pushed to the empty deque,
+/// the preempted fiber ran again at once, ahead of every fiber that had waited behind
+/// it (8 spinners handing a baton round on 2 workers, `sync_spin_handoff 8 4`: no round
+/// in 60 s, 2026-11-28).
+fn requeue_on_worker(local: &Deque<FiberRef>, f: FiberRef, source: Source) {
+    f.set_life(Life::Runnable);
+    f.mark_queued(source);
+    let rt = runtime_unchecked();
+    if behind_the_injector(local.is_empty(), rt.injector.is_empty()) {
+        rt.injector.push(f);
+        rt.notify();
+        return;
+    }
+    local.push(f);
+    if requeue_notifies(source, local.len()) {
+        // Others may take what waits here while this worker runs the next.
+        rt.notify();
+    }
+}
+
+/// Whether a fiber requeued on its own worker goes to the injector instead of the
+/// deque: only when the deque is empty and the injector is not ([`requeue_on_worker`]).
+fn behind_the_injector(deque_empty: bool, injector_empty: bool) -> bool {
+    deque_empty && !injector_empty
+}
+
+/// Whether a fiber requeued by [`requeue_on_worker`] for `source`, leaving `queued`
+/// fibers in the deque, should wake an idle worker: only a preempted fiber or a spent
+/// turn, and only when more than that one waits. A yield is a round robin among this
+/// worker's fibers (a spin-wait's `sched_yield` must not wake a thief for every round),
+/// and a single fiber runs here next anyway.
+fn requeue_notifies(source: Source, queued: usize) -> bool {
+    matches!(source, Source::Preempt | Source::EndTurn) && queued > 1
 }
 
 /// Spins before sleeping, while some other worker is busy running fibers: only it can
@@ -451,4 +411,39 @@ fn idle(rt: &Runtime, w: &WorkerShared) {
         bump(&STATS.worker_wakeups);
     }
     rt.wake_monitor_if_dozing();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Which requeued fibers wake an idle worker, by the reason they switched out and
+    /// the deque's length after the push.
+    #[test]
+    fn a_requeue_wakes_a_thief_only_for_a_surplus_of_cut_runs() {
+        let table = [
+            (Source::Yield, 1, false),
+            (Source::Yield, 5, false),
+            (Source::Preempt, 1, false),
+            (Source::Preempt, 2, true),
+            (Source::EndTurn, 1, false),
+            (Source::EndTurn, 9, true),
+        ];
+        for (source, queued, notify) in table {
+            assert_eq!(requeue_notifies(source, queued), notify, "{source:?} with {queued} queued");
+        }
+    }
+
+    #[test]
+    fn a_requeue_goes_behind_the_injector_only_from_an_empty_deque() {
+        for (deque_empty, injector_empty, injector) in
+            [(true, true, false), (true, false, true), (false, false, false), (false, true, false)]
+        {
+            assert_eq!(
+                behind_the_injector(deque_empty, injector_empty),
+                injector,
+                "deque empty {deque_empty}, injector empty {injector_empty}"
+            );
+        }
+    }
 }
