@@ -456,8 +456,8 @@ pub(super) const LONG_BLOCK_NS: u64 = 1_000_000_000;
 /// A worker counts as blocked only if its thread ran less than 1/BLOCKED_CPU_SHARE of
 /// the time between two looks (a tick or more apart). Origin: a fiber that computes
 /// with brief kernel waits (arena locks, page faults) runs most of the time; one in a
-/// blocking call runs ~0. Issue 10 saw 9–14 spare workers started for a C++ program
-/// whose fibers block in nothing we do not intercept.
+/// blocking call runs ~0. Without it, 9–14 spare workers started for a C++ program
+/// whose fibers block in nothing we do not intercept (c771516).
 pub(super) const BLOCKED_CPU_SHARE: u64 = 4;
 
 /// Reads `/proc/self/task/TID/<file>` into `buf` with raw system calls; the length read.
