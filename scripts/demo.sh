@@ -27,6 +27,8 @@ if [ ${#need_pkgs[@]} -gt 0 ]; then
     echo "== installing ${need_pkgs[*]} (apt-get)"
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq && apt-get install -y -qq "${need_pkgs[@]}" >/dev/null
+    # The package may start its own service; the demo runs private servers.
+    (systemctl stop mariadb || service mariadb stop) >/dev/null 2>&1 || true
 fi
 
 phase() { # phase N TITLE DURATION EXPLANATION...
