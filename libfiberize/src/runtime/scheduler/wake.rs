@@ -235,10 +235,8 @@ fn schedule(f: FiberRef) -> bool {
     let _shield = crate::base::shield::Shield::new();
     let rt = runtime_unchecked();
     // `cur` is the caller, so its worker is the one whose OS thread we are on.
-    let fiber_worker = fiber::current().and_then(super::worker_of);
-    match wake_place(fiber_worker.is_some(), fiber_worker.is_none() && worker_context().is_some()) {
-        Place::Lifo => {
-            let w = fiber_worker.unwrap_or_else(|| crate::fatal(&["a fiber wake-up without its worker"]));
+    match wake_place(fiber::current().and_then(super::worker_of), worker_context) {
+        Place::Lifo(w) => {
             note_wake_locality(&f, w);
             w.turn.note_fiber_wake();
             f.mark_queued(Source::FiberWake);
@@ -255,8 +253,7 @@ fn schedule(f: FiberRef) -> bool {
             // the monitor moves it if this worker stops switching.
             local.len() > 1
         }
-        Place::Deque => {
-            let w = worker_context().unwrap_or_else(|| crate::fatal(&["a worker wake-up outside a worker"]));
+        Place::Deque(w) => {
             // Scheduler context of a worker (timers, reactor dispatch): queue locally; the
             // worker looks for work right after. Others are told only about a surplus.
             // SAFETY: WORKER is set only on w's own OS thread, in scheduler context.
@@ -275,26 +272,26 @@ fn schedule(f: FiberRef) -> bool {
     }
 }
 
-/// Where a wake-up queues its fiber.
+/// Where a wake-up queues its fiber, with the worker it queues on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Place {
+enum Place<W> {
     /// The waker's worker's lifo slot: the wakee runs next there.
-    Lifo,
+    Lifo(W),
     /// The back of the worker's own deque.
-    Deque,
+    Deque(W),
     /// The global injector.
     Injector,
 }
 
 /// Where [`schedule`] queues a fiber woken by a fiber running on a worker
-/// (`by_fiber_on_worker`), or in a worker's scheduler context (`in_worker_context`:
-/// readiness the worker harvested, a timer it fired), or by anyone else (a plain
-/// thread, the monitor).
-fn wake_place(by_fiber_on_worker: bool, in_worker_context: bool) -> Place {
-    match (by_fiber_on_worker, in_worker_context) {
-        (true, _) => Place::Lifo,
-        (false, true) => Place::Deque,
-        (false, false) => Place::Injector,
+/// (`fiber_worker`, that worker), or in a worker's scheduler context (`context_worker`,
+/// asked only when no fiber wakes: readiness the worker harvested, a timer it fired),
+/// or by anyone else (a plain thread, the monitor).
+#[inline]
+fn wake_place<W>(fiber_worker: Option<W>, context_worker: impl FnOnce() -> Option<W>) -> Place<W> {
+    match fiber_worker {
+        Some(w) => Place::Lifo(w),
+        None => context_worker().map_or(Place::Injector, Place::Deque),
     }
 }
 
@@ -382,10 +379,20 @@ mod tests {
 
     #[test]
     fn a_wake_up_queues_by_who_wakes() {
-        for (by_fiber, in_worker, place) in
-            [(true, false, Place::Lifo), (true, true, Place::Lifo), (false, true, Place::Deque), (false, false, Place::Injector)]
-        {
-            assert_eq!(wake_place(by_fiber, in_worker), place, "by a fiber {by_fiber}, in a worker {in_worker}");
+        for (by_fiber, in_worker, place) in [
+            (Some(1u8), None, Place::Lifo(1)),
+            (Some(1), Some(2), Place::Lifo(1)),
+            (None, Some(2), Place::Deque(2)),
+            (None, None, Place::Injector),
+        ] {
+            let mut asked = false;
+            let got = wake_place(by_fiber, || {
+                asked = true;
+                in_worker
+            });
+            assert_eq!(got, place, "by a fiber {by_fiber:?}, in a worker {in_worker:?}");
+            // The worker context is looked up only where no fiber woke.
+            assert_eq!(asked, by_fiber.is_none());
         }
     }
 }
