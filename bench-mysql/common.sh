@@ -248,3 +248,15 @@ locality_per_txn() { # NAME TXNS
                       n, t, v["switches"] / t, v["migrations"] / t, v["cross_worker_wakes"] / t, v["steals"] / t, v["eventfd_writes"] / t,
                       v["epoll_waits"] / t, (v["epoll_waits"] ? v["epoll_events"] / v["epoll_waits"] : 0), v["fd_moves"] / t }' || true
 }
+
+# A sysbench log with --histogram -> "tps p95 p99" (ms; the percentiles from the
+# histogram's rows "value |*** count", counted over the whole run; tps with DECIMALS
+# decimals, 0 by default); "FATAL FATAL FATAL" for a failed run.
+summarize_sysbench() { # log [decimals]
+    awk -v d="${2:-0}" '/transactions:/ { gsub(/[(]/, "", $3); tps = $3 + 0 }
+         /^ *[0-9.]+ \|/ { v[++n] = $1 + 0; c[n] = $NF + 0; total += $NF }
+         /FATAL/ { fatal = 1 }
+         END { if (fatal || !total) { print "FATAL FATAL FATAL"; exit }
+               for (i = 1; i <= n; i++) { s += c[i]; if (!p95 && s >= 0.95 * total) p95 = v[i]; if (!p99 && s >= 0.99 * total) p99 = v[i] }
+               printf "%.*f %.3f %.3f\n", d, tps, p95, p99 }' "$1"
+}

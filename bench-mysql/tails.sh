@@ -39,16 +39,6 @@ FIBER_COUNTERS="switches parks direct_waits direct_waits_unspun direct_waits_dec
 start_configs_side_by_side tails.sh tails
 echo "== work directory $WORK; point_select at $CONNS connections over $PATHS, ${SECONDS_PER_RUN}s per run, $ROUNDS rounds"
 
-# A sysbench log with --histogram -> "tps p95 p99" (ms; the percentiles from the
-# histogram's rows "value |*** count", counted over the whole run).
-summarize() { # log
-    awk '/transactions:/ { gsub(/[(]/, "", $3); tps = $3 + 0 }
-         /^ *[0-9.]+ \|/ { v[++n] = $1 + 0; c[n] = $NF + 0; total += $NF }
-         /FATAL/ { fatal = 1 }
-         END { if (fatal || !total) { print "FATAL FATAL FATAL"; exit }
-               for (i = 1; i <= n; i++) { s += c[i]; if (!p95 && s >= 0.95 * total) p95 = v[i]; if (!p99 && s >= 0.99 * total) p99 = v[i] }
-               printf "%.0f %.3f %.3f\n", tps, p95, p99 }' "$1"
-}
 : >"$WORK/results.txt"
 # The machine's rescheduling and function-call IPIs (RES, CAL of /proc/interrupts, all
 # CPUs), context switches and idle/total CPU ticks (/proc/stat): "res cal ctxt idle total".
@@ -89,7 +79,7 @@ point_once() { # name round
                 --tables="$TABLES" --table-size="$TABLE_SIZE" --rand-type=uniform --histogram=on \
                 --threads="$conns" --time="$SECONDS_PER_RUN" oltp_point_select run >"$log" 2>&1 || true; } 2>"$log.cpu"
             read -r client_user client_sys <"$log.cpu" || { client_user=0; client_sys=0; }
-            read -r t p95 p99 <<<"$(summarize "$log")"
+            read -r t p95 p99 <<<"$(summarize_sysbench "$log")"
             read -r res1 cal1 ctxt1 idle1 total1 <<<"$(kernel_counters)"
             read -r delay1 waits1 cpu1 preempted1 <<<"$(server_sched_counters "$n")"
             # The metrics file is at most METRICS_MS old: wait for one written after the run.

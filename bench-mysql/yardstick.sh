@@ -55,15 +55,6 @@ start_configs_side_by_side yardstick.sh yardstick
 echo "== work directory $WORK; points $POINTS over $PATH_KIND, $ROUNDS rounds"
 : >"$WORK/results.txt"
 
-summarize_sysbench() { # log -> "tps p95 p99"
-    awk '/transactions:/ { gsub(/[(]/, "", $3); tps = $3 + 0 }
-         /^ *[0-9.]+ \|/ { v[++n] = $1 + 0; c[n] = $NF + 0; total += $NF }
-         /FATAL/ { fatal = 1 }
-         END { if (fatal || !total) { print "FATAL FATAL FATAL"; exit }
-               for (i = 1; i <= n; i++) { s += c[i]; if (!p95 && s >= 0.95 * total) p95 = v[i]; if (!p99 && s >= 0.99 * total) p99 = v[i] }
-               printf "%.1f %.3f %.3f\n", tps, p95, p99 }' "$1"
-}
-
 # One point against one server: prints "tps p95 p99 seconds".
 run_point() { # name point log
     local n=$1 point=$2 log=$3 where
@@ -74,7 +65,7 @@ run_point() { # name point log
         ${CLIENT_PIN[@]+"${CLIENT_PIN[@]}"} sysbench --db-driver=mysql "${where[@]}" --mysql-user=root --mysql-db=sbtest \
             --tables="$TABLES" --table-size="$TABLE_SIZE" --rand-type=uniform --histogram=on --db-ps-mode=auto \
             --threads="${point#??}" --time="$SECONDS_PER_RUN" "$lua" run >"$log" 2>&1 || true
-        echo "$(summarize_sysbench "$log") $SECONDS_PER_RUN" ;;
+        echo "$(summarize_sysbench "$log" 1) $SECONDS_PER_RUN" ;;
     tpcc*)
         ${CLIENT_PIN[@]+"${CLIENT_PIN[@]}"} "$TPCC" run -P "${PORT[$n]}" -w "$WAREHOUSES" -t "${point#tpcc}" -d "$TPCC_SECONDS" \
             --ramp 2 --no-wait --report 1000 >"$log" 2>&1 || true
