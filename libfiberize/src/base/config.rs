@@ -137,6 +137,9 @@ pub enum Output {
 #[derive(Clone, Copy)]
 pub struct Config {
     pub workers: usize,
+    /// `FIBERIZE_WORKERS` was given (not empty): the count is the operator's, and a
+    /// changed cgroup quota is not followed (`runtime::scheduler::quota`).
+    pub workers_set: bool,
     pub stats: bool,
     /// Where the stats line goes (`FIBERIZE_STATS=/path`: a file; programs such as
     /// `xz` close stderr).
@@ -238,6 +241,7 @@ pub const RETIRED: [(&[u8], &[u8]); 11] = [
 /// What a variable says before it is read: the scheduler's own defaults.
 const DEFAULTS: Config = Config {
     workers: 1,
+    workers_set: false,
     stats: false,
     stats_to: Output::Stderr,
     report: None,
@@ -310,6 +314,7 @@ fn read_config() -> Config {
     let (watchdog_ns, watchdog_file) = env_watchdog();
     let mut c = Config {
         workers,
+        workers_set: env_str(b"FIBERIZE_WORKERS\0").is_some_and(|v| !v.is_empty()),
         stats: stats_file.is_some() || env_switch(b"FIBERIZE_STATS\0", false),
         stats_to: stats_file.map_or(Output::Stderr, Output::File),
         report,

@@ -41,8 +41,7 @@ pub(super) struct QuotaFollow {
 impl QuotaFollow {
     pub(super) fn new() -> QuotaFollow {
         let cfg = crate::base::config::config();
-        let explicit = crate::base::config::env_str(b"FIBERIZE_WORKERS\0").is_some_and(|v| !v.is_empty());
-        let group = if explicit { None } else { cgroup::own_group() };
+        let group = if cfg.workers_set { None } else { cgroup::own_group() };
         QuotaFollow { group, affinity: affinity_cpus(), workers: cfg.workers, ticks: 0 }
     }
 
