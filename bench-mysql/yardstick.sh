@@ -12,7 +12,9 @@
 # and each config's ratio to the first one (tps, p95, CPU per transaction). With
 # PROFILE=1 an extra round after the measured ones records each preloaded server with
 # `perf record -e cpu-clock` and prints the share of its CPU samples in libfiberize.so
-# and the library's top symbols. Loopback only.
+# and the library's top symbols; PROFILE=all records every server (native and pool too)
+# and prints, for each, its CPU per transaction split by where it went (kernel,
+# mariadbd, libc, libfiberize.so, ...): where the pool saves what we do not. Loopback only.
 #
 #   bash bench-mysql/yardstick.sh
 #   CONFIGS="native pool old=/tmp/old/libfiberize.so new=target/release/libfiberize.so" POINTS="ps64 ps1024" bash bench-mysql/yardstick.sh
@@ -114,9 +116,9 @@ done
 
 # The profile round: each preloaded server under perf while it serves each point once
 # (not counted above: perf's own cost lands on the server's CPUs).
-if [ "$PROFILE" = 1 ] && command -v perf >/dev/null; then
+if [ "$PROFILE" != 0 ] && command -v perf >/dev/null; then
     for c in $CONFIGS; do
-        case $c in native | pool | *=native | *=pool) continue ;; esac
+        case $c in native | pool | *=native | *=pool) [ "$PROFILE" = all ] || continue ;; esac
         n=${c%%=*}
         for point in $POINTS; do
             quiesce_servers
@@ -127,6 +129,16 @@ if [ "$PROFILE" = 1 ] && command -v perf >/dev/null; then
             wait "$recorder" # not a bare wait: the servers are this shell's children too
             share=$(perf report -i "$WORK/perf-$n-$point.data" --stdio --no-children --sort dso 2>/dev/null |
                 awk '/libfiberize/ { gsub(/%/, "", $1); s += $1 } END { printf "%.1f", s }')
+            if [ "$PROFILE" = all ]; then
+                # The measured rounds' median CPU per transaction, split by the profile's shares.
+                echo "== $n $point: µs per transaction by where the server spent it (median $(median_of "$n" "$point" cpu_us) µs):"
+                perf report -i "$WORK/perf-$n-$point.data" --stdio --no-children --sort dso 2>/dev/null |
+                    awk -v us="$(median_of "$n" "$point" cpu_us)" '/^ +[0-9.]+%/ { gsub(/%/, "", $1); if ($1 >= 0.5) printf "     %-28s %5.1f %%  %6.2f µs\n", $2, $1, $1 * us / 100 }'
+                perf report -i "$WORK/perf-$n-$point.data" --stdio --no-children -g none --sort dso,sym 2>/dev/null |
+                    sed -n '/^ *[0-9]/p' | sed -n 1,25p > "$WORK/top-$n-$point.txt"
+                echo "     (top symbols: $WORK/top-$n-$point.txt)"
+                [[ $c == *=* && $c != *=native && $c != *=pool ]] || continue
+            fi
             echo "== $n $point: libfiberize.so ${share}% of the server's CPU samples; its top symbols:"
             perf report -i "$WORK/perf-$n-$point.data" --stdio --no-children -g none --dsos libfiberize.so --sort sym 2>/dev/null |
                 grep -E '^ +[0-9]' | head -12

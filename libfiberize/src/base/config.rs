@@ -258,7 +258,7 @@ const DEFAULTS: Config = Config {
     stack_release_ms: None,
     turn_us: None,
     turn_short_us: None,
-    poll_per_worker: false,
+    poll_per_worker: true,
 };
 
 static CONFIG_ONCE: RawOnce = RawOnce::new();
@@ -335,7 +335,7 @@ fn read_config() -> Config {
         }
     }
     if env_str(b"FIBERIZE_POLL_PER_WORKER\0").is_some() {
-        c.poll_per_worker = env_switch(b"FIBERIZE_POLL_PER_WORKER\0", false);
+        c.poll_per_worker = env_switch(b"FIBERIZE_POLL_PER_WORKER\0", DEFAULTS.poll_per_worker);
     }
     if let Some(tune) = env_str(b"FIBERIZE_TUNE\0") {
         apply_tune(&mut c, tune);

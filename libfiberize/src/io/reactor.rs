@@ -48,16 +48,25 @@ pub fn ensure_registered(fd: i32, st: &FdState, for_write: bool) -> Result<(), i
     // A move only where sets are per worker, the fd is in another one, and the caller
     // (counted in `epoll_waiters` already) is its only waiter. Relaxed looks: the
     // decision is re-made under the registration lock by `InTheSet::put`.
+    let home = st.home_set.load(Ordering::Relaxed) as usize;
     let relocate = poller::per_worker()
         && st.flags.load(Ordering::Relaxed) & epoll_membership::REGISTERED != 0
-        && st.home_set.load(Ordering::Relaxed) != here as u32
-        && st.epoll_waiters.load(Ordering::Relaxed) <= 1;
+        && home != here
+        && st.epoll_waiters.load(Ordering::Relaxed) <= 1
+        && moves_toward_balance(poller::fds_in(home), poller::fds_in(here));
     epoll_membership::ensure_registered_or_move(&st.flags, for_write, relocate, &InTheSet { fd, st, here, relocate })
+}
+
+/// Whether a descriptor moves from a set holding `home_fds` to one holding `here_fds`:
+/// only toward a set that holds at least two fewer, so that the move leaves the two no
+/// more uneven than before and never invites the move back.
+fn moves_toward_balance(home_fds: i32, here_fds: i32) -> bool {
+    here_fds + 1 < home_fds
 }
 
 /// The readiness set of the worker running the calling fiber (0 for a plain thread).
 fn caller_set() -> usize {
-    crate::runtime::scheduler::current_worker_index().map_or(0, poller::set_of_worker)
+    crate::runtime::scheduler::current_readiness_set().unwrap_or(0)
 }
 
 /// Takes `fd` out of the epoll set for a direct wait (`scheduler::direct_wait`), unless
@@ -174,4 +183,22 @@ pub fn dispatch(cookie: u64, events: u32) -> bool {
     }
     bump_and_wake(st, read, write, events);
     true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::moves_toward_balance;
+
+    /// A descriptor follows its only waiter to another worker's set only where that set
+    /// holds at least two fewer, so that a move never invites the move back and fibers
+    /// that lock wake-ups gather on one worker do not gather their connections there.
+    #[test]
+    fn a_descriptor_moves_only_toward_the_emptier_set() {
+        for (home, here, moves) in [(10, 8, true), (10, 9, false), (10, 10, false), (10, 12, false), (1, 0, false), (2, 0, true), (0, 0, false)] {
+            assert_eq!(moves_toward_balance(home, here), moves, "home set holds {home}, the waiter's set {here}");
+            if moves {
+                assert!(!moves_toward_balance(here + 1, home - 1), "the move back after {home} -> {here}");
+            }
+        }
+    }
 }

@@ -78,6 +78,11 @@ struct ReadinessSet {
     /// Workers blocked in epoll_wait on this set right now.
     sleepers: AtomicU32,
     last_poll_ns: AtomicU64,
+    /// Descriptors registered in this set (successful ADDs less successful DELs; a
+    /// heuristic, see [`fds_in`]).
+    fds: AtomicI32,
+    /// ACTIVE workers that sleep in and serve this set ([`claim_set`]).
+    owners: AtomicU32,
 }
 
 impl ReadinessSet {
@@ -89,6 +94,8 @@ impl ReadinessSet {
             watcher: AtomicBool::new(false),
             sleepers: AtomicU32::new(0),
             last_poll_ns: AtomicU64::new(0),
+            fds: AtomicI32::new(0),
+            owners: AtomicU32::new(0),
         }
     }
 }
@@ -149,14 +156,36 @@ pub fn detach_in_forked_child() {
     }
 }
 
-/// The set worker `index` sleeps in and registers its fibers' descriptors in.
-#[inline]
-pub fn set_of_worker(index: usize) -> usize {
-    let n = NUM_SETS.load(Ordering::Relaxed);
+/// The set an ACTIVE worker is to serve: the one with the fewest ACTIVE owners,
+/// `prefer` (the worker's own, `index % sets` at the start, or the one it served before
+/// it blocked) among those. Counts the caller as an owner until [`release_set`].
+///
+/// Sets belong to active worker slots, not to worker indexes: a worker the monitor
+/// declares blocked gives its set up, and the spare brought in for it takes that
+/// set, the one left without an owner. (With the set fixed by index, a spare shared the
+/// set of the worker with its index modulo the number of sets, and when the blocked
+/// worker came back to a full pool and retired, its set was served by nobody but the
+/// monitor's once-a-millisecond poll while another set had two sleepers.)
+/// Two claims at once may pick the same set; the monitor's poll of stale sets covers
+/// the one left over until the next claim.
+pub fn claim_set(prefer: usize) -> usize {
+    let n = NUM_SETS.load(Ordering::Acquire);
     if n <= 1 {
-        0
-    } else {
-        index % n
+        SETS[0].owners.fetch_add(1, Ordering::Relaxed);
+        return 0;
+    }
+    let prefer = prefer % n;
+    let owners = |s: usize| SETS[s].owners.load(Ordering::Relaxed);
+    let fewest = (0..n).min_by_key(|&s| owners(s)).unwrap_or(prefer);
+    let set = if owners(prefer) <= owners(fewest) { prefer } else { fewest };
+    SETS[set].owners.fetch_add(1, Ordering::Relaxed);
+    set
+}
+
+/// The caller no longer serves `set` (it retires, or the monitor declared it blocked).
+pub fn release_set(set: usize) {
+    if let Some(s) = SETS.get(set) {
+        let _ = s.owners.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |o| o.checked_sub(1));
     }
 }
 
@@ -178,6 +207,14 @@ pub fn per_worker() -> bool {
     NUM_SETS.load(Ordering::Relaxed) > 1
 }
 
+/// How many descriptors set `set` holds, as far as its ADDs and DELs tell (the kernel
+/// also drops an fd whose last reference closes behind the reactor's back, so this may
+/// drift a little high; it only steers where descriptors move, `crate::io::reactor`).
+#[inline]
+pub fn fds_in(set: usize) -> i32 {
+    SETS.get(set).map_or(0, |s| s.fds.load(Ordering::Relaxed))
+}
+
 /// `epoll_ctl(op)` of `fd` on set `set`: Err(errno), ENOSYS when the set does not
 /// exist (before the pool started, or in a forked child).
 #[inline]
@@ -188,7 +225,12 @@ fn ctl(set: usize, op: i32, fd: i32, event: &libc::epoll_event) -> Result<(), i3
     }
     match sys::epoll_ctl(ep, op, fd, Some(event)) {
         r if r < 0 => Err(-r as i32),
-        _ => Ok(()),
+        _ => {
+            if op == libc::EPOLL_CTL_ADD {
+                SETS[set].fds.fetch_add(1, Ordering::Relaxed);
+            }
+            Ok(())
+        }
     }
 }
 
@@ -211,8 +253,8 @@ pub fn modify_fd(set: usize, fd: i32, event: &libc::epoll_event) -> Result<(), i
 #[inline]
 pub fn delete_fd(set: usize, fd: i32) {
     let ep = epfd(set);
-    if ep >= 0 {
-        sys::epoll_ctl(ep, libc::EPOLL_CTL_DEL, fd, None);
+    if ep >= 0 && sys::epoll_ctl(ep, libc::EPOLL_CTL_DEL, fd, None) == 0 {
+        SETS[set].fds.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -329,4 +371,32 @@ pub fn poll_stale_sets_where(max_age_ns: u64, wanted: impl Fn(usize) -> bool) ->
 pub fn poll_others_if_stale(except: usize, max_age_ns: u64) -> usize {
     let n = NUM_SETS.load(Ordering::Acquire);
     (0..n).filter(|&s| s != except).map(|s| poll_if_stale(s, max_age_ns)).sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Sets go to active worker slots: a claim takes the set with the fewest owners,
+    /// the preferred one among equals, and a released set is the next one claimed.
+    #[test]
+    fn a_claim_takes_the_set_with_the_fewest_owners() {
+        // The test process has no pool: pretend four sets exist (claims only count).
+        NUM_SETS.store(4, Ordering::Release);
+        for s in 0..4 {
+            assert_eq!(claim_set(s), s, "the preferred set while all have as many owners");
+        }
+        release_set(2); // worker 2 blocked
+        assert_eq!(claim_set(5), 2, "the spare brought in takes the set given up");
+        assert_eq!(claim_set(1), 1, "its own set, as all have one owner again (set 1 now two)");
+        release_set(3);
+        assert_eq!(claim_set(1), 3, "the set nobody serves before its own with two owners");
+        release_set(7); // no such set: nothing
+        for s in 0..4 {
+            release_set(s);
+            release_set(s);
+        }
+        assert!(SETS[..4].iter().all(|s| s.owners.load(Ordering::Relaxed) == 0), "never below zero");
+        NUM_SETS.store(0, Ordering::Release);
+    }
 }

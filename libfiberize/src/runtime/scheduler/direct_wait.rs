@@ -122,7 +122,7 @@ pub fn direct_wait(fd: i32, events: i16, deadline: Option<u64>, spin: bool, leav
     w.sleep_word.announce(&rt.idle);
     f.direct_wake.publish(wake_fd);
     let mut outcome = DirectWait::Other;
-    let own_set = poller::set_of_worker(w.index);
+    let own_set = w.readiness_set();
     let watched = poller::start_watching(own_set);
     let mut fds = [
         libc::pollfd { fd, events, revents: 0 },

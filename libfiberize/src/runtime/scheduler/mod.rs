@@ -194,6 +194,10 @@ pub struct WorkerShared {
     sleep_without_spin: AtomicBool,
     /// The worker's own eventfd for ending a direct wait (-1: none, no direct waits).
     wake_fd: AtomicI32,
+    /// The readiness set this worker sleeps in and registers its fibers' descriptors in
+    /// while ACTIVE (`poller::claim_set`; always 0 with one shared set). Written only by
+    /// the worker itself, when it starts, rejoins or is activated as a spare.
+    readiness_set: AtomicUsize,
     /// The worker's own signal mask (kernel set), restored after fibers with their own.
     base_sigmask: AtomicU64,
     /// Program signals deferred on this kernel thread (blocked here until the worker's
@@ -224,6 +228,17 @@ pub struct WorkerTimes {
 }
 
 impl WorkerShared {
+    /// The readiness set this worker serves (see `readiness_set`).
+    #[inline]
+    pub(crate) fn readiness_set(&self) -> usize {
+        self.readiness_set.load(Ordering::Relaxed)
+    }
+
+    /// Becomes an owner of a readiness set, its previous one if no set has fewer owners.
+    fn claim_readiness_set(&self) {
+        self.readiness_set.store(poller::claim_set(self.readiness_set()), Ordering::Relaxed);
+    }
+
     /// The worker's own deque.
     ///
     /// # Safety
@@ -502,6 +517,11 @@ pub fn worker_of(f: &Fiber) -> Option<&'static WorkerShared> {
 #[inline]
 pub fn current_worker_index() -> Option<usize> {
     fiber::current().and_then(worker_of).map(|w| w.index)
+}
+
+/// The readiness set of the worker running the calling fiber (None for a plain thread).
+pub fn current_readiness_set() -> Option<usize> {
+    fiber::current().and_then(worker_of).map(WorkerShared::readiness_set)
 }
 
 /// The signal mask of the worker that runs fiber `f` (None if it runs on none).

@@ -316,6 +316,8 @@ fn mark_blocked_in(rt: &Runtime, w: &WorkerShared, call: Option<BlockedCall>) {
     if !w.role.mark_blocked() {
         return;
     }
+    // Its set goes to the worker that replaces it (`poller::claim_set`).
+    poller::release_set(w.readiness_set());
     bump(&STATS.workers_blocked);
     if crate::base::sites::on() {
         if let Some(call) = &call {

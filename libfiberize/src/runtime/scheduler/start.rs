@@ -56,6 +56,7 @@ fn start_pool() {
             polling: AtomicBool::new(false),
             direct: AtomicBool::new(false),
             sleep_without_spin: AtomicBool::new(false),
+            readiness_set: AtomicUsize::new(0),
             wake_fd: AtomicI32::new(-1),
             base_sigmask: AtomicU64::new(0),
             deferred: AtomicU64::new(0),

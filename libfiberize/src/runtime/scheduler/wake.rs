@@ -56,7 +56,7 @@ impl Runtime {
                     if w.direct.load(Ordering::SeqCst) {
                         sys::eventfd_signal(w.wake_fd.load(Ordering::Relaxed));
                     } else if w.polling.load(Ordering::SeqCst) {
-                        poller::wake_set(poller::set_of_worker(w.index));
+                        poller::wake_set(w.readiness_set());
                     } else {
                         sys::futex_wake(w.sleep_word.futex_word(), 1);
                     }
@@ -67,7 +67,7 @@ impl Runtime {
                     continue;
                 }
                 if w.polling.load(Ordering::SeqCst) {
-                    polling_set = Some(poller::set_of_worker(w.index));
+                    polling_set = Some(w.readiness_set());
                 }
             }
         }

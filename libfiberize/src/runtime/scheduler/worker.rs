@@ -25,6 +25,7 @@ pub(super) extern "C" fn worker_main(arg: *mut libc::c_void) -> *mut libc::c_voi
         w.wake_fd.store(sys::eventfd_new(), Ordering::Release);
     }
     wake::WORKER.with(|c| c.set(w));
+    w.readiness_set.store(poller::claim_set(w.index), Ordering::Relaxed);
     // Workers run program code, so they take the program's signals (a handler then runs
     // with the interrupted fiber's TLS, as it would on that thread natively), under the
     // mask the program's threads would have inherited.
@@ -74,7 +75,10 @@ fn rejoin_or_retire(rt: &Runtime, w: &WorkerShared) {
         return;
     }
     if rt.active.fetch_add(1, Ordering::AcqRel) < rt.target() {
-        return; // the pool was short: keep working
+        // The pool was short: keep working, on the set that has the fewest owners
+        // (the monitor gave ours up when it declared us blocked).
+        w.claim_readiness_set();
+        return;
     }
     rt.active.fetch_sub(1, Ordering::AcqRel);
     sleep_as_spare(rt, w);
@@ -94,6 +98,7 @@ pub(super) fn retire_if_surplus(rt: &Runtime, w: &WorkerShared) -> bool {
             Err(now) => active = now,
         }
     }
+    poller::release_set(w.readiness_set());
     sleep_as_spare(rt, w);
     true
 }
@@ -111,6 +116,8 @@ fn sleep_as_spare(rt: &Runtime, w: &WorkerShared) {
         w.role.sleep_while_spare();
         crate::base::shield::worker_safe_point(&w.deferred, w.base_sigmask.load(Ordering::Relaxed));
     }
+    // Activated for a worker that blocked: serve the set it gave up.
+    w.claim_readiness_set();
 }
 
 /// Finds the next fiber to run. `lifo_streak` counts the fibers run in a row from the
@@ -126,7 +133,7 @@ fn find_work(rt: &Runtime, w: &WorkerShared, tick: u32, lifo_streak: &mut u32) -
     // `POLL_CHECK_INTERVAL`th dequeue, so that a switch-heavy program pays the clock
     // read of the staleness check a quarter of the time.
     if tick.is_multiple_of(POLL_CHECK_INTERVAL) {
-        poller::poll_if_stale(poller::set_of_worker(w.index), poller::STALE_NS);
+        poller::poll_if_stale(w.readiness_set(), poller::STALE_NS);
     }
     // A lock's woken waiter that its waker gave this worker to (wake::unpark_lock_waiter).
     // SAFETY: we are w's OS thread, in its scheduler context.
@@ -371,7 +378,7 @@ pub(super) fn spin_for_work(rt: &Runtime, w: &WorkerShared, mut probe: impl FnMu
 }
 
 fn idle(rt: &Runtime, w: &WorkerShared) {
-    let own_set = poller::set_of_worker(w.index);
+    let own_set = w.readiness_set();
     // With a set per worker, a spinning worker also takes readiness that waits in a
     // busy worker's set longer than a busy worker's own between-fiber poll would let it
     // (that owner runs one long fiber): the backlog it balances is real.
