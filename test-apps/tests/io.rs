@@ -34,6 +34,32 @@ fn echo_server_with_a_readiness_set_per_worker() {
     }
 }
 
+/// Readiness sets belong to active worker slots: after a worker blocked in a raw system
+/// call, a spare replaced it and the worker retired on its return, the report shows
+/// every set served by exactly one active worker. (With sets fixed by worker index the
+/// spare, index 4, took set 0, the set of worker 0: whenever the blocked worker was
+/// another one, its set was left to the monitor's 1 ms poll and set 0 had two owners.)
+#[test]
+fn each_readiness_set_has_one_active_worker_after_a_blocked_one() {
+    let bin = build_c("io_sets_blocked");
+    let native = run(&bin, &[], false, std::time::Duration::from_secs(60));
+    let pre = run_env(&bin, &[], &[("FIBERIZE_WORKERS", "4"), ("FIBERIZE_TUNE", "poll_per_worker=1"), ("FIBERIZE_REPORT", "-")]);
+    assert_eq!(native.status, Some(0), "{}", native.stderr);
+    assert_eq!(pre.status, native.status, "{}", pre.stderr);
+    assert_eq!(pre.stdout, native.stdout, "{}", pre.stderr);
+    assert!(stat(&pre, "workers_blocked") >= 1, "the raw sleep did not block a worker: {}", pre.stderr);
+    assert!(stat(&pre, "workers_spawned") >= 1, "no spare was brought in: {}", pre.stderr);
+    // "  worker   4 (active, set 0): running ..."
+    let mut sets: Vec<usize> = pre
+        .stderr
+        .lines()
+        .filter_map(|l| l.trim_start().strip_prefix("worker "))
+        .filter_map(|l| l.split_once("(active, set ").and_then(|(_, rest)| rest.split_once(')')).map(|(set, _)| set.parse().unwrap()))
+        .collect();
+    sets.sort_unstable();
+    assert_eq!(sets, [0, 1, 2, 3], "active workers' sets: {}", pre.stderr);
+}
+
 #[test]
 fn pipes_poll_select_epoll_and_a_stuck_syscall() {
     let (_native, pre) = same_both_ways("io_pipes", &[]);

@@ -187,8 +187,9 @@ pub struct Config {
     pub turn_short_us: Option<u64>,
     /// Each worker sleeps in a readiness set of its own, holding the descriptors of the
     /// fibers that run on it (`poll_per_worker`, or `FIBERIZE_POLL_PER_WORKER`; see
-    /// `runtime::poller`).
-    pub poll_per_worker: bool,
+    /// `runtime::poller`); `None`: the poller decides by the number of workers
+    /// (`runtime::poller::per_worker_by_default`).
+    pub poll_per_worker: Option<bool>,
 }
 
 /// The operator's variables, as the README's "Environment" table lists them (a test
@@ -258,7 +259,7 @@ const DEFAULTS: Config = Config {
     stack_release_ms: None,
     turn_us: None,
     turn_short_us: None,
-    poll_per_worker: true,
+    poll_per_worker: None,
 };
 
 static CONFIG_ONCE: RawOnce = RawOnce::new();
@@ -335,7 +336,7 @@ fn read_config() -> Config {
         }
     }
     if env_str(b"FIBERIZE_POLL_PER_WORKER\0").is_some() {
-        c.poll_per_worker = env_switch(b"FIBERIZE_POLL_PER_WORKER\0", DEFAULTS.poll_per_worker);
+        c.poll_per_worker = Some(env_switch(b"FIBERIZE_POLL_PER_WORKER\0", false));
     }
     if let Some(tune) = env_str(b"FIBERIZE_TUNE\0") {
         apply_tune(&mut c, tune);
@@ -364,7 +365,7 @@ fn apply_tune(c: &mut Config, tune: &'static [u8]) {
             b"direct_wait" => c.direct_wait = switch_value(label, value, c.direct_wait),
             b"direct_wait_peer_cpu" => c.direct_wait_peer_cpu = switch_value(label, value, c.direct_wait_peer_cpu),
             b"sync_inline" => c.sync_inline = switch_value(label, value, c.sync_inline),
-            b"poll_per_worker" => c.poll_per_worker = switch_value(label, value, c.poll_per_worker),
+            b"poll_per_worker" => c.poll_per_worker = Some(switch_value(label, value, c.poll_per_worker.unwrap_or(false))),
             b"turn_us" => c.turn_us = optional_number(label, value, 0, 1_000_000).or(c.turn_us),
             b"turn_short_us" => c.turn_short_us = optional_number(label, value, 1, 1_000_000).or(c.turn_short_us),
             b"spin" => c.spin_rounds = optional_number(label, value, 0, 100_000).map(|n| n as u32).or(c.spin_rounds),

@@ -144,7 +144,7 @@ const METRICS: &[Metric] = &[
     stat!(lock_wakes_yielded, "Mutex unlocks that woke a waiter others queued behind and gave it the worker."),
     stat!(epoll_waits, "epoll_wait calls on the runtime's readiness sets."),
     stat!(epoll_events, "Events those epoll_wait calls returned (wake-up eventfds included)."),
-    stat!(fd_moves, "Descriptors moved to the readiness set of the worker their only waiter runs on (FIBERIZE_TUNE=poll_per_worker)."),
+    stat!(fd_moves, "Descriptors moved to the readiness set of the worker their only waiter runs on (readiness sets per worker, from 4 workers)."),
     stat!(internal_lock_waits, "Waits on runtime-internal locks the monitor did not take for a blocked worker."),
 ];
 

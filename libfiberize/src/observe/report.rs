@@ -224,8 +224,10 @@ fn render_workers(out: &mut String) {
         let all = r + i + x;
         let _ = writeln!(
             per_worker,
-            "  worker {:>3}: running {:>6} idle {:>6} runtime {:>6} of {:.1} s",
+            "  worker {:>3} ({}, set {}): running {:>6} idle {:>6} runtime {:>6} of {:.1} s",
             w.index,
+            w.state_name(),
+            w.readiness_set(),
             percent(r, all),
             percent(i, all),
             percent(x, all),

@@ -9,7 +9,7 @@
 //! # One set for all, or one per worker (`FIBERIZE_TUNE=poll_per_worker`)
 //!
 //! ```text
-//!   shared (default)                      per worker (FIBERIZE_TUNE=poll_per_worker=1)
+//!   shared (under 4 workers)              per worker (4 workers or more)
 //!
 //!   worker 0 ─┐                           worker 0 ── set 0: its fibers' fds + eventfd 0
 //!   worker 1 ─┼─ epoll_wait ── set 0      worker 1 ── set 1: its fibers' fds + eventfd 1
@@ -25,15 +25,24 @@
 //! MariaDB at 2 connections ran at half speed for seconds at a time.) The price, on
 //! many cores: every `epoll_wait` and every socket's wake callback take the same
 //! kernel lock, and a fiber woken by readiness runs on whichever worker harvested the
-//! edge, so a connection wanders between cores.
+//! edge, so a connection wanders between cores (MariaDB on 8 cores: 87 % of fiber runs
+//! on another worker than the previous one). Its advantage on few workers: one set
+//! is one queue for all of them, and a worker that the kernel preempts (CPUs shared
+//! with a client) strands nothing; with a set per worker, what waits in that worker's
+//! set waits for it, or for another worker's poll of stale sets ([`PER_WORKER_SETS_FROM`]
+//! has the figures).
 //!
 //! **Per worker** (the way MariaDB's pool-of-threads keeps a connection in one thread
-//! group): worker *i* has set *i* (`i % MAX_SETS`; spares share the set of
-//! the worker with their index modulo the number of sets). A descriptor goes into
-//! the set of the worker whose fiber first waits on it, and moves to another worker's
-//! set when the only fiber waiting on it now runs there (`crate::io::reactor`): so a
+//! group): there are as many sets as workers at the start (at most `MAX_SETS`), and
+//! each ACTIVE worker serves one ([`claim_set`]): worker *i* starts on set *i*; a
+//! worker the monitor declares blocked gives its set up, and the spare brought in for
+//! it takes that one; a worker that comes back to a full pool retires without one.
+//! A descriptor goes into the set of the worker whose fiber first waits on it, and
+//! moves to another worker's set when the only fiber waiting on it now runs there and
+//! that set holds at least two descriptors fewer (`crate::io::reactor`): so a
 //! connection's readiness is harvested by the worker its fiber last ran on, which
-//! queues the fiber locally and runs it on the same core. A worker sleeps only in its
+//! queues the fiber locally and runs it on the same core, and fibers that lock
+//! wake-ups gather on one worker do not take their connections with them. A worker sleeps only in its
 //! own set and is woken only through its own eventfd, when it has work. A busy worker
 //! polls its own set between fibers once it is `STALE_NS` old; an idle worker that
 //! spins polls the other sets that are that stale (their owner runs one long fiber);
@@ -115,6 +124,20 @@ pub const STALE_NS: u64 = 50_000;
 const MAX_EVENTS: usize = 256;
 /// The `epoll_event.u64` of a set's wake-up eventfd (fd cookies never reach it).
 const WAKE_COOKIE: u64 = u64::MAX;
+
+/// Pools of at least this many workers get a readiness set per worker unless
+/// `FIBERIZE_TUNE=poll_per_worker` says otherwise. Origin: MariaDB, server on 8 CPUs of
+/// 16, client on the others: sets per worker 1.04–1.08x native at point_select
+/// @256/@1024 against 0.90–0.98x with one set (87 % of fiber runs migrated, 1 % per
+/// worker), in two runs; on 2 vCPUs shared with the client, one set kept read_write
+/// @256's p95 at 430–490 ms against 650–820 ms per worker, in 9 rounds (2026-11-28).
+/// Between 2 and 8 workers nothing was measured.
+pub const PER_WORKER_SETS_FROM: usize = 4;
+
+/// Whether a pool of `workers` gets a readiness set per worker by default.
+pub fn per_worker_by_default(workers: usize) -> bool {
+    workers >= PER_WORKER_SETS_FROM
+}
 
 /// Creates the readiness sets: one shared by all `workers`, or one per worker
 /// (`per_worker`). Called once when the pool starts.

@@ -70,7 +70,7 @@ fn tune_switches_are_documented() {
 fn tune_entries_set_their_switches() {
     let mut c = DEFAULTS;
     apply_tune(&mut c, b"direct_wait=off, direct_wait_peer_cpu=0,sync_inline=1,poll_per_worker=no");
-    assert!(!c.direct_wait && !c.direct_wait_peer_cpu && c.sync_inline && !c.poll_per_worker);
+    assert!(!c.direct_wait && !c.direct_wait_peer_cpu && c.sync_inline && c.poll_per_worker == Some(false));
     apply_tune(&mut c, b"turn_us=0,turn_short_us=40,spin=0,stack_release_ms=100,,");
     assert_eq!(c.turn_us, Some(0));
     assert_eq!(c.turn_short_us, Some(40));

@@ -16,8 +16,8 @@
 //! Not followed: `FIBERIZE_WORKERS` (then nothing changes), a move of the process to
 //! another group (the group is found once), a changed affinity mask, and the few
 //! figures taken from the configured count at start. Those are the readiness
-//! threshold of `io::ops` and the per-worker poll sets' count
-//! (`FIBERIZE_POLL_PER_WORKER`).
+//! threshold of `io::ops`, and whether there is a readiness set per worker and how
+//! many (`runtime::poller::per_worker_by_default`).
 //!
 //! Counter: `quota_changes`.
 

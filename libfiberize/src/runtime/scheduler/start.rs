@@ -82,7 +82,7 @@ fn start_pool() {
     if cfg.stats || cfg.report.is_some() {
         crate::runtime::queue_delay::enable();
     }
-    crate::runtime::poller::init(n, cfg.poll_per_worker);
+    crate::runtime::poller::init(n, cfg.poll_per_worker.unwrap_or_else(|| crate::runtime::poller::per_worker_by_default(n)));
     crate::runtime::preempt::init();
     RUNTIME.store(rt, Ordering::Release);
     for i in 0..n {
