@@ -156,10 +156,16 @@ impl Counter {
 /// 451x of native with the stack hash, 235x with `rdtscp`).
 #[inline]
 fn shard() -> &'static Shard {
+    &TABLE[shard_index()]
+}
+
+/// The shard (`0..SHARDS`) for a bump from the calling stack, for other sharded
+/// statistics (`crate::runtime::queue_delay`).
+#[inline]
+pub fn shard_index() -> usize {
     let marker = 0u8;
     let sp = &marker as *const u8 as usize;
-    let h = ((sp >> 16) as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - SHARDS.trailing_zeros());
-    &TABLE[h as usize]
+    (((sp >> 16) as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - SHARDS.trailing_zeros())) as usize
 }
 
 #[inline]

@@ -17,11 +17,14 @@
 //! (< 10 µs, < 100 µs, < 1 ms, < 10 ms, < 100 ms, < 1 s, longer). Printed in the stats
 //! line (`queue_<source>=count/mean_us/max_us/migrated`, the last: runs on another worker than the previous one, `queue_hist=...`), in the dump and in
 //! the metrics file (`FIBERIZE_METRICS`).
-//! Plain shared atomics, not sharded like `base::stats`: they are bumped only while
-//! somebody asked for statistics.
+//! Sharded as `base::stats` is (by the recording stack, [`crate::base::stats::shard_index`]):
+//! each run records here while statistics are on, and shared counters made every
+//! worker's run a write to the same few cache lines, which the benchmarks (run with
+//! `FIBERIZE_STATS`) then measured as the library's cost.
 
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 
+use crate::base::stats::{shard_index, SHARDS};
 use crate::base::sys;
 
 /// Low bits of `Fiber::queued` that hold the source.
@@ -68,8 +71,29 @@ struct PerSource {
 const ZERO: AtomicU64 = AtomicU64::new(0);
 #[allow(clippy::declare_interior_mutable_const)]
 const EMPTY: PerSource = PerSource { count: ZERO, migrated: ZERO, total_ns: ZERO, max_ns: ZERO };
-static BY_SOURCE: [PerSource; SOURCES] = [EMPTY; SOURCES];
-static HISTOGRAM: [AtomicU64; BUCKETS] = [ZERO; BUCKETS];
+
+/// One shard's waits, on lines of its own.
+#[repr(align(128))]
+struct Shard {
+    by_source: [PerSource; SOURCES],
+    histogram: [AtomicU64; BUCKETS],
+}
+
+#[allow(clippy::declare_interior_mutable_const)]
+const EMPTY_SHARD: Shard = Shard { by_source: [EMPTY; SOURCES], histogram: [ZERO; BUCKETS] };
+static TABLE: [Shard; SHARDS] = [EMPTY_SHARD; SHARDS];
+
+/// A source's totals over every shard: (count, migrated, total_ns, max_ns).
+fn source_totals(source: usize) -> (u64, u64, u64, u64) {
+    TABLE.iter().map(|sh| &sh.by_source[source]).fold((0, 0, 0, 0), |(c, m, t, x), s| {
+        (c + s.count.load(Relaxed), m + s.migrated.load(Relaxed), t + s.total_ns.load(Relaxed), x.max(s.max_ns.load(Relaxed)))
+    })
+}
+
+/// A histogram bucket's count over every shard.
+fn bucket_total(bucket: usize) -> u64 {
+    TABLE.iter().map(|sh| sh.histogram[bucket].load(Relaxed)).sum()
+}
 
 /// Starts measuring (the pool's start, when statistics or the report are wanted).
 pub fn enable() {
@@ -104,14 +128,15 @@ pub fn record(stamp: u64, migrated: bool) {
 #[cold]
 fn record_slow(stamp: u64, migrated: bool) {
     let waited = sys::now_ns().saturating_sub(stamp >> SOURCE_BITS);
-    let s = &BY_SOURCE[((stamp & ((1 << SOURCE_BITS) - 1)) as usize).min(SOURCES - 1)];
+    let shard = &TABLE[shard_index()];
+    let s = &shard.by_source[((stamp & ((1 << SOURCE_BITS) - 1)) as usize).min(SOURCES - 1)];
     s.count.fetch_add(1, Relaxed);
     if migrated {
         s.migrated.fetch_add(1, Relaxed);
     }
     s.total_ns.fetch_add(waited, Relaxed);
     s.max_ns.fetch_max(waited, Relaxed);
-    HISTOGRAM[bucket(waited)].fetch_add(1, Relaxed);
+    shard.histogram[bucket(waited)].fetch_add(1, Relaxed);
 }
 
 /// The histogram bucket of a wait: one per decade from 10 µs to 1 s.
@@ -140,13 +165,11 @@ pub const BUCKET_LIMITS_NS: [u64; BUCKETS - 1] = [10_000, 100_000, 1_000_000, 10
 /// The waits so far, per source, and the histogram's bucket counts (not cumulative), for
 /// the metrics file (`crate::observe::metrics`).
 pub fn snapshot() -> ([SourceWaits; SOURCES], [u64; BUCKETS]) {
-    let per_source = core::array::from_fn(|i| SourceWaits {
-        name: NAMES[i],
-        count: BY_SOURCE[i].count.load(Relaxed),
-        total_ns: BY_SOURCE[i].total_ns.load(Relaxed),
-        max_ns: BY_SOURCE[i].max_ns.load(Relaxed),
+    let per_source = core::array::from_fn(|i| {
+        let (count, _, total_ns, max_ns) = source_totals(i);
+        SourceWaits { name: NAMES[i], count, total_ns, max_ns }
     });
-    (per_source, core::array::from_fn(|i| HISTOGRAM[i].load(Relaxed)))
+    (per_source, core::array::from_fn(bucket_total))
 }
 
 /// ` queue_<source>=count/mean_us/max_us/migrated ... queue_hist=<10us,<100us,...` (empty when off).
@@ -155,12 +178,12 @@ pub fn render() -> String {
         return String::new();
     }
     let mut s = String::new();
-    for (name, src) in NAMES.iter().zip(BY_SOURCE.iter()) {
-        let n = src.count.load(Relaxed);
-        let mean_us = src.total_ns.load(Relaxed).checked_div(n).unwrap_or(0) / 1000;
-        s.push_str(&format!(" queue_{name}={n}/{mean_us}/{}/{}", src.max_ns.load(Relaxed) / 1000, src.migrated.load(Relaxed)));
+    for (i, name) in NAMES.iter().enumerate() {
+        let (n, migrated, total_ns, max_ns) = source_totals(i);
+        let mean_us = total_ns.checked_div(n).unwrap_or(0) / 1000;
+        s.push_str(&format!(" queue_{name}={n}/{mean_us}/{}/{migrated}", max_ns / 1000));
     }
-    let h: Vec<String> = HISTOGRAM.iter().map(|b| b.load(Relaxed).to_string()).collect();
+    let h: Vec<String> = (0..BUCKETS).map(|b| bucket_total(b).to_string()).collect();
     s.push_str(&format!(" queue_hist={}", h.join(",")));
 
     s
@@ -191,8 +214,8 @@ mod tests {
         let st = stamp(Source::Preempt);
         assert_eq!(st & ((1 << SOURCE_BITS) - 1), Source::Preempt as u64);
         record(st, true);
-        assert!(BY_SOURCE[Source::Preempt as usize].count.load(Relaxed) >= 1);
-        assert!(BY_SOURCE[Source::Preempt as usize].migrated.load(Relaxed) >= 1);
+        let (count, migrated, _, _) = source_totals(Source::Preempt as usize);
+        assert!(count >= 1 && migrated >= 1);
         assert!(render().contains("queue_preempt="));
     }
 }
