@@ -45,7 +45,7 @@ CONFIG_ENV=(FIBERIZE_DUMP_SIGNAL=12 ${EXTRA_ENV[@]+"${EXTRA_ENV[@]}"})
 start_configs_side_by_side mix.sh mix
 echo "== work directory $WORK; point_select x$PS_THREADS + read_write x$RW_THREADS for ${MIX_SECONDS}s per run, $ROUNDS rounds"
 
-# The measurement (issue 27, session 9). Every rate below is counted by the kernel in
+# The measurement (issue 27). Every rate below is counted by the kernel in
 # wall-clock seconds in which all PS_THREADS + RW_THREADS connections are up, not taken
 # from sysbench's per-second reports: on the saturated 2-vCPU machine a native run's
 # reports were printed seconds late and in bursts (point_select's first one at its

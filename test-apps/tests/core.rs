@@ -156,8 +156,8 @@ fn an_idle_pool_lets_the_monitor_doze_and_still_wakes_for_everything() {
     assert!(stat(&pre, "fibers_created") >= 4, "{}", pre.stderr);
     assert!(stat(&pre, "monitor_dozes") > 0, "the monitor never dozed:\n{}", pre.stderr);
     // The ticker's errands come after dozes of ~40 ms: the monitor dozes again after two
-    // quiet ticks instead of 16. (Its wake-ups over the ~460 ms, quiet 2-vCPU VM, session
-    // 17: 58-61, against 126-159 with 16 each time; a count of wake-ups depends on the
+    // quiet ticks instead of 16. (Its wake-ups over the ~460 ms, quiet 2-vCPU VM, 5028e3c:
+    // 58-61, against 126-159 with 16 each time; a count of wake-ups depends on the
     // machine's load, so the test asserts the rule's own counter.)
     assert!(stat(&pre, "monitor_redozes") > 0, "the monitor never dozed again soon after an errand:\n{}", pre.stderr);
 }

@@ -199,11 +199,11 @@ fn descriptors_closed_in_bulk_or_out_of_sight_then_reused() {
 /// A fiber alone on its worker waits for a TCP request directly in the kernel, and the
 /// I/O layer asks where the client runs (`io::peer_cpu`): with the client pinned to the
 /// server's only CPU the wait blocks at once, without the spin that could not end it
-/// (`direct_waits_unspun`, session 15: the client cannot send while the worker spins on
+/// (`direct_waits_unspun`, 2ec2465: the client cannot send while the worker spins on
 /// its CPU); with the client on another CPU the wait is declined and the fiber parks
-/// (session 11). A worker that runs dry after a declined wait sleeps without spinning,
+/// (e1c2119). A worker that runs dry after a declined wait sleeps without spinning,
 /// so that the client's next send can pull it onto the client's CPU
-/// (`idle_spins_skipped`, session 16), only where the kernel may move it there: not
+/// (`idle_spins_skipped`, 66fb953), only where the kernel may move it there: not
 /// pinned apart, and over a unix socket only when it may run on every CPU. The client
 /// is a native process; the replies are checked by it.
 #[test]
