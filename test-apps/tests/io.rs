@@ -334,3 +334,15 @@ fn turn_length_follows_the_program() {
     assert!(stat(&locks, "turn_windows_long") > 0, "lock hand-offs should keep the long turn: {}", locks.stderr);
     assert!(stat(&locks, "turn_windows_short") < stat(&locks, "turn_windows_long"), "{}", locks.stderr);
 }
+
+/// `ppoll`, `pselect` and `epoll_pwait` with a signal mask: a signal the call's mask
+/// lets through interrupts the wait (handler run with that mask, EINTR), one it blocks
+/// stays pending, one pending before the call is delivered by it, and the thread's
+/// mask is back afterwards; as natively. Before, a fiber's wait with a mask ran on its
+/// donor in one piece, and `pthread_kill` did not end it (5 s timeouts, `r=0`).
+#[test]
+fn waits_with_a_signal_mask_are_interrupted_by_signals() {
+    let (native, pre) = same_both_ways("sig_pwait_mask", &[]);
+    assert!(native.stdout.contains("ppoll2 unblocked: r=-1 errno=EINTR quick=1 handled1=1"), "{}", native.stdout);
+    assert!(pre.stderr.contains("fiber=1"), "the waiter was no fiber:\n{}", pre.stderr);
+}

@@ -215,8 +215,12 @@ const DONOR_WAITING: u32 = 1;
 const DONOR_KICKED: u32 = 2;
 
 /// A fiber's wait on its donor that other threads must be able to interrupt
-/// (`sigwait` and friends: a signal `pthread_kill` holds for the fiber, or
-/// `pthread_cancel`, must end it). The donor blocks every signal while its fiber
+/// (`sigwait` and friends, and the descriptor waits `poll`, `select`, `ppoll`,
+/// `pselect`, `epoll_pwait` there: a signal `pthread_kill` holds for the fiber, or
+/// `pthread_cancel`, must end it). A descriptor wait cannot wait for the kick
+/// signal as `sigwait` does; it unblocks it for the wait instead, atomically with the
+/// wait's start (the mask argument of `ppoll` and the like), so a kick pending before
+/// the call ends it just the same (the kick handler does nothing on a donor). The donor blocks every signal while its fiber
 /// lives, the kick signal included, so a kick sent to the donor's kernel thread stays
 /// pending until the wait takes it: the waiter adds the kick signal to the set it
 /// waits for, and a kick that arrives before the wait begins ends it at once. That

@@ -308,6 +308,114 @@ pub fn interrupt_donor_wait(target: &Fiber) {
     }
 }
 
+// ---------------------------------------------------------------------------------
+// Descriptor waits on the donor, and the signal mask of ppoll, pselect, epoll_pwait
+// ---------------------------------------------------------------------------------
+
+/// A descriptor wait of fiber `f` (`poll`, `select`, `ppoll`, `pselect`, `epoll_pwait`
+/// over what the reactor cannot park on) that runs on its donor and that
+/// `pthread_kill` and `pthread_cancel` end, as they end a native wait. `wait(timeout,
+/// mask)` is the real call with a relative `timeout` (`None`: none) and a signal mask
+/// `mask` to install for the wait (`ppoll`'s and `pselect`'s own argument): the
+/// donor's mask, every signal blocked, less the kick signal. It must be a fresh call
+/// each time (restoring whatever a call that returned changed). Returns its result, or
+/// -1 with `EINTR` when a signal is held for the fiber that its mask lets through (the
+/// handler runs when the fiber is back on a worker, before the call returns, as
+/// natively the handler runs before the interrupted call returns) or a cancellation
+/// request came (the caller then acts on it).
+///
+/// The same protocol as [`fiber_sigtimedwait`] (`runtime::sleep_state::DonorWait`):
+/// the senders publish, then kick the donor if it waits. The donor blocks the kick
+/// signal everywhere but inside the wait, whose mask unblocks it atomically with the
+/// start of the wait (that is what the mask argument of these calls is for), so a kick
+/// that comes between the look and the call is pending when the call begins and ends
+/// it at once: never lost. The kick handler runs on the donor then and does nothing
+/// there (`fiber::current()` is none on a donor); the call returns `EINTR`, and the
+/// loop looks again. A kick that comes after the call returned for its own reason
+/// stays pending on the donor and is taken after the wait ([`drain_kick`]); one that
+/// comes later still ends the next such wait once, harmlessly.
+pub fn wait_on_donor(
+    f: &Fiber,
+    deadline: Option<u64>,
+    mut wait: impl FnMut(Option<&libc::timespec>, &sigset_t) -> c_int,
+) -> c_int {
+    if interrupted_for_good(f, false) {
+        // A handler ran on the fiber since the call began (the signal that a call's
+        // own mask let through as it was installed, or a kick during the probe).
+        sys::set_errno(libc::EINTR);
+        return -1;
+    }
+    let r = crate::runtime::fiber::run_on_donor(|| {
+        // SAFETY: an all-zero sigset_t is a valid (empty) set; `from_kernel` fills it.
+        let mut mask: sigset_t = unsafe { core::mem::zeroed() };
+        from_kernel(sys::sigmask_get() & !KICK_BIT, &mut mask);
+        let r = loop {
+            f.donor_wait.begin();
+            if has_deliverable_held(f) || f.cancel_pending() {
+                // On the donor, whose TCB (and so errno) is the fiber's.
+                sys::set_errno(libc::EINTR);
+                break -1;
+            }
+            let left = deadline.map(|d| sys::ns_to_timespec(d.saturating_sub(sys::now_ns())));
+            let r = wait(left.as_ref(), &mask);
+            // EINTR: the kick (the only signal the wait lets through), or a late one of
+            // an earlier wait: look again.
+            if !(r < 0 && sys::errno() == libc::EINTR) {
+                break r;
+            }
+        };
+        let e = sys::errno();
+        if f.donor_wait.end() {
+            drain_kick();
+        }
+        sys::set_errno(e);
+        r
+    });
+    crate::signal::cancel::testcancel();
+    r
+}
+
+/// Installs `mask`, the signal mask a `ppoll`, `pselect` or `epoll_pwait` call of fiber
+/// `f` gives for its wait, as the fiber's own mask, and returns the mask to put back
+/// with [`restore_call_mask`] when the call returns. Natively the kernel installs the
+/// call's mask and waits in one step, and puts the thread's mask back on the way out:
+/// a signal the call's mask lets through interrupts the wait and its handler runs with
+/// that mask in effect, even if the thread's own mask blocks it; one it blocks stays
+/// pending. For a fiber the mask is the fiber's for the duration of the call, so that
+/// every wait the call makes (a direct wait or a park on a worker, where the kernel
+/// mask is the fiber's, or [`wait_on_donor`], which looks at the fiber's mask) lets
+/// through what the call's mask lets through. A signal held for the fiber that the
+/// call's mask unblocks is raised here, at once: its handler runs on the fiber and
+/// marks the call interrupted, as the kernel delivers such a pending signal when the
+/// call begins.
+pub fn install_call_mask(f: &Fiber, mask: &sigset_t) -> u64 {
+    let before = intended_mask(f);
+    // SAFETY: `mask` is a valid sigset; no old set is asked for.
+    unsafe { fiber_sigmask(f, libc::SIG_SETMASK, mask, core::ptr::null_mut()) };
+    before
+}
+
+/// Puts back the fiber's mask that [`install_call_mask`] replaced. A signal held for
+/// the fiber meanwhile that the mask put back lets through is delivered now (natively
+/// after the call's return); errno, the call's answer, is kept.
+pub fn restore_call_mask(f: &Fiber, before: u64) {
+    let e = sys::errno();
+    let mut set: sigset_t = {
+        // SAFETY: an all-zero sigset_t is a valid (empty) set.
+        unsafe { core::mem::zeroed() }
+    };
+    from_kernel(before, &mut set);
+    // SAFETY: `set` is a valid sigset; no old set is asked for.
+    unsafe { fiber_sigmask(f, libc::SIG_SETMASK, &set, core::ptr::null_mut()) };
+    sys::set_errno(e);
+}
+
+/// Whether a signal is held for fiber `f` that `mask` (a call's signal mask) lets
+/// through: a `ppoll` or `pselect` that would not wait still returns `EINTR` for it.
+pub fn holds_signal_outside(f: &Fiber, mask: &sigset_t) -> bool {
+    f.signals.held() & !to_kernel(mask) != 0
+}
+
 /// Takes one signal of `set` that `pthread_kill` holds for fiber `f`.
 fn take_held(f: &Fiber, set: u64) -> Option<c_int> {
     loop {

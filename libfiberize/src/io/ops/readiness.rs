@@ -1,40 +1,22 @@
 //! Readiness waits: `poll`, `ppoll`, `select`, `pselect`, `epoll_pwait`. One owned
-//! descriptor waited for one way parks on it; anything else runs on the fiber's donor,
-//! in slices so that a cancellation request or a signal sent to the fiber is seen
-//! (`ppoll`/`pselect` given a signal mask run there in one piece). `super::poll` and
-//! the like are the real functions.
+//! descriptor waited for one way parks on it; anything else runs on the fiber's donor
+//! (`delivery::wait_on_donor`), where a cancellation request or a signal sent to the
+//! fiber ends the wait as it ends a native one. `super::poll` and the like are the real
+//! functions.
+//!
+//! # A call's signal mask
+//!
+//! `ppoll`, `pselect` and `epoll_pwait` given a signal mask install it for their wait
+//! and put the thread's own back on the way out, atomically with the wait's start and
+//! end. A fiber's call does the same with the fiber's mask
+//! (`delivery::install_call_mask` / `restore_call_mask`) around the very waits the
+//! call makes without a mask, which already end for a signal the fiber's mask lets
+//! through; so a signal the call's mask lets through interrupts it (its handler run on
+//! the fiber, with the call's mask in effect), one it blocks stays pending, and a
+//! signal held before the call that the call's mask unblocks is delivered when the
+//! call begins (`EINTR`).
 
 use super::*;
-
-/// How long one slice of a donor-run wait over several descriptors lasts before the
-/// donor looks for a cancellation request (`poll` and `select` are cancellation points).
-const DONOR_WAIT_SLICE_MS: c_int = (crate::signal::cancel::DONOR_WAIT_SLICE_NS / 1_000_000) as c_int;
-
-/// Runs `wait_ms(timeout_ms)` on the fiber's donor in slices of at most
-/// `DONOR_WAIT_SLICE_MS` until it returns non-zero, `deadline` passes, the fiber is
-/// asked to cancel (then acts on it), or a signal is held for it that its mask lets
-/// through (`pthread_kill` while it waits; the donor blocks every signal): then -1 with
-/// `EINTR`, as `poll` and `select` are never restarted (signal(7)), and the handler
-/// runs when the fiber is back from its donor, before the call returns. `wait_ms` must
-/// make each slice a fresh call (restoring whatever a timed-out call changed).
-fn wait_on_donor_in_slices(deadline: Option<u64>, mut wait_ms: impl FnMut(c_int) -> c_int) -> c_int {
-    let Some(me) = fiber::current() else { return wait_ms(crate::base::time::ms_until(deadline)) };
-    let r = fiber::run_on_donor(|| loop {
-        if delivery::has_deliverable_held(me) {
-            // On the donor, whose TCB (and so errno) is the fiber's.
-            set_errno(libc::EINTR);
-            return -1;
-        }
-        let left = crate::base::time::ms_until(deadline);
-        let slice = if (0..=DONOR_WAIT_SLICE_MS).contains(&left) { left } else { DONOR_WAIT_SLICE_MS };
-        let r = wait_ms(slice);
-        if r != 0 || slice == left || me.cancel_pending() {
-            return r;
-        }
-    });
-    crate::signal::cancel::testcancel();
-    r
-}
 
 /// `poll` for a fiber: probe; one owned fd waiting one way parks on it; anything
 /// else runs on the donor.
@@ -42,13 +24,22 @@ fn wait_on_donor_in_slices(deadline: Option<u64>, mut wait_ms: impl FnMut(c_int)
 /// # Safety
 /// As `poll`.
 pub unsafe fn poll(fds: *mut pollfd, n: nfds_t, timeout_ms: c_int) -> c_int {
-    if fiber::current().is_none() {
+    let Some(me) = fiber::current() else {
         // SAFETY: a plain thread: `fds` points to `n` pollfds (poll's contract, this fn's # Safety),
         // what the real poll reads and writes.
         return unsafe { super::poll(fds, n, timeout_ms) };
-    }
-    let deadline = crate::base::time::deadline_in_ms(timeout_ms);
+    };
     begin_blocking_call();
+    // SAFETY: as this fn's.
+    unsafe { poll_begun(me, fds, n, timeout_ms) }
+}
+
+/// [`poll`] for fiber `me` once its call began (`begin_blocking_call`).
+///
+/// # Safety
+/// As `poll`.
+unsafe fn poll_begun(me: &fiber::Fiber, fds: *mut pollfd, n: nfds_t, timeout_ms: c_int) -> c_int {
+    let deadline = crate::base::time::deadline_in_ms(timeout_ms);
     if n == 1 && timeout_ms != 0 {
         // SAFETY: n == 1: one valid pollfd.
         let p = unsafe { &mut *fds };
@@ -136,41 +127,61 @@ pub unsafe fn poll(fds: *mut pollfd, n: nfds_t, timeout_ms: c_int) -> c_int {
         return r;
     }
     // SAFETY: `fds` points to `n` writable pollfds (poll's contract), valid until this call
-    // returns, so also on the donor; poll leaves the requested events alone, so every slice
-    // is the same call.
-    wait_on_donor_in_slices(deadline, |ms| unsafe { super::poll(fds, n, ms) })
+    // returns, so also on the donor; poll leaves the requested events alone, so every
+    // call is the same; `ts` and `m` are wait_on_donor's, valid for the call.
+    delivery::wait_on_donor(me, deadline, |ts, m| unsafe {
+        super::ppoll(fds, n, ts.map_or(core::ptr::null(), |t| t as *const libc::timespec), m)
+    })
 }
 
 /// # Safety
 /// As `ppoll`.
 pub unsafe fn ppoll(fds: *mut pollfd, n: nfds_t, ts: *const libc::timespec, mask: *const libc::sigset_t) -> c_int {
-    if fiber::current().is_none() {
+    let Some(me) = fiber::current() else {
         // SAFETY: a plain thread: `fds`, `ts` and `mask` are as ppoll's contract has them, for the
         // real ppoll.
         return unsafe { super::ppoll(fds, n, ts, mask) };
-    }
+    };
     let zero = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     // SAFETY: `fds` points to `n` writable pollfds and `mask` is null or a sigset_t (ppoll's
-    // contract); `zero` is our own timespec.
+    // contract); `zero` is our own timespec. A bad mask pointer gets its EFAULT here.
     let r = unsafe { super::ppoll(fds, n, &zero, mask) };
     // SAFETY: `ts` is null or a valid timespec (caller).
-    if r != 0 || unsafe { ts.as_ref() }.is_some_and(|t| t.tv_sec == 0 && t.tv_nsec == 0) {
+    let ms = match unsafe { ts.as_ref() }.map_or(Some(-1), poll_ms) {
+        Some(ms) => ms,
+        // A bad timeout: the kernel's EINVAL, at once.
+        // SAFETY: as ppoll's contract has them.
+        None => return unsafe { super::ppoll(fds, n, ts, mask) },
+    };
+    // SAFETY: `mask` is null or a valid sigset_t (caller; the probe above read it).
+    let call_mask = unsafe { mask.as_ref() };
+    // A zero timeout still returns EINTR for a signal held that the call's mask lets
+    // through, as the kernel's ppoll does for a pending one.
+    if r != 0 || (ms == 0 && !call_mask.is_some_and(|m| delivery::holds_signal_outside(me, m))) {
         return r;
     }
-    // Without a mask, ppoll is poll with a finer timeout (rounded up to a millisecond
-    // here): the same waits, which a signal to the fiber interrupts. With one, the mask
-    // must hold for the whole wait: on the donor, in one piece (`pthread_kill` does not
-    // interrupt it). A bad timeout gets the kernel's EINVAL there.
-    // SAFETY: `ts` is null or a valid timespec (caller).
-    if mask.is_null() {
-        if let Some(ms) = unsafe { ts.as_ref() }.map_or(Some(-1), poll_ms) {
-            // SAFETY: `fds` points to `n` writable pollfds (ppoll's contract), as poll's.
-            return unsafe { poll(fds, n, ms) };
-        }
+    // ppoll is poll with a finer timeout (rounded up to a millisecond here) and, given
+    // one, its own signal mask for the wait (module docs).
+    begin_blocking_call();
+    let Some(m) = call_mask else {
+        // SAFETY: `fds` points to `n` writable pollfds (ppoll's contract), as poll's.
+        return unsafe { poll_begun(me, fds, n, ms) };
+    };
+    let before = delivery::install_call_mask(me, m);
+    // SAFETY: as above.
+    let r = if ms == 0 { interrupted_or(me, 0) } else { unsafe { poll_begun(me, fds, n, ms) } };
+    delivery::restore_call_mask(me, before);
+    r
+}
+
+/// For a call that would not wait: -1 with `EINTR` if a handler ran on fiber `me` since
+/// the call began, else `r`.
+fn interrupted_or(me: &fiber::Fiber, r: c_int) -> c_int {
+    if delivery::interrupted_for_good(me, false) {
+        set_errno(libc::EINTR);
+        return -1;
     }
-    // SAFETY: `fds`, `ts`, `mask` are as ppoll's contract has them and stay valid on the donor,
-    // which runs this fiber's frames' call.
-    fiber::run_on_donor(|| unsafe { super::ppoll(fds, n, ts, mask) })
+    r
 }
 
 /// A valid, non-negative timespec as a `poll` timeout: milliseconds rounded up (a wait
@@ -191,11 +202,30 @@ pub unsafe fn select(
     e: *mut libc::fd_set,
     t: *mut libc::timeval,
 ) -> c_int {
-    if fiber::current().is_none() {
+    let Some(me) = fiber::current() else {
         // SAFETY: a plain thread: each set is null or an fd_set and `t` null or a timeval (select's
         // contract), for the real select.
         return unsafe { super::select(nfds, r, w, e, t) };
-    }
+    };
+    begin_blocking_call();
+    // SAFETY: as this fn's.
+    unsafe { select_begun(me, nfds, FdSets { r, w, e }, t) }
+}
+
+/// The three descriptor sets of a `select` call, each null or an `fd_set`.
+#[derive(Clone, Copy)]
+struct FdSets {
+    r: *mut libc::fd_set,
+    w: *mut libc::fd_set,
+    e: *mut libc::fd_set,
+}
+
+/// [`select`] for fiber `me` once its call began (`begin_blocking_call`).
+///
+/// # Safety
+/// As `select`, with its sets in `sets`.
+unsafe fn select_begun(me: &fiber::Fiber, nfds: c_int, sets: FdSets, t: *mut libc::timeval) -> c_int {
+    let FdSets { r, w, e } = sets;
     // SAFETY: each set pointer is null or a valid fd_set (caller).
     let (sr, sw, se) = unsafe { (r.as_ref().copied(), w.as_ref().copied(), e.as_ref().copied()) };
     let mut zero = libc::timeval { tv_sec: 0, tv_usec: 0 };
@@ -210,11 +240,10 @@ pub unsafe fn select(
     // SAFETY: `t` is null or valid (caller).
     let deadline = unsafe { t.as_ref() }
         .map(|t| sys::now_ns().saturating_add(t.tv_sec.max(0) as u64 * 1_000_000_000 + t.tv_usec.max(0) as u64 * 1000));
-    // Each slice restores the sets a timed-out call cleared, then the real blocking
+    // Each call restores the sets an interrupted one cleared, then the real blocking
     // call on the donor.
-    let n = wait_on_donor_in_slices(deadline, |ms| {
-        let mut slice = libc::timeval { tv_sec: (ms / 1000) as libc::time_t, tv_usec: (ms % 1000) as libc::suseconds_t * 1000 };
-        // SAFETY: the caller's sets (or null) and a live timeval.
+    let n = delivery::wait_on_donor(me, deadline, |ts, m| {
+        // SAFETY: the caller's sets (or null), a timespec and a mask of wait_on_donor's.
         unsafe {
             if let Some(s) = sr {
                 *r = s;
@@ -225,7 +254,7 @@ pub unsafe fn select(
             if let Some(s) = se {
                 *e = s;
             }
-            super::select(nfds, r, w, e, if ms < 0 { core::ptr::null_mut() } else { &mut slice })
+            super::pselect(nfds, r, w, e, ts.map_or(core::ptr::null(), |t| t as *const libc::timespec), m)
         }
     });
     // Linux reports the time left in `t`.
@@ -250,23 +279,53 @@ pub unsafe fn pselect(
     t: *const libc::timespec,
     m: *const libc::sigset_t,
 ) -> c_int {
-    // Without a mask, pselect is select with a timeout it does not write back (as
-    // ppoll above); with one, on the donor in one piece.
+    let Some(me) = fiber::current() else {
+        // SAFETY: a plain thread: the sets, `t` and `m` are null or valid as pselect's contract has
+        // them, for the real pselect.
+        return unsafe { super::pselect(nfds, r, w, e, t, m) };
+    };
+    // pselect is select with a timeout it does not write back (rounded up to a
+    // millisecond here) and, given one, its own signal mask for the wait (module docs).
     // SAFETY: `t` is null or a valid timespec (caller).
-    if m.is_null() && fiber::current().is_some() {
-        if let Some(ms) = unsafe { t.as_ref() }.map_or(Some(-1), poll_ms) {
-            let mut tv = libc::timeval { tv_sec: (ms / 1000) as libc::time_t, tv_usec: (ms % 1000) as libc::suseconds_t * 1000 };
-            // SAFETY: the program's sets (null or valid, pselect's contract) and our own timeval.
-            return unsafe { select(nfds, r, w, e, if ms < 0 { core::ptr::null_mut() } else { &mut tv }) };
+    let Some(ms) = unsafe { t.as_ref() }.map_or(Some(-1), poll_ms) else {
+        // A bad timeout: the kernel's EINVAL, at once.
+        // SAFETY: as pselect's contract has them.
+        return unsafe { super::pselect(nfds, r, w, e, t, m) };
+    };
+    let mut tv = libc::timeval { tv_sec: (ms / 1000) as libc::time_t, tv_usec: (ms % 1000) as libc::suseconds_t * 1000 };
+    let tv_ptr: *mut libc::timeval = if ms < 0 { core::ptr::null_mut() } else { &mut tv };
+    if m.is_null() {
+        // SAFETY: the program's sets (null or valid, pselect's contract) and our own timeval.
+        return unsafe { select(nfds, r, w, e, tv_ptr) };
+    }
+    // A bad mask pointer gets the kernel's EFAULT (no descriptor looked at).
+    let zero = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: no sets, our own timespec, and `m` as the program gave it: the kernel reads it.
+    if unsafe { super::pselect(0, core::ptr::null_mut(), core::ptr::null_mut(), core::ptr::null_mut(), &zero, m) } < 0 {
+        return -1;
+    }
+    // SAFETY: `m` is a valid sigset_t (the kernel just read it).
+    let call_mask = unsafe { &*m };
+    if ms == 0 {
+        // A zero timeout: the probe, but EINTR for a held signal the call's mask lets
+        // through, as the kernel's pselect does for a pending one.
+        // SAFETY: as pselect's contract has them.
+        let n = unsafe { super::pselect(nfds, r, w, e, t, m) };
+        if n != 0 || !delivery::holds_signal_outside(me, call_mask) {
+            return n;
         }
     }
-    // SAFETY: the sets, `t` and `m` are null or valid as pselect's contract has them, and stay
-    // valid while the donor runs the call.
-    fiber::run_on_donor(|| unsafe { super::pselect(nfds, r, w, e, t, m) })
+    begin_blocking_call();
+    let before = delivery::install_call_mask(me, call_mask);
+    // SAFETY: as above.
+    let n = if ms == 0 { interrupted_or(me, 0) } else { unsafe { select_begun(me, nfds, FdSets { r, w, e }, tv_ptr) } };
+    delivery::restore_call_mask(me, before);
+    n
 }
 
 /// `epoll_wait` on the program's own epoll fd: its readiness is itself pollable, so
-/// a fiber parks on it through our reactor.
+/// a fiber parks on it through our reactor. Given a signal mask, the fiber's mask is
+/// that one for the wait (module docs).
 ///
 /// # Safety
 /// As `epoll_pwait` (`mask` null for `epoll_wait`).
@@ -277,25 +336,54 @@ pub unsafe fn epoll_pwait(
     timeout_ms: c_int,
     mask: *const libc::sigset_t,
 ) -> c_int {
-    let call = |ms: c_int| {
-        // SAFETY: `ev` has room for `max` events and `mask` is null or a sigset_t (epoll_pwait's
-        // contract, this fn's # Safety), as the real epoll_wait/epoll_pwait require.
-        unsafe {
-            if mask.is_null() {
-                super::epoll_wait(ep, ev, max, ms)
-            } else {
-                super::epoll_pwait(ep, ev, max, ms, mask)
-            }
-        }
+    let Some(me) = fiber::current() else {
+        // SAFETY: a plain thread: as this fn's # Safety, for the real call.
+        return unsafe { epoll_call(ep, ev, max, timeout_ms, mask) };
     };
-    if fiber::current().is_none() {
-        return call(timeout_ms);
-    }
     begin_blocking_call();
-    let r = call(0);
+    // The probe, with the call's mask: a bad mask pointer gets its EFAULT here.
+    // SAFETY: as this fn's # Safety.
+    let r = unsafe { epoll_call(ep, ev, max, 0, mask) };
     if r != 0 || timeout_ms == 0 {
+        // A zero timeout: the kernel's epoll_pwait does not look at signals either.
         return r;
     }
+    // SAFETY: `mask` is null or a valid sigset_t (caller; the probe read it).
+    let Some(m) = (unsafe { mask.as_ref() }) else {
+        // SAFETY: as this fn's.
+        return unsafe { epoll_wait_begun(me, ep, ev, max, timeout_ms) };
+    };
+    let before = delivery::install_call_mask(me, m);
+    // SAFETY: as this fn's.
+    let r = unsafe { epoll_wait_begun(me, ep, ev, max, timeout_ms) };
+    delivery::restore_call_mask(me, before);
+    r
+}
+
+/// The real `epoll_pwait`, or `epoll_wait` for a null `mask`.
+///
+/// # Safety
+/// As `epoll_pwait`.
+unsafe fn epoll_call(ep: c_int, ev: *mut libc::epoll_event, max: c_int, ms: c_int, mask: *const libc::sigset_t) -> c_int {
+    // SAFETY: `ev` has room for `max` events and `mask` is null or a sigset_t (this fn's
+    // # Safety), as the real epoll_wait/epoll_pwait require.
+    unsafe {
+        if mask.is_null() {
+            super::epoll_wait(ep, ev, max, ms)
+        } else {
+            super::epoll_pwait(ep, ev, max, ms, mask)
+        }
+    }
+}
+
+/// `epoll_wait` for fiber `me` once its call began (`begin_blocking_call`) and its
+/// probe found nothing; `timeout_ms` is not 0.
+///
+/// # Safety
+/// As `epoll_wait`.
+unsafe fn epoll_wait_begun(me: &fiber::Fiber, ep: c_int, ev: *mut libc::epoll_event, max: c_int, timeout_ms: c_int) -> c_int {
+    // SAFETY: `ev` has room for `max` events (this fn's # Safety).
+    let call = |ms: c_int| unsafe { super::epoll_wait(ep, ev, max, ms) };
     let deadline = crate::base::time::deadline_in_ms(timeout_ms);
     if let Some(st) = fdtable::owned(ep) {
         if reactor::ensure_registered(ep, st, false).is_ok() {
@@ -316,5 +404,8 @@ pub unsafe fn epoll_pwait(
             }
         }
     }
-    fiber::run_on_donor(|| call(crate::base::time::ms_until(deadline)))
+    // SAFETY: as above; `m` is wait_on_donor's mask.
+    delivery::wait_on_donor(me, deadline, |ts, m| unsafe {
+        super::epoll_pwait(ep, ev, max, ts.and_then(poll_ms).unwrap_or(-1), m)
+    })
 }
