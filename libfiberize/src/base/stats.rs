@@ -93,6 +93,9 @@ counters! {
     demotions_completion_wait,
     demotions_long_block,
     signals_deferred,
+    /// Process-directed signals handed to a fiber that does not block them
+    /// (`signal::process`).
+    signals_to_fibers,
     preemptions,
     turns_ended,
     /// Of those, turns ended at the short budget (`scheduler::turn`: the program's

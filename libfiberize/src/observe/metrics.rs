@@ -126,6 +126,7 @@ const METRICS: &[Metric] = &[
     stat!(demotions_completion_wait, "Demotions for waiting on an I/O completion."),
     stat!(demotions_long_block, "Demotions for blocking a worker long."),
     stat!(signals_deferred, "Signals deferred until the runtime left a shielded stretch."),
+    stat!(signals_to_fibers, "Signals sent to the process handed to a thread (a fiber) that does not block them."),
     stat!(preemptions, "Fibers preempted at the end of their time slice (FIBERIZE_PREEMPT_MS)."),
     stat!(turns_ended, "Fibers sent to the back of the queue at the end of their turn (FIBERIZE_TUNE=turn_us)."),
     stat!(turn_windows_short, "Windows of 16 monitor ticks in which the turn was the short one."),

@@ -11,6 +11,7 @@
 //!   worker: coroutine returned ───────────────────────── hooks().fiber_ended(f)
 //!   worker in a forked child: donor's frames ─────────── hooks().resume_donor_in_forked_child(f)
 //!   monitor tick ─────────────────────────────────────── hooks().exit_if_main_left_and_all_done()
+//!                  ─────────────────────────────────────── hooks().route_process_signals()
 //!   pool started ─────────────────────────────────────── hooks().after_pool_started()
 //!   idle epoll harvested an fd event ─────────────────── hooks().dispatch_readiness(cookie, events)
 //!   (and from the signal layer, which may not import the thread layer either:)
@@ -45,6 +46,10 @@ pub struct Hooks {
     /// Once a monitor tick: exit the process if `main` returned and no fiber is left
     /// (`thread::pthread::exit_if_main_left_and_all_done`).
     pub exit_if_main_left_and_all_done: fn(),
+    /// Once a monitor tick, on the monitor (which blocks every signal): hand the
+    /// signals pending for the process that a fiber does not block to such a fiber
+    /// (`signal::process::route_pending`).
+    pub route_process_signals: fn(),
     /// Right after the workers and the monitor were started (`thread::process`).
     pub after_pool_started: fn(),
     /// One event harvested from the idle epoll set (`runtime::poller`), whose cookie
@@ -83,6 +88,7 @@ pub static NO_HOOKS: Hooks = Hooks {
     fiber_ended: nothing_for,
     resume_donor_in_forked_child: no_donor_to_resume,
     exit_if_main_left_and_all_done: nothing,
+    route_process_signals: nothing,
     after_pool_started: nothing,
     dispatch_readiness: no_descriptors,
     exit_thread: no_thread_layer,

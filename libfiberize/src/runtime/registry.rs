@@ -76,6 +76,12 @@ pub fn find_by_donor_tid(tid: u32) -> Option<FiberRef> {
     BY_PTHREAD.lock().values().find(|f| f.identity.donor_tid() == tid).cloned()
 }
 
+/// A live fiber for which `pred` holds, the lowest id first. `pred` runs under the
+/// registry's lock: it may only read the fiber.
+pub fn find(pred: impl Fn(&Fiber) -> bool) -> Option<FiberRef> {
+    REGISTRY.lock().values().find(|f| pred(f)).cloned()
+}
+
 /// # Safety
 /// `f` points to a live fiber.
 pub unsafe fn unregister_ptr(f: *const Fiber) {

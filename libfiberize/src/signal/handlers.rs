@@ -233,6 +233,20 @@ fn sys_set_errno(e: c_int) {
 type InfoHandler = extern "C" fn(c_int, *mut siginfo_t, *mut c_void);
 type PlainHandler = extern "C" fn(c_int);
 
+/// The signals with a program handler behind the trampoline (not `SIG_IGN`, not
+/// `SIG_DFL`), as a kernel mask. Async-signal-safe (64 atomic loads).
+pub fn handled_signals() -> u64 {
+    let mut set = 0u64;
+    for (sig, slot) in ACTIONS.iter().enumerate().skip(1) {
+        if slot.wrapped.load(Ordering::Acquire) != 0
+            && !matches!(slot.handler.load(Ordering::Acquire), libc::SIG_DFL | libc::SIG_IGN)
+        {
+            set |= 1u64 << (sig - 1);
+        }
+    }
+    set
+}
+
 /// The handler the kernel holds for every signal with a program handler.
 extern "C" fn trampoline(sig: c_int, info: *mut siginfo_t, uc: *mut c_void) {
     if shield::depth() != 0 {
@@ -244,6 +258,21 @@ extern "C" fn trampoline(sig: c_int, info: *mut siginfo_t, uc: *mut c_void) {
         // SAFETY: as above.
         unsafe { *libc::__errno_location() = saved_errno };
         return;
+    }
+    // A signal sent to the process that the kernel gave a worker's scheduler context
+    // (at its safe point: the shield deferred it there) belongs to a thread of the
+    // program that does not block it: a fiber, which gets it as from pthread_kill
+    // (crate::signal::process).
+    // SAFETY: `info` is the kernel's siginfo for this delivery.
+    if crate::runtime::scheduler::in_worker_context() && unsafe { crate::signal::process::process_directed(info) } {
+        // SAFETY: errno slot of this context; saved and restored around the routing.
+        let saved_errno = unsafe { *libc::__errno_location() };
+        let routed = crate::signal::process::route_from_worker(sig);
+        // SAFETY: as above.
+        unsafe { *libc::__errno_location() = saved_errno };
+        if routed {
+            return;
+        }
     }
     let slot = &ACTIONS[sig as usize];
     let flags = slot.flags.load(Ordering::Acquire);

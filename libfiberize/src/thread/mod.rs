@@ -20,6 +20,7 @@ pub static LAYER_HOOKS: Hooks = Hooks {
     fiber_ended: pthread::fiber_ended,
     resume_donor_in_forked_child: donor_sleep::resume_donor_in_forked_child,
     exit_if_main_left_and_all_done: pthread::exit_if_main_left_and_all_done,
+    route_process_signals: crate::signal::process::route_pending,
     after_pool_started: process::after_pool_started,
     dispatch_readiness: crate::io::reactor::dispatch,
     exit_thread: pthread::exit,

@@ -144,6 +144,16 @@ pub fn sigmask_set(mask: u64) {
     unsafe { syscall6(libc::SYS_rt_sigprocmask as usize, libc::SIG_SETMASK as usize, &mask as *const u64 as usize, 0, 8, 0, 0) };
 }
 
+/// The signals pending for the calling OS thread or for its process, as the kernel's
+/// 64-bit set (`rt_sigpending`: those the thread blocks; for a thread that blocks every
+/// signal, all of them).
+pub fn sigpending() -> u64 {
+    let mut set: u64 = 0;
+    // SAFETY: rt_sigpending writes 8 bytes to `set`.
+    unsafe { syscall6(libc::SYS_rt_sigpending as usize, &mut set as *mut u64 as usize, 8, 0, 0, 0, 0) };
+    set
+}
+
 /// Adds `bits` to the calling OS thread's signal mask.
 pub fn sigmask_block(bits: u64) {
     // SAFETY: rt_sigprocmask reads 8 bytes from `bits`.

@@ -96,7 +96,9 @@ pub use direct_wait::{direct_wait, sleep_without_spin_next, DirectWait};
 pub(crate) use monitor::{mark_blocked, thread_sleeps_in_kernel, thread_state, BlockedCall};
 pub use start::{pool_never_started, start};
 pub use turn::note_stream_read;
-pub use wake::{arc_from_ref, park_current, push_from_donor, unpark, unpark_lock_waiter, unpark_many, yield_now};
+pub use wake::{
+    arc_from_ref, in_worker_context, park_current, push_from_donor, unpark, unpark_lock_waiter, unpark_many, yield_now,
+};
 
 /// Idle rounds before a worker sleeps (`FIBERIZE_TUNE=spin` overrides): the first quarter
 /// a few hundred ns of `pause` each, the rest `sched_yield`s, a non-blocking epoll poll

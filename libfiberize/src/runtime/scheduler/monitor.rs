@@ -100,6 +100,7 @@ pub(super) extern "C" fn monitor_main(_: *mut libc::c_void) -> *mut libc::c_void
         let ticks = doze.sleep(rt);
         let tick = Tick { ticks, idle_workers: rt.idle.sleeping() + rt.idle.spinning() > 0 };
         (crate::runtime::hooks::get().exit_if_main_left_and_all_done)();
+        (crate::runtime::hooks::get().route_process_signals)();
         if crate::base::sites::on() {
             sample_for_report(rt, ticks);
         }

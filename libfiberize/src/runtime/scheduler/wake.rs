@@ -323,6 +323,12 @@ fn worker_context() -> Option<&'static WorkerShared> {
     }
 }
 
+/// Whether the caller runs in a worker's scheduler context (not in a fiber, not on
+/// another thread). Async-signal-safe (a TLS read).
+pub fn in_worker_context() -> bool {
+    worker_context().is_some()
+}
+
 /// `sched_yield` for a fiber: back of the local queue.
 pub fn yield_now() {
     if let Some(f) = fiber::current() {
