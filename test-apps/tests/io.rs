@@ -54,7 +54,9 @@ fn each_readiness_set_has_one_active_worker_after_a_blocked_one() {
         .stderr
         .lines()
         .filter_map(|l| l.trim_start().strip_prefix("worker "))
-        .filter_map(|l| l.split_once("(active, set ").and_then(|(_, rest)| rest.split_once(')')).map(|(set, _)| set.parse().unwrap()))
+        .filter_map(|l| {
+            l.split_once("(active, set ").and_then(|(_, rest)| rest.split_once(')')).map(|(set, _)| set.parse().unwrap())
+        })
         .collect();
     sets.sort_unstable();
     assert_eq!(sets, [0, 1, 2, 3], "active workers' sets: {}", pre.stderr);

@@ -198,7 +198,9 @@ mod tests {
     /// that lock wake-ups gather on one worker do not gather their connections there.
     #[test]
     fn a_descriptor_moves_only_toward_the_emptier_set() {
-        for (home, here, moves) in [(10, 8, true), (10, 9, false), (10, 10, false), (10, 12, false), (1, 0, false), (2, 0, true), (0, 0, false)] {
+        for (home, here, moves) in
+            [(10, 8, true), (10, 9, false), (10, 10, false), (10, 12, false), (1, 0, false), (2, 0, true), (0, 0, false)]
+        {
             assert_eq!(moves_toward_balance(home, here), moves, "home set holds {home}, the waiter's set {here}");
             if moves {
                 assert!(!moves_toward_balance(here + 1, home - 1), "the move back after {home} -> {here}");

@@ -49,8 +49,7 @@ impl Policy for StuckWatch {
     fn tick(&mut self, rt: &Runtime, tick: &Tick) {
         // Readiness that waits in a set whose worker does not serve it now.
         poller::poll_stale_sets_where(MONITOR_TICK_NS, |set| {
-            tick.idle_workers
-                || !rt.workers().iter().any(|w| w.readiness_set() == set && serves_own(w, &self.no_progress_ticks))
+            tick.idle_workers || !rt.workers().iter().any(|w| w.readiness_set() == set && serves_own(w, &self.no_progress_ticks))
         });
         for w in rt.workers() {
             let i = w.index;
