@@ -21,8 +21,9 @@
 
 use libc::{c_int, sigset_t};
 
+use crate::base::stats::{bump, STATS};
 use crate::base::sys;
-use crate::runtime::fiber::Fiber;
+use crate::runtime::fiber::{Fiber, FiberRef, Life};
 use crate::runtime::kick::{KICK_BIT, KICK_SIGNAL};
 
 fn to_kernel(set: &sigset_t) -> u64 {
@@ -208,6 +209,41 @@ pub fn kill_fiber(target: &crate::runtime::fiber::FiberRef, sig: c_int) -> c_int
     crate::runtime::kick::kick(target);
     interrupt_donor_wait(target);
     0
+}
+
+// ---------------------------------------------------------------------------------
+// Signals sent to the process, handed to a fiber (crate::signal::process)
+// ---------------------------------------------------------------------------------
+
+/// A fiber that takes signal `sig` now: not a plain thread, its mask lets `sig` through.
+/// A running one first.
+pub(crate) fn accepting_fiber(sig: c_int) -> Option<FiberRef> {
+    let bit = 1u64 << (sig - 1);
+    let accepts = |f: &Fiber| {
+        !f.signals.is_plain_thread() && !matches!(f.life(), Life::Starting | Life::Finished) && intended_mask(f) & bit == 0
+    };
+    crate::runtime::registry::find(|f| accepts(f) && f.life() == Life::Running)
+        .or_else(|| crate::runtime::registry::find(accepts))
+}
+
+/// Whether `info` describes a signal sent to the process (`kill`, `sigqueue`, a timer,
+/// the kernel), not to one thread (`tgkill`, `pthread_kill`, a fiber's held signal).
+///
+/// # Safety
+/// `info` is null or the kernel's siginfo of the delivery being handled.
+pub unsafe fn process_directed(info: *const libc::siginfo_t) -> bool {
+    // SAFETY: null or the kernel's siginfo (this fn's # Safety).
+    unsafe { info.as_ref() }.is_some_and(|i| i.si_code != libc::SI_TKILL)
+}
+
+/// The trampoline in a worker's scheduler context (at its safe point; `crate::signal::process` has the protocol) got
+/// `sig`, sent to the process: hands it to a fiber that accepts it, as `pthread_kill`
+/// would. False when none does (the caller runs the handler where it is).
+pub fn route_from_worker(sig: c_int) -> bool {
+    let Some(target) = accepting_fiber(sig) else { return false };
+    bump(&STATS.signals_to_fibers);
+    kill_fiber(&target, sig);
+    true
 }
 
 /// `raise` in a fiber: delivered now on this kernel thread (or kept pending if the

@@ -264,10 +264,10 @@ extern "C" fn trampoline(sig: c_int, info: *mut siginfo_t, uc: *mut c_void) {
     // program that does not block it: a fiber, which gets it as from pthread_kill
     // (crate::signal::process).
     // SAFETY: `info` is the kernel's siginfo for this delivery.
-    if crate::runtime::scheduler::in_worker_context() && unsafe { crate::signal::process::process_directed(info) } {
+    if crate::runtime::scheduler::in_worker_context() && unsafe { crate::signal::delivery::process_directed(info) } {
         // SAFETY: errno slot of this context; saved and restored around the routing.
         let saved_errno = unsafe { *libc::__errno_location() };
-        let routed = crate::signal::process::route_from_worker(sig);
+        let routed = crate::signal::delivery::route_from_worker(sig);
         // SAFETY: as above.
         unsafe { *libc::__errno_location() = saved_errno };
         if routed {

@@ -32,7 +32,9 @@
 //!             yes: rt_sigtimedwait takes it, held for that fiber; no: stays pending
 //! ```
 //!
-//! The worker's route runs in its trampoline at the worker's safe point (the shield
+//! The worker's route (`delivery::route_from_worker`, beside `kill_fiber`: the
+//! trampoline calls it, and this file stays outside the circle of the signal files
+//! that call each other) runs in its trampoline at the worker's safe point (the shield
 //! defers every program signal that lands in scheduler context to it, and an idle
 //! wait returns `EINTR` to reach it): no runtime lock is held and no queue operation is
 //! in progress on that kernel thread, so taking the registry's lock and unparking are
@@ -49,44 +51,8 @@
 //! monitor hands on loses its siginfo (the fiber's handler sees `SI_TKILL` from its own
 //! process), and real-time signals queued several times reach the fiber once per look.
 
-use libc::c_int;
-
 use crate::base::stats::{bump, STATS};
 use crate::base::sys;
-use crate::runtime::fiber::{Fiber, FiberRef, Life};
-
-/// A fiber that takes signal `sig` now: not a plain thread, its mask lets `sig` through.
-/// A running one first.
-fn accepting_fiber(sig: c_int) -> Option<FiberRef> {
-    let bit = 1u64 << (sig - 1);
-    let accepts = |f: &Fiber| {
-        !f.signals.is_plain_thread()
-            && !matches!(f.life(), Life::Starting | Life::Finished)
-            && crate::signal::delivery::intended_mask(f) & bit == 0
-    };
-    crate::runtime::registry::find(|f| accepts(f) && f.life() == Life::Running)
-        .or_else(|| crate::runtime::registry::find(accepts))
-}
-
-/// Whether `info` describes a signal sent to the process (`kill`, `sigqueue`, a timer,
-/// the kernel), not to one thread (`tgkill`, `pthread_kill`, a fiber's held signal).
-///
-/// # Safety
-/// `info` is null or the kernel's siginfo of the delivery being handled.
-pub unsafe fn process_directed(info: *const libc::siginfo_t) -> bool {
-    // SAFETY: null or the kernel's siginfo (this fn's # Safety).
-    unsafe { info.as_ref() }.is_some_and(|i| i.si_code != libc::SI_TKILL)
-}
-
-/// The trampoline in a worker's scheduler context (at its safe point, module docs) got
-/// `sig`, sent to the process: hands it to a fiber that accepts it, as `pthread_kill`
-/// would. False when none does (the caller runs the handler where it is).
-pub fn route_from_worker(sig: c_int) -> bool {
-    let Some(target) = accepting_fiber(sig) else { return false };
-    bump(&STATS.signals_to_fibers);
-    crate::signal::delivery::kill_fiber(&target, sig);
-    true
-}
 
 /// The monitor's look (module docs): takes each signal pending for the process that
 /// has a program handler and that a fiber accepts, and holds it for that fiber. A
@@ -110,7 +76,7 @@ pub fn route_pending() {
             continue;
         }
         let sig = bit + 1;
-        let Some(target) = accepting_fiber(sig) else { continue };
+        let Some(target) = crate::signal::delivery::accepting_fiber(sig) else { continue };
         // SAFETY: no siginfo is asked for; a zero timeout only takes what is pending.
         if unsafe { sys::rt_sigtimedwait(one, core::ptr::null_mut(), Some(&zero)) } != sig as isize {
             continue; // a thread that unblocked it took it meanwhile
