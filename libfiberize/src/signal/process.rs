@@ -59,6 +59,9 @@ use crate::base::sys;
 /// signal no fiber accepts stays pending, where `sigpending` shows it and where the
 /// kernel delivers it to the first thread (or fiber on its worker) that unblocks it.
 pub fn route_pending() {
+    if !crate::signal::delivery::ROUTE_PROCESS_SIGNALS {
+        return;
+    }
     let handled = crate::signal::handlers::handled_signals();
     if handled == 0 {
         return;
