@@ -9,8 +9,9 @@
 //! there by a lock's wake-up (the waker's lifo slot) goes home with its next wait.
 //! (When every move followed the fiber, MariaDB read_write @256 on 8 cores had p95
 //! 142 ms against 55 ms with this rule, at the same transactions/s: connections
-//! gathered on the workers where lock hand-offs had taken their fibers.) An fd with several waiters on different workers (a
-//! listening socket with many acceptors) stays where it is: moving it back and forth
+//! gathered on the workers where lock hand-offs had taken their fibers.) An fd with
+//! several waiters on different workers (a listening socket with many acceptors) stays
+//! where it is: moving it back and forth
 //! would cost two `epoll_ctl` per wait, and its edges wake all its waiters anyway.
 //!
 //! Registration is lazy (the first time a fiber would block on the fd), edge-triggered
@@ -49,8 +50,9 @@ static IO_WAITERS: AtomicU32 = AtomicU32::new(0);
 /// once, so an edge between the writer's EAGAIN and the MOD is not lost.
 pub fn ensure_registered(fd: i32, st: &FdState, for_write: bool) -> Result<(), i32> {
     let here = caller_set();
-    // A move only where sets are per worker, the fd is in another one, and the caller
-    // (counted in `epoll_waiters` already) is its only waiter. Relaxed looks: the
+    // A move only where sets are per worker, the fd is in another one, the caller
+    // (counted in `epoll_waiters` already) is its only waiter, and the caller's set holds
+    // at least two fds fewer (`moves_toward_balance`). Relaxed looks: the
     // decision is re-made under the registration lock by `InTheSet::put`.
     let home = st.home_set.load(Ordering::Relaxed) as usize;
     let relocate = poller::per_worker()

@@ -42,8 +42,9 @@
 //! that set holds at least two descriptors fewer (`crate::io::reactor`): so a
 //! connection's readiness is harvested by the worker its fiber last ran on, which
 //! queues the fiber locally and runs it on the same core, and fibers that lock
-//! wake-ups gather on one worker do not take their connections with them. A worker sleeps only in its
-//! own set and is woken only through its own eventfd, when it has work. A busy worker
+//! wake-ups gather on one worker do not take their connections with them. A worker
+//! sleeps only in its own set and is woken only through its own eventfd, when it has
+//! work. A busy worker
 //! polls its own set between fibers once it is `STALE_NS` old; an idle worker that
 //! spins polls the other sets that are that stale (their owner runs one long fiber);
 //! the monitor polls every set that is a tick old. So readiness for a busy worker is

@@ -515,13 +515,8 @@ pub fn worker_of(f: &Fiber) -> Option<&'static WorkerShared> {
     (!w.is_null()).then(|| unsafe { &*w })
 }
 
-/// The index of the worker running the calling fiber (None: the caller is no fiber).
-#[inline]
-pub fn current_worker_index() -> Option<usize> {
-    fiber::current().and_then(worker_of).map(|w| w.index)
-}
-
 /// The readiness set of the worker running the calling fiber (None for a plain thread).
+#[inline]
 pub fn current_readiness_set() -> Option<usize> {
     fiber::current().and_then(worker_of).map(WorkerShared::readiness_set)
 }
