@@ -358,7 +358,6 @@ fn waits_with_a_signal_mask_are_interrupted_by_signals() {
 /// trampoline hands them on). Before, the call was never interrupted (the main thread's
 /// rescue after 3 s ended it).
 #[test]
-#[ignore = "process-directed signals are not handed to fibers: the routing hung sig_handlers under load (signal::delivery::ROUTE_PROCESS_SIGNALS)"]
 fn process_directed_signals_reach_a_parked_fiber() {
     for mode in ["early", "late"] {
         let (native, pre) = same_both_ways("sig_process", &[mode]);

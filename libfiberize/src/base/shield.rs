@@ -166,8 +166,33 @@ pub fn postpone_held_signals() {
 
 /// Unblocks this context's deferred signals and raises the held ones that were due;
 /// the kernel delivers them on return.
+///
+/// The order matters. A handler that runs while a deferred signal is still blocked
+/// here saves that mask in its frame, and its `sigreturn` puts it back. If such a
+/// handler (a held signal raised first, or any signal that lands now, at depth 0)
+/// itself left a shield, its nested `redeliver` took the deferred bits and unblocked
+/// them, and its return blocked them again, with nobody left to unblock them: the
+/// next instance of that signal queued to this thread waited there for good
+/// (`sig_handlers 5000 open`, a lost SIGUSR2, 2026-11-28). So the deferred bits are
+/// taken first and unblocked at once: a handler nested between the two restores a
+/// mask that the unblock after it then clears. The held signals are raised after.
 #[cold]
 fn redeliver() {
+    let bits = DEFERRED.with(|d| d.replace(0));
+    if bits != 0 {
+        // Unblock only what the context means to accept: a fiber's own mask (or, for
+        // a fiber without one, its worker's) may block a signal that was deferred on
+        // another worker during a switch.
+        let keep = match STILL_BLOCKED.load(Ordering::Acquire) {
+            0 => 0,
+            f => {
+                // SAFETY: only `set_still_blocked` stores here, and it stores a `fn() -> u64`.
+                let still_blocked = unsafe { core::mem::transmute::<usize, fn() -> u64>(f) };
+                still_blocked()
+            }
+        };
+        sys::sigmask_unblock(bits & !keep);
+    }
     if HELD_DUE.with(|h| h.replace(false)) {
         match DELIVER_HELD.load(Ordering::Acquire) {
             0 => {}
@@ -178,22 +203,6 @@ fn redeliver() {
             }
         }
     }
-    let bits = DEFERRED.with(|d| d.replace(0));
-    if bits == 0 {
-        return;
-    }
-    // Unblock only what the context means to accept: a fiber's own mask (or, for a
-    // fiber without one, its worker's) may block a signal that was deferred on
-    // another worker during a switch.
-    let keep = match STILL_BLOCKED.load(Ordering::Acquire) {
-        0 => 0,
-        f => {
-            // SAFETY: only `set_still_blocked` stores here, and it stores a `fn() -> u64`.
-            let still_blocked = unsafe { core::mem::transmute::<usize, fn() -> u64>(f) };
-            still_blocked()
-        }
-    };
-    sys::sigmask_unblock(bits & !keep);
 }
 
 /// The worker loop's safe point: no queue operation or lock is in progress, so the

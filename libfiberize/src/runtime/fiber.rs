@@ -550,9 +550,14 @@ pub fn become_plain_thread() -> bool {
     set_on_donor(true);
     fiber.altstack.hand_to_kernel();
     crate::base::sys::sigmask_set(mask & !crate::base::sys::GLIBC_INTERNAL_SIGNALS);
-    let held = fiber.signals.take_all();
-    for bit in (0..64).filter(|b| held & (1u64 << b) != 0) {
+    let (to_thread, to_process) = fiber.signals.take_all();
+    for bit in (0..64).filter(|b| to_thread & (1u64 << b) != 0) {
         crate::base::sys::tgkill(crate::base::sys::gettid(), bit + 1);
+    }
+    // Signals of the process that were handed to the fiber go back to the process,
+    // which gives them to a thread that takes them: this one, if its mask lets them in.
+    for bit in (0..64).filter(|b| to_process & (1u64 << b) != 0) {
+        crate::base::sys::kill(bit + 1);
     }
     true
 }

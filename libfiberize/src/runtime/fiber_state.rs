@@ -116,10 +116,17 @@ impl Cancellation {
 /// the signal, then looks at the flag; the fiber sets the flag, then (on its donor)
 /// takes what is held: a Dekker pair, SeqCst on both sides, so that a signal held
 /// during the hand-over is seen by at least one of them (and taken by exactly one).
+///
+/// `from_process`: the held signals that were sent to the process and handed to this
+/// fiber (`crate::signal::process`), a subset of `held` (set before `held`, cleared
+/// after it). Natively such a signal stays the process's until a thread takes it; a
+/// fiber that blocks it, or ends, before taking it gives it back
+/// ([`Self::take_from_process`]) for another thread to take.
 pub struct SignalState {
     mask: AtomicU64,
     has_mask: AtomicBool,
     held: AtomicU64,
+    from_process: AtomicU64,
     plain_thread: AtomicBool,
 }
 
@@ -129,6 +136,7 @@ impl SignalState {
             mask: AtomicU64::new(0),
             has_mask: AtomicBool::new(false),
             held: AtomicU64::new(0),
+            from_process: AtomicU64::new(0),
             plain_thread: AtomicBool::new(false),
         }
     }
@@ -153,16 +161,45 @@ impl SignalState {
     pub fn hold(&self, sig: i32) {
         self.held.fetch_or(1u64 << (sig - 1), Ordering::SeqCst);
     }
+    /// Holds signal `sig`, sent to the process, for the fiber (SeqCst: the sender's
+    /// side of the pair with the fiber's new mask, see
+    /// `crate::signal::delivery::hand_process_signal`).
+    #[inline]
+    pub fn hold_from_process(&self, sig: i32) {
+        let bit = 1u64 << (sig - 1);
+        self.from_process.fetch_or(bit, Ordering::SeqCst);
+        self.held.fetch_or(bit, Ordering::SeqCst);
+    }
     /// Takes the held signal whose bit is `bit`; false if another taker got it first.
     #[inline]
     pub fn take(&self, bit: u64) -> bool {
-        self.held.fetch_and(!bit, Ordering::AcqRel) & bit != 0
+        let taken = self.held.fetch_and(!bit, Ordering::AcqRel) & bit != 0;
+        if taken {
+            self.from_process.fetch_and(!bit, Ordering::AcqRel);
+        }
+        taken
+    }
+    /// Takes the held signals of `set` that were sent to the process, to give them
+    /// back to it; each is taken once, by this or by a delivery.
+    #[inline]
+    pub fn take_from_process(&self, set: u64) -> u64 {
+        let candidates = self.from_process.load(Ordering::SeqCst) & set;
+        let mut taken = 0;
+        for bit in (0..64).map(|b| 1u64 << b).filter(|b| candidates & b != 0) {
+            if self.take(bit) {
+                taken |= bit;
+            }
+        }
+        taken
     }
     /// Takes every held signal (SeqCst: the fiber's side of the pair with
-    /// [`Self::hold`], after [`Self::mark_plain_thread`]).
+    /// [`Self::hold`], after [`Self::mark_plain_thread`]): those sent to the thread,
+    /// and those sent to the process.
     #[inline]
-    pub fn take_all(&self) -> u64 {
-        self.held.swap(0, Ordering::SeqCst)
+    pub fn take_all(&self) -> (u64, u64) {
+        let held = self.held.swap(0, Ordering::SeqCst);
+        let from_process = self.from_process.swap(0, Ordering::SeqCst) & held;
+        (held & !from_process, from_process)
     }
     /// The fiber leaves the pool for good: from now on it is a plain thread on its
     /// donor, which takes signals from the kernel.

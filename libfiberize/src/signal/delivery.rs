@@ -62,6 +62,9 @@ pub unsafe fn fiber_sigmask(f: &Fiber, how: c_int, set: *const sigset_t, old: *m
     let new = new & !((1u64 << (libc::SIGKILL - 1)) | (1u64 << (libc::SIGSTOP - 1)));
     f.signals.set_mask(new);
     sys::sigmask_set(new & !KICK_BIT);
+    // Signals of the process handed to this fiber that it now blocks go back to the
+    // process (the fiber's side of the pair in `hand_process_signal`).
+    give_back_to_process(f, new);
     // Unblocking may release signals that were sent to this fiber meanwhile.
     if f.signals.held() != 0 {
         deliver_pending(f);
@@ -215,12 +218,6 @@ pub fn kill_fiber(target: &crate::runtime::fiber::FiberRef, sig: c_int) -> c_int
 // Signals sent to the process, handed to a fiber (crate::signal::process)
 // ---------------------------------------------------------------------------------
 
-/// Whether process-directed signals are handed to fibers (`crate::signal::process`).
-/// Off: with it on, `sig_handlers 5000 open` (process-directed signals in a loop) hung
-/// preloaded in 2 of 6 runs under `stress-ng --cpu 2` (0 of 8 with it off, 2026-11-28);
-/// the cause is not found yet.
-pub(crate) const ROUTE_PROCESS_SIGNALS: bool = false;
-
 /// A fiber that takes signal `sig` now: not a plain thread, its mask lets `sig` through.
 /// A running one first.
 pub(crate) fn accepting_fiber(sig: c_int) -> Option<FiberRef> {
@@ -246,13 +243,48 @@ pub unsafe fn process_directed(info: *const libc::siginfo_t) -> bool {
 /// `sig`, sent to the process: hands it to a fiber that accepts it, as `pthread_kill`
 /// would. False when none does (the caller runs the handler where it is).
 pub fn route_from_worker(sig: c_int) -> bool {
-    if !ROUTE_PROCESS_SIGNALS {
-        return false;
-    }
     let Some(target) = accepting_fiber(sig) else { return false };
-    bump(&STATS.signals_to_fibers);
-    kill_fiber(&target, sig);
+    hand_process_signal(&target, sig);
     true
+}
+
+/// Hands `sig`, taken from the process, to fiber `target`, chosen because it took
+/// `sig` then, as `pthread_kill` would. The fiber may have blocked `sig`, ended or left
+/// for its donor meanwhile: natively the signal would then have stayed the process's
+/// for another thread to take, so it goes back to the process.
+///
+/// The race with the fiber's new mask is a Dekker pair: this side holds the signal,
+/// then (SeqCst fence) reads the mask; the fiber sets its mask, then (SeqCst fence)
+/// looks for held signals of the process that it blocks ([`fiber_sigmask`]). At least
+/// one of the two sees the other's write, and `take` lets exactly one give it back.
+pub(crate) fn hand_process_signal(target: &FiberRef, sig: c_int) {
+    let bit = 1u64 << (sig - 1);
+    target.signals.hold_from_process(sig);
+    core::sync::atomic::fence(core::sync::atomic::Ordering::SeqCst);
+    let gone = target.signals.is_plain_thread() || target.life() == Life::Finished;
+    if gone || intended_mask(target) & bit != 0 {
+        give_back_to_process(target, if gone { u64::MAX } else { bit });
+        return;
+    }
+    bump(&STATS.signals_to_fibers);
+    crate::runtime::scheduler::unpark(target);
+    crate::runtime::kick::kick(target);
+    interrupt_donor_wait(target);
+}
+
+/// Gives the signals of `set` that were sent to the process and are still held for
+/// fiber `f` back to the process: the kernel gives each to a thread that does not
+/// block it (a worker's, whose trampoline hands it on to a fiber), or keeps it pending
+/// for the process, where the monitor looks (`crate::signal::process`).
+///
+/// The fiber's side of the pair in [`hand_process_signal`]: called after the fiber's
+/// new mask or its end is published; the fence orders that before the look.
+pub fn give_back_to_process(f: &Fiber, set: u64) {
+    core::sync::atomic::fence(core::sync::atomic::Ordering::SeqCst);
+    let back = f.signals.take_from_process(set);
+    for bit in (0..64).filter(|b| back & (1u64 << b) != 0) {
+        sys::kill(bit + 1);
+    }
 }
 
 /// `raise` in a fiber: delivered now on this kernel thread (or kept pending if the

@@ -44,6 +44,11 @@
 //! `sigwait` takes them on its donor). A monitor that dozes (a quiet pool) looks at
 //! most 50 ms late.
 //!
+//! A handed-on signal stays the process's until the fiber takes it: a fiber that
+//! blocks it, ends or leaves for its donor first gives it back with `kill`, for the
+//! kernel to give another thread (`delivery::hand_process_signal`, which also has the
+//! race with the fiber's new mask).
+//!
 //! Not covered: a signal nobody accepts that reaches a worker in scheduler context
 //! (its mask lets it through because the program blocked it only after the pool
 //! started) runs its handler there, as before, instead of staying pending for the
@@ -51,7 +56,6 @@
 //! monitor hands on loses its siginfo (the fiber's handler sees `SI_TKILL` from its own
 //! process), and real-time signals queued several times reach the fiber once per look.
 
-use crate::base::stats::{bump, STATS};
 use crate::base::sys;
 
 /// The monitor's look (module docs): takes each signal pending for the process that
@@ -59,9 +63,6 @@ use crate::base::sys;
 /// signal no fiber accepts stays pending, where `sigpending` shows it and where the
 /// kernel delivers it to the first thread (or fiber on its worker) that unblocks it.
 pub fn route_pending() {
-    if !crate::signal::delivery::ROUTE_PROCESS_SIGNALS {
-        return;
-    }
     let handled = crate::signal::handlers::handled_signals();
     if handled == 0 {
         return;
@@ -84,7 +85,6 @@ pub fn route_pending() {
         if unsafe { sys::rt_sigtimedwait(one, core::ptr::null_mut(), Some(&zero)) } != sig as isize {
             continue; // a thread that unblocked it took it meanwhile
         }
-        bump(&STATS.signals_to_fibers);
-        crate::signal::delivery::kill_fiber(&target, sig);
+        crate::signal::delivery::hand_process_signal(&target, sig);
     }
 }

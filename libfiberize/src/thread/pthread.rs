@@ -411,6 +411,8 @@ fn wait_for_fiber_end(t: pthread_t) -> bool {
 
 /// Wakes the fibers waiting in [`wait_for_fiber_end`] for `f`, which just finished.
 pub fn fiber_ended(f: &Fiber) {
+    // Signals of the process handed to it that it did not take are the process's again.
+    crate::signal::delivery::give_back_to_process(f, u64::MAX);
     crate::sync::parking::unpark_some(f as *const Fiber as usize, u32::MAX, usize::MAX, |_| {});
 }
 

@@ -217,6 +217,12 @@ pub(super) fn run_fiber(w: &WorkerShared, f: FiberRef) {
     //
     // Every fiber has a mask (its creator's, from `thread::create`); only one that
     // differs from the worker's costs the two system calls.
+    //
+    // A signal deferred in this scheduler context since the safe point is blocked on
+    // the kernel thread until the next safe point, which a fiber that never switches
+    // (a spin on `pthread_cond_signal`, which preemption refuses: library code) keeps
+    // away for good: the mask is installed then too, and the fiber takes the signal
+    // as above. (`sig_handlers 5000 open` lost a signal so under load, 2026-11-28.)
     let base = w.base_sigmask.load(Ordering::Relaxed);
     let own_mask = |f: &Fiber| f.signals.own_mask().map(|m| m & !crate::runtime::kick::KICK_BIT).filter(|&m| m != base);
     let result = unsafe {
@@ -226,11 +232,15 @@ pub(super) fn run_fiber(w: &WorkerShared, f: FiberRef) {
         // `addr_of` pin). One load and branch for a fiber without any.
         crate::runtime::wtls::swap_registered(&f, fiber_tp, own_tp);
         sys::set_thread_pointer(fiber_tp);
-        if let Some(m) = own_mask(&f) {
+        // Read after the FS switch: a signal deferred from here on is the fiber's
+        // (its shield exit unblocks it on this thread); one deferred before is noted
+        // in the worker's word by then.
+        let install = own_mask(&f).or_else(|| (w.deferred.load(Ordering::Relaxed) != 0).then_some(base));
+        if let Some(m) = install {
             sys::sigmask_set(m);
         }
         let r = co.resume(());
-        if own_mask(&f).is_some() {
+        if install.is_some() || own_mask(&f).is_some() {
             sys::sigmask_set(base);
         }
         sys::set_thread_pointer(own_tp);
