@@ -14,7 +14,9 @@
 # `perf record -e cpu-clock` and prints the share of its CPU samples in libfiberize.so
 # and the library's top symbols; PROFILE=all records every server (native and pool too)
 # and prints, for each, its CPU per transaction split by where it went (kernel,
-# mariadbd, libc, libfiberize.so, ...): where the pool saves what we do not. Loopback only.
+# mariadbd, libc, libfiberize.so, ...): where the pool saves what we do not. SYSCALLS=1
+# adds a round under `perf stat` that prints each server's system calls per transaction
+# by kind (recvfrom, sendto, epoll_wait, futex, ...). Loopback only.
 #
 #   bash bench-mysql/yardstick.sh
 #   CONFIGS="native pool old=/tmp/old/libfiberize.so new=target/release/libfiberize.so" POINTS="ps64 ps1024" bash bench-mysql/yardstick.sh
@@ -25,7 +27,7 @@
 # rwN: oltp_read_write, tpccN: the TPC-C client of bench-mysql/tpcc at N terminals,
 # --no-wait), ROUNDS [5], SECONDS_PER_RUN [10], TPCC_SECONDS [20], WAREHOUSES [4],
 # TABLES/TABLE_SIZE [8 x 100000], PATH_KIND [unix | tcp], SERVER_CPUS/CLIENT_CPUS,
-# DATA_CACHE [/tmp/fiberize-yardstick-cache], PROFILE [0], PROFILE_SECONDS [8].
+# DATA_CACHE [/tmp/fiberize-yardstick-cache], PROFILE [0], PROFILE_SECONDS [8], SYSCALLS [0].
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -33,7 +35,7 @@ CONFIGS=${CONFIGS:-"native pool new=$ROOT/target/release/libfiberize.so"}
 POINTS=${POINTS:-"ps64 ps256 ps1024 rw256 tpcc256"}
 ROUNDS=${ROUNDS:-5}; SECONDS_PER_RUN=${SECONDS_PER_RUN:-10}; TPCC_SECONDS=${TPCC_SECONDS:-20}
 TABLES=${TABLES:-8}; TABLE_SIZE=${TABLE_SIZE:-100000}; PATH_KIND=${PATH_KIND:-unix}
-PROFILE=${PROFILE:-0}; PROFILE_SECONDS=${PROFILE_SECONDS:-8}
+PROFILE=${PROFILE:-0}; PROFILE_SECONDS=${PROFILE_SECONDS:-8}; SYSCALLS=${SYSCALLS:-0}
 DATA_CACHE=${DATA_CACHE:-/tmp/fiberize-yardstick-cache}
 SERVER_OPTS=${SERVER_OPTS:-"--innodb-buffer-pool-size=1G --innodb-flush-log-at-trx-commit=2"}
 LIB=${FIBERIZE_LIB:-$ROOT/target/release/libfiberize.so}
@@ -142,6 +144,31 @@ if [ "$PROFILE" != 0 ] && command -v perf >/dev/null; then
             echo "== $n $point: libfiberize.so ${share}% of the server's CPU samples; its top symbols:"
             perf report -i "$WORK/perf-$n-$point.data" --stdio --no-children -g none --dsos libfiberize.so --sort sym 2>/dev/null |
                 grep -E '^ +[0-9]' | head -12
+        done
+    done
+fi
+
+# The system-call round (SYSCALLS=1): each server under `perf stat` while it serves each
+# point once more (not counted above), its system calls per transaction by kind.
+if [ "$SYSCALLS" != 0 ] && command -v perf >/dev/null; then
+    for c in $CONFIGS; do
+        n=${c%%=*}
+        for point in $POINTS; do
+            quiesce_servers
+            # A window inside the run (2 s in: sysbench's connects, TPC-C's ramp).
+            case $point in tpcc*) win=$((TPCC_SECONDS - 1)) ;; *) win=$((SECONDS_PER_RUN - 3)) ;; esac
+            (sleep 2 && perf stat -x, -p "$(cat "$WORK/pid-$n")" -o "$WORK/syscalls-$n-$point.txt" \
+                -e raw_syscalls:sys_enter,context-switches,syscalls:sys_enter_recvfrom,syscalls:sys_enter_sendto \
+                -e syscalls:sys_enter_read,syscalls:sys_enter_write,syscalls:sys_enter_poll,syscalls:sys_enter_ppoll \
+                -e syscalls:sys_enter_epoll_wait,syscalls:sys_enter_epoll_ctl,syscalls:sys_enter_futex \
+                -- sleep "$win" >/dev/null 2>&1) &
+            recorder=$!
+            res=$(run_point "$n" "$point" "$WORK/$point-$n-syscalls.log")
+            wait "$recorder"
+            echo "== $n $point: system calls per transaction (${win} s at the run's $(cut -d' ' -f1 <<<"$res") tps):"
+            awk -F, -v txns="$(awk -v r="$res" -v s="$win" 'BEGIN { split(r, f, " "); print f[1] * s }')" \
+                '$1 ~ /^[0-9]/ && txns > 0 { sub(/^syscalls:sys_enter_/, "", $3); printf "     %-28s %6.2f\n", $3, $1 / txns }' \
+                "$WORK/syscalls-$n-$point.txt"
         done
     done
 fi
