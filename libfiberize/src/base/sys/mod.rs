@@ -199,6 +199,37 @@ pub fn eventfd_new() -> i32 {
     }
 }
 
+/// [`eventfd_new`] for a descriptor the runtime makes while the program runs (a worker
+/// that starts when another blocked): moved out of the way of the low numbers, to the
+/// lowest free one from [`LATE_FD_FLOOR`] (or half the descriptor limit, if that is
+/// lower). POSIX gives `open`, `socket`, `dup` the lowest free number, and programs
+/// count on it: one that closes a descriptor and opens another expects the same number
+/// back (varnishd's `close_range` then `open`; `test-apps/c/io_fdreuse.c`), which a
+/// worker's eventfd made in between took (`close_range reused=0` under qemu, with a
+/// spare started, 2026-11-28). Where no higher number is allowed it stays where it is.
+pub fn eventfd_new_out_of_the_way() -> i32 {
+    let fd = eventfd_new();
+    if fd < 0 {
+        return fd;
+    }
+    let floor = nofile_soft_limit().map_or(LATE_FD_FLOOR, |limit| LATE_FD_FLOOR.min((limit / 2) as i32));
+    if fd >= floor {
+        return fd;
+    }
+    let high = fcntl_dupfd_cloexec(fd, floor);
+    if high < 0 {
+        return fd;
+    }
+    crate::base::own_fds::mark(high as i32);
+    crate::base::own_fds::unmark(fd);
+    close(fd);
+    high as i32
+}
+
+/// Where the runtime's late descriptors go ([`eventfd_new_out_of_the_way`]): above the
+/// numbers a program with a default limit of 1024 descriptors uses first.
+const LATE_FD_FLOOR: i32 = 512;
+
 /// Adds 1 to an eventfd counter (makes it readable).
 pub fn eventfd_signal(fd: i32) {
     crate::base::stats::bump(&crate::base::stats::STATS.eventfd_writes);

@@ -101,6 +101,25 @@ pub fn fcntl_getfl(fd: i32) -> isize {
     unsafe { syscall6(libc::SYS_fcntl as usize, fd as usize, libc::F_GETFL as usize, 0, 0, 0, 0) }
 }
 
+/// `fcntl(fd, F_DUPFD_CLOEXEC, floor)`: a close-on-exec copy of `fd` at the lowest free
+/// number not below `floor`.
+#[inline]
+pub fn fcntl_dupfd_cloexec(fd: i32, floor: i32) -> isize {
+    // SAFETY: F_DUPFD_CLOEXEC takes an integer and writes no memory.
+    unsafe { syscall6(libc::SYS_fcntl as usize, fd as usize, libc::F_DUPFD_CLOEXEC as usize, floor as usize, 0, 0, 0) }
+}
+
+/// The soft limit on descriptor numbers (`RLIMIT_NOFILE`), or None.
+pub fn nofile_soft_limit() -> Option<u64> {
+    let mut rl = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: prlimit64 on ourselves (pid 0) writes the old limit into `rl`, a valid
+    // rlimit (the kernel's rlimit64 has the same two u64 fields on 64-bit targets).
+    let r = unsafe {
+        syscall6(libc::SYS_prlimit64 as usize, 0, libc::RLIMIT_NOFILE as usize, 0, &mut rl as *mut libc::rlimit as usize, 0, 0)
+    };
+    (r == 0).then_some(rl.rlim_cur)
+}
+
 /// `flock(fd, operation)`.
 #[inline]
 pub fn flock(fd: i32, operation: i32) -> isize {

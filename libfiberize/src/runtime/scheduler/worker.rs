@@ -22,7 +22,7 @@ pub(super) extern "C" fn worker_main(arg: *mut libc::c_void) -> *mut libc::c_voi
     w.tid.store(sys::gettid() as u32, Ordering::Relaxed);
     w.times.born_ns.store(sys::now_ns(), Ordering::Relaxed);
     if crate::base::config::config().direct_wait {
-        w.wake_fd.store(sys::eventfd_new(), Ordering::Release);
+        w.wake_fd.store(sys::eventfd_new_out_of_the_way(), Ordering::Release);
     }
     wake::WORKER.with(|c| c.set(w));
     w.readiness_set.store(poller::claim_set(w.index), Ordering::Relaxed);
