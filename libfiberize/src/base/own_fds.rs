@@ -7,9 +7,9 @@
 //! EBADF), and worse, wake one another by writing 8 bytes into whatever the program
 //! opened next under the same number. The io layer asks [`is_own`] before it closes.
 //!
-//! A bitmap over the first [`LIMIT`] numbers (the runtime makes its descriptors when
-//! the pool starts, among the program's first); a descriptor above it is not
-//! protected.
+//! A bitmap over the first [`LIMIT`] numbers (the runtime makes its readiness sets when
+//! the pool starts, among the program's first, and each worker's eventfd from number
+//! 512 up, `sys::eventfd_new_out_of_the_way`); a descriptor above it is not protected.
 
 use core::sync::atomic::{AtomicU64, Ordering};
 
