@@ -344,7 +344,16 @@ pub fn open_nul(path_nul: &[u8], flags: i32) -> Option<i32> {
             0,
         )
     };
-    (fd >= 0).then_some(fd as i32)
+    if fd < 0 {
+        return None;
+    }
+    // The runtime's while it is open: the program's `close_range(3, ~0U, 0)` or
+    // `closefrom` between this open and its close (a monitor's read of /proc, once a
+    // tick) closed it, the program's next descriptor got the number, and the runtime's
+    // close closed that: a thread of `io_fdreuse from3` then waited in a read for good
+    // (twice in four clean-clone suites, 2026-11-28). [`close`] gives it up.
+    crate::base::own_fds::mark(fd as i32);
+    Some(fd as i32)
 }
 
 /// Reads the start of the small file `path_nul` (NUL-terminated) into `buf` with one

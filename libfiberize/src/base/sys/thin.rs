@@ -10,9 +10,12 @@ pub fn getpid() -> i32 {
     unsafe { syscall6(libc::SYS_getpid as usize, 0, 0, 0, 0, 0, 0) as i32 }
 }
 
-/// `close(fd)`.
+/// `close(fd)` of one of the runtime's descriptors: no longer its own
+/// ([`crate::base::own_fds::unmark`], before the close: the number may be reused at
+/// once), then closed.
 #[inline]
 pub fn close(fd: i32) -> isize {
+    crate::base::own_fds::unmark(fd);
     // SAFETY: close takes no pointers; the caller names a descriptor it owns.
     unsafe { syscall6(libc::SYS_close as usize, fd as usize, 0, 0, 0, 0, 0) }
 }
