@@ -11,8 +11,8 @@
 //! 142 ms against 55 ms with this rule, at the same transactions/s: connections
 //! gathered on the workers where lock hand-offs had taken their fibers.) An fd with
 //! several waiters on different workers (a listening socket with many acceptors) stays
-//! where it is: moving it back and forth
-//! would cost two `epoll_ctl` per wait, and its edges wake all its waiters anyway.
+//! where it is: moving it back and forth would cost two `epoll_ctl` per wait, and its
+//! edges wake all its waiters anyway.
 //!
 //! Registration is lazy (the first time a fiber would block on the fd), edge-triggered
 //! for `IN|PRI|OUT|RDHUP`, with the cookie `fd | gen << 32` so that an event for a closed

@@ -44,12 +44,11 @@
 //! queues the fiber locally and runs it on the same core, and fibers that lock
 //! wake-ups gather on one worker do not take their connections with them. A worker
 //! sleeps only in its own set and is woken only through its own eventfd, when it has
-//! work. A busy worker
-//! polls its own set between fibers once it is `STALE_NS` old; an idle worker that
-//! spins polls the other sets that are that stale (their owner runs one long fiber);
-//! the monitor polls every set that is a tick old. So readiness for a busy worker is
-//! taken by another only when that worker does not get to it: stealing balances a
-//! real backlog, not every edge.
+//! work. A busy worker polls its own set between fibers once it is `STALE_NS` old; an
+//! idle worker that spins polls the other sets that are that stale (their owner runs
+//! one long fiber); the monitor polls every set that is a tick old. So readiness for a
+//! busy worker is taken by another only when that worker does not get to it: stealing
+//! balances a real backlog, not every edge.
 //!
 //! A worker whose only fiber waits for one descriptor may instead block in `ppoll` on
 //! that descriptor (`scheduler::direct_wait`); the descriptor then leaves its set
