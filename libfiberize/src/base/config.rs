@@ -140,6 +140,9 @@ pub struct Config {
     /// `FIBERIZE_WORKERS` was given (not empty): the count is the operator's, and a
     /// changed cgroup quota is not followed (`runtime::scheduler::quota`).
     pub workers_set: bool,
+    /// The CPUs the process may use at start: its affinity mask, capped by its
+    /// cgroup's quota ([`default_workers`], read once here).
+    pub usable_cpus: usize,
     pub stats: bool,
     /// Where the stats line goes (`FIBERIZE_STATS=/path`: a file; programs such as
     /// `xz` close stderr).
@@ -243,6 +246,7 @@ pub const RETIRED: [(&[u8], &[u8]); 11] = [
 const DEFAULTS: Config = Config {
     workers: 1,
     workers_set: false,
+    usable_cpus: 1,
     stats: false,
     stats_to: Output::Stderr,
     report: None,
@@ -315,6 +319,7 @@ fn read_config() -> Config {
     let (watchdog_ns, watchdog_file) = env_watchdog();
     let mut c = Config {
         workers,
+        usable_cpus: cpus,
         workers_set: env_str(b"FIBERIZE_WORKERS\0").is_some_and(|v| !v.is_empty()),
         stats: stats_file.is_some() || env_switch(b"FIBERIZE_STATS\0", false),
         stats_to: stats_file.map_or(Output::Stderr, Output::File),

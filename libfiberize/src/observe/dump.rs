@@ -118,7 +118,7 @@ fn kernel_side(tid: u32, frames: &mut Frames) -> String {
     let state = scheduler::thread_state(tid).map_or('?', char::from);
     let mut out = format!("{state}");
     if state == 'S' || state == 'D' {
-        if let Some(call) = scheduler::BlockedCall::of(tid) {
+        if let Some(call) = scheduler::BlockedCall::of_thread(tid) {
             let _ = write!(out, " sys {} {:#x}", call.nr, call.args[0]);
             if call.sp != 0 {
                 program_frames_of(call.sp, &mut out, frames);

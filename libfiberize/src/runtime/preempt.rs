@@ -317,8 +317,7 @@ impl Watch {
             if ran < self.slice_ns || !*work_waits.get_or_insert_with(|| rt.has_work(None)) {
                 continue;
             }
-            let tid = w.tid.load(Ordering::Relaxed);
-            if crate::runtime::scheduler::thread_sleeps_in_kernel(tid) {
+            if crate::runtime::scheduler::worker_sleeps_in_kernel(w) {
                 continue; // blocked, not spinning: the blocked-worker path acts
             }
             if self.refusals[i] >= FALLBACK_AFTER_REFUSALS {
@@ -331,7 +330,7 @@ impl Watch {
             w.preempt_request.store(p, Ordering::Release);
             // To one of our own workers with the kick signal, whose handler is
             // installed (KICK_INSTALLED).
-            sys::tgkill(tid as i32, crate::runtime::kick::KICK_SIGNAL);
+            sys::tgkill(w.tid.load(Ordering::Relaxed) as i32, crate::runtime::kick::KICK_SIGNAL);
         }
     }
 }

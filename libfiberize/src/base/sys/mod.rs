@@ -212,6 +212,20 @@ pub fn eventfd_new_out_of_the_way() -> i32 {
     if fd < 0 {
         return fd;
     }
+    move_out_of_the_way(fd)
+}
+
+/// [`open_nul`] for a descriptor the runtime keeps while the program runs (a worker's
+/// `/proc/thread-self` files): moved out of the way as [`eventfd_new_out_of_the_way`]
+/// says, and for the same reason.
+pub fn open_nul_out_of_the_way(path_nul: &[u8], flags: i32) -> Option<i32> {
+    open_nul(path_nul, flags).map(move_out_of_the_way)
+}
+
+/// Moves the runtime's descriptor `fd` to the lowest free number from
+/// [`LATE_FD_FLOOR`] (or half the descriptor limit, if that is lower), giving the low
+/// number back; `fd` itself where no higher number is allowed.
+fn move_out_of_the_way(fd: i32) -> i32 {
     let floor = nofile_soft_limit().map_or(LATE_FD_FLOOR, |limit| LATE_FD_FLOOR.min((limit / 2) as i32));
     if fd >= floor {
         return fd;

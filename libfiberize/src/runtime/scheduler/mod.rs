@@ -93,7 +93,7 @@ use worker_role::{Role, WorkerRole};
 
 pub use clock::{monitor_ticks, parked_long};
 pub use direct_wait::{direct_wait, sleep_without_spin_next, DirectWait};
-pub(crate) use monitor::{mark_blocked, thread_sleeps_in_kernel, thread_state, BlockedCall};
+pub(crate) use monitor::{mark_blocked, thread_state, worker_sleeps_in_kernel, BlockedCall};
 pub use start::{pool_never_started, start};
 pub use turn::note_stream_read;
 pub use wake::{
@@ -196,6 +196,8 @@ pub struct WorkerShared {
     sleep_without_spin: AtomicBool,
     /// The worker's own eventfd for ending a direct wait (-1: none, no direct waits).
     wake_fd: AtomicI32,
+    /// Its thread's `/proc` files, which the monitor reads ([`monitor::TaskFiles`]).
+    task_files: monitor::TaskFiles,
     /// The readiness set this worker sleeps in and registers its fibers' descriptors in
     /// while ACTIVE (`poller::claim_set`; always 0 with one shared set). Written only by
     /// the worker itself, when it starts, rejoins or is activated as a spare.

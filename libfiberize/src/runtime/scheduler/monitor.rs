@@ -89,13 +89,16 @@ pub(super) trait Policy {
 /// (`crate::runtime::preempt::Watch`), the turn's length (`TurnWindows`) and the cgroup
 /// quota (`quota::QuotaFollow`); the tick count (`clock`) and the dozing ("Dozing"
 /// above) are the loop's own.
-pub(super) extern "C" fn monitor_main(_: *mut libc::c_void) -> *mut libc::c_void {
+/// `quota`: the [`quota::QuotaFollow`] the pool's starter made (and opened the group's
+/// files for), boxed.
+pub(super) extern "C" fn monitor_main(quota: *mut libc::c_void) -> *mut libc::c_void {
     let rt = runtime_unchecked();
     let mut doze = Doze::default();
     let mut stuck = stuck::StuckWatch::new(rt.workers.len());
     let mut preempt = crate::runtime::preempt::Watch::new(rt.workers.len());
     let mut turns = TurnWindows::default();
-    let mut quota = quota::QuotaFollow::new();
+    // SAFETY: `start_pool` passes a `Box<QuotaFollow>` leaked for this thread alone.
+    let mut quota = *unsafe { Box::from_raw(quota.cast::<quota::QuotaFollow>()) };
     loop {
         let ticks = doze.sleep(rt);
         let tick = Tick { ticks, idle_workers: rt.idle.sleeping() + rt.idle.spinning() > 0 };
@@ -291,14 +294,14 @@ fn sample_for_report(rt: &Runtime, ticks: u64) {
     }
 }
 
-/// Declares `w` (kernel thread `tid`) blocked, unless its thread sleeps on one of the
+/// Declares `w` blocked, unless its thread sleeps on one of the
 /// runtime's own lock words: their holders never park while holding them, so the wait
 /// ends as soon as the holder gets a CPU, and a spare would only compete for it
 /// (`crate::base::rawlock::is_internal_wait`). Waits inside glibc (a `FILE` lock, a
 /// malloc arena) still count: their holder may be a fiber parked on this very worker,
 /// which only a spare can run.
-pub(super) fn mark_blocked_unless_internal_wait(rt: &Runtime, w: &WorkerShared, tid: u32) {
-    let call = BlockedCall::of(tid);
+pub(super) fn mark_blocked_unless_internal_wait(rt: &Runtime, w: &WorkerShared) {
+    let call = BlockedCall::of(w);
     if call.as_ref().is_some_and(|c| c.nr == libc::SYS_futex && crate::base::rawlock::is_internal_wait(c.args[0] as usize)) {
         bump(&STATS.internal_lock_waits);
         return;
@@ -308,7 +311,7 @@ pub(super) fn mark_blocked_unless_internal_wait(rt: &Runtime, w: &WorkerShared, 
 
 /// Declares `w` blocked and brings a spare in if the pool is short.
 pub(crate) fn mark_blocked(rt: &Runtime, w: &WorkerShared) {
-    mark_blocked_in(rt, w, BlockedCall::of(w.tid.load(Ordering::Relaxed)));
+    mark_blocked_in(rt, w, BlockedCall::of(w));
 }
 
 /// [`mark_blocked`], with the call the worker's thread was found in (read once by the
@@ -384,12 +387,25 @@ pub(crate) struct BlockedCall {
 }
 
 impl BlockedCall {
-    pub(crate) fn of(tid: u32) -> Option<BlockedCall> {
+    /// The call worker `w`'s thread is in (its kept `syscall` file).
+    pub(crate) fn of(w: &WorkerShared) -> Option<BlockedCall> {
         let mut buf = [0u8; 256];
-        let n = read_task_file(tid, b"syscall", &mut buf)?;
+        let n = w.task_files.read(w, TaskFile::Syscall, &mut buf)?;
+        BlockedCall::parse(&buf[..n])
+    }
+
+    /// The call kernel thread `tid` is in (its `syscall` file opened by path: for the
+    /// dump, which names any thread).
+    pub(crate) fn of_thread(tid: u32) -> Option<BlockedCall> {
+        let mut buf = [0u8; 256];
+        let n = read_task_file(tid, TaskFile::Syscall, &mut buf)?;
+        BlockedCall::parse(&buf[..n])
+    }
+
+    fn parse(text: &[u8]) -> Option<BlockedCall> {
         let mut fields = [0u64; 9];
         let mut count = 0;
-        for f in buf[..n].split(|c| c.is_ascii_whitespace()).filter(|f| !f.is_empty()) {
+        for f in text.split(|c| c.is_ascii_whitespace()).filter(|f| !f.is_empty()) {
             let s = core::str::from_utf8(f).ok()?;
             let v = match s.strip_prefix("0x") {
                 Some(hex) => u64::from_str_radix(hex, 16).ok()?,
@@ -463,9 +479,81 @@ pub(super) const LONG_BLOCK_NS: u64 = 1_000_000_000;
 /// whose fibers block in nothing we do not intercept (c771516).
 pub(super) const BLOCKED_CPU_SHARE: u64 = 4;
 
-/// Reads `/proc/self/task/TID/<file>` into `buf` with raw system calls; the length read.
-fn read_task_file(tid: u32, file: &[u8], buf: &mut [u8]) -> Option<usize> {
-    let mut path = [0u8; 64];
+/// The files of `/proc/self/task/TID` the monitor reads.
+#[derive(Clone, Copy)]
+pub(crate) enum TaskFile {
+    Stat,
+    Schedstat,
+    Syscall,
+}
+
+impl TaskFile {
+    const ALL: [TaskFile; 3] = [TaskFile::Stat, TaskFile::Schedstat, TaskFile::Syscall];
+
+    fn name(self) -> &'static [u8] {
+        match self {
+            TaskFile::Stat => b"stat",
+            TaskFile::Schedstat => b"schedstat",
+            TaskFile::Syscall => b"syscall",
+        }
+    }
+}
+
+/// A worker's `/proc/self/task/TID/{stat,schedstat,syscall}`, opened once, out of the
+/// way of the program's numbers (`sys::open_nul_out_of_the_way`), and read by the
+/// monitor with `pread` at offset 0, which makes the kernel format the file afresh.
+/// Opening them at each look took the lowest free number for a moment, once a tick
+/// while a worker looked stuck, and a program that made descriptors then got numbers
+/// above it, which its `close_range` and `open` did not give back (`io_fdreuse`'s
+/// `reused=0`, 2 of 120 runs under load, 2026-11-28). The first workers' files are
+/// opened by the thread that starts the pool, inside the program's first
+/// `pthread_create`, when no other program thread can make a descriptor
+/// ([`TaskFiles::open`]); a spare's by the monitor when it first looks at it. A
+/// worker's thread lives as long as the process, so they are never closed. An open
+/// that failed is not tried again, and the monitor opens that file by path at each
+/// look, as before.
+pub(crate) struct TaskFiles {
+    /// -2: not opened yet; -1: could not be opened.
+    fds: [AtomicI32; 3],
+}
+
+const NOT_OPENED: i32 = -2;
+
+impl TaskFiles {
+    pub(super) const fn new() -> TaskFiles {
+        TaskFiles { fds: [AtomicI32::new(NOT_OPENED), AtomicI32::new(NOT_OPENED), AtomicI32::new(NOT_OPENED)] }
+    }
+
+    /// Opens the files of kernel thread `tid`. Only one thread at a time per worker:
+    /// the pool's starter before it starts the monitor, then the monitor.
+    pub(super) fn open(&self, tid: u32) {
+        for (file, slot) in TaskFile::ALL.into_iter().zip(&self.fds) {
+            let mut path = [0u8; 64];
+            let fd =
+                task_file_path(tid, file, &mut path).and_then(|p| sys::open_nul_out_of_the_way(p, libc::O_RDONLY)).unwrap_or(-1);
+            slot.store(fd, Ordering::Release);
+        }
+    }
+
+    /// Reads `file` of worker `w`'s thread into `buf`; the length read.
+    fn read(&self, w: &WorkerShared, file: TaskFile, buf: &mut [u8]) -> Option<usize> {
+        let tid = w.tid.load(Ordering::Relaxed);
+        let mut fd = self.fds[file as usize].load(Ordering::Acquire);
+        if fd == NOT_OPENED && tid != 0 {
+            self.open(tid);
+            fd = self.fds[file as usize].load(Ordering::Acquire);
+        }
+        if fd < 0 {
+            return read_task_file(tid, file, buf);
+        }
+        let n = sys::pread64(fd, buf, 0);
+        (n > 0).then_some(n as usize)
+    }
+}
+
+/// `/proc/self/task/TID/<file>`, NUL-terminated, written into `path`.
+fn task_file_path(tid: u32, file: TaskFile, path: &mut [u8; 64]) -> Option<&[u8]> {
+    let file = file.name();
     let prefix = b"/proc/self/task/";
     path[..prefix.len()].copy_from_slice(prefix);
     let mut out = prefix.len();
@@ -489,42 +577,46 @@ fn read_task_file(tid: u32, file: &[u8], buf: &mut [u8]) -> Option<usize> {
         return None;
     }
     path[out..out + file.len()].copy_from_slice(file);
-    // path[out + file.len()] is already the terminating NUL.
-    sys::read_file_nul(&path[..=out + file.len()], buf)
+    path[out + file.len()] = 0;
+    Some(&path[..=out + file.len()])
 }
 
-/// CPU time (ns) kernel thread `tid` has run, from its schedstat (None without one).
-pub(super) fn thread_cpu_ns(tid: u32) -> Option<u64> {
-    thread_sched_ns(tid).map(|(run, _)| run)
+/// Reads `/proc/self/task/TID/<file>` into `buf` with raw system calls; the length read.
+fn read_task_file(tid: u32, file: TaskFile, buf: &mut [u8]) -> Option<usize> {
+    let mut path = [0u8; 64];
+    sys::read_file_nul(task_file_path(tid, file, &mut path)?, buf)
 }
 
-/// (time run on a CPU, time spent runnable waiting for one), in ns, of kernel thread
-/// `tid`, from its schedstat (None without one).
-pub(super) fn thread_sched_ns(tid: u32) -> Option<(u64, u64)> {
+/// CPU time (ns) worker `w`'s thread has run, from its schedstat (None without one).
+pub(super) fn worker_cpu_ns(w: &WorkerShared) -> Option<u64> {
     let mut buf = [0u8; 128];
-    let n = read_task_file(tid, b"schedstat", &mut buf)?;
+    let n = w.task_files.read(w, TaskFile::Schedstat, &mut buf)?;
     let mut fields = buf[..n]
         .split(|c| c.is_ascii_whitespace())
         .filter(|f| !f.is_empty())
         .map(|f| f.iter().try_fold(0u64, |v, &c| c.is_ascii_digit().then(|| v.wrapping_mul(10).wrapping_add((c - b'0') as u64))));
-    let run = fields.next()??;
-    let wait = fields.next()??;
-    Some((run, wait))
+    fields.next()?
 }
 
-/// Whether kernel thread `tid` of this process is sleeping (state S or D).
-pub(crate) fn thread_sleeps_in_kernel(tid: u32) -> bool {
-    matches!(thread_state(tid), Some(b'S' | b'D'))
-}
-
-/// Kernel thread `tid`'s state letter (R, S, D, ...), from its `stat`.
-pub(crate) fn thread_state(tid: u32) -> Option<u8> {
+/// Whether worker `w`'s thread is sleeping in the kernel (state S or D).
+pub(crate) fn worker_sleeps_in_kernel(w: &WorkerShared) -> bool {
     let mut buf = [0u8; 512];
-    let n = read_task_file(tid, b"stat", &mut buf)?;
-    // Format: "tid (comm) S ...": the state follows the last ')'.
-    let b = &buf[..n];
-    match b.iter().rposition(|&c| c == b')') {
-        Some(i) if i + 2 < b.len() => Some(b[i + 2]),
+    let n = w.task_files.read(w, TaskFile::Stat, &mut buf);
+    matches!(n.and_then(|n| state_letter(&buf[..n])), Some(b'S' | b'D'))
+}
+
+/// The state letter of a `stat` text: "tid (comm) S ...", the state after the last ')'.
+fn state_letter(stat: &[u8]) -> Option<u8> {
+    match stat.iter().rposition(|&c| c == b')') {
+        Some(i) if i + 2 < stat.len() => Some(stat[i + 2]),
         _ => None,
     }
+}
+
+/// Kernel thread `tid`'s state letter (R, S, D, ...), from its `stat` (opened by path:
+/// for the dump, which names any thread).
+pub(crate) fn thread_state(tid: u32) -> Option<u8> {
+    let mut buf = [0u8; 512];
+    let n = read_task_file(tid, TaskFile::Stat, &mut buf)?;
+    state_letter(&buf[..n])
 }

@@ -58,6 +58,7 @@ fn start_pool() {
             sleep_without_spin: AtomicBool::new(false),
             readiness_set: AtomicUsize::new(0),
             wake_fd: AtomicI32::new(-1),
+            task_files: monitor::TaskFiles::new(),
             base_sigmask: AtomicU64::new(0),
             deferred: AtomicU64::new(0),
             timers: Padded(timer::TimerHeap::new()),
@@ -70,7 +71,7 @@ fn start_pool() {
         started: AtomicUsize::new(n),
         target: AtomicUsize::new(n),
         active: AtomicUsize::new(n),
-        cpus: AtomicUsize::new(crate::base::config::default_workers()),
+        cpus: AtomicUsize::new(crate::base::config::config().usable_cpus),
         injector: Injector::new(),
         ticks: Default::default(),
         turn_budget: turn::Budget::new(),
@@ -84,10 +85,30 @@ fn start_pool() {
     }
     crate::runtime::poller::init(n, cfg.poll_per_worker.unwrap_or_else(|| crate::runtime::poller::per_worker_by_default(n)));
     crate::runtime::preempt::init();
+    // The descriptors the runtime keeps are made here, inside the program's first
+    // `pthread_create`, while no other program thread can make one: opened later,
+    // beside the program's threads, each took the lowest free number for a moment
+    // (see `sys::eventfd_new_out_of_the_way`). Only a spare's are made later.
+    if cfg.direct_wait {
+        for w in &rt.workers[..n] {
+            w.wake_fd.store(sys::eventfd_new_out_of_the_way(), Ordering::Release);
+        }
+    }
+    let quota = Box::into_raw(Box::new(quota::QuotaFollow::new()));
     RUNTIME.store(rt, Ordering::Release);
     for i in 0..n {
         spawn_runtime_thread(worker::worker_main, &rt.workers[i] as *const WorkerShared as *mut libc::c_void);
     }
-    spawn_runtime_thread(monitor::monitor_main, ptr::null_mut());
+    for w in &rt.workers[..n] {
+        // A worker publishes its tid first thing.
+        let tid = loop {
+            match w.tid.load(Ordering::Relaxed) {
+                0 => sys::sched_yield_raw(),
+                tid => break tid,
+            }
+        };
+        w.task_files.open(tid);
+    }
+    spawn_runtime_thread(monitor::monitor_main, quota.cast());
     (crate::runtime::hooks::get().after_pool_started)();
 }

@@ -9,7 +9,8 @@
 //! keeps its worker BLOCKED for `LONG_BLOCK_NS` is marked for demotion to its donor.
 
 use super::monitor::{
-    mark_blocked_unless_internal_wait, mark_for_demotion, thread_cpu_ns, Policy, Tick, BLOCKED_CPU_SHARE, LONG_BLOCK_NS,
+    mark_blocked_unless_internal_wait, mark_for_demotion, worker_cpu_ns, worker_sleeps_in_kernel, Policy, Tick,
+    BLOCKED_CPU_SHARE, LONG_BLOCK_NS,
 };
 use super::*;
 
@@ -93,8 +94,7 @@ impl Policy for StuckWatch {
             self.stuck_ticks[i] += 1;
             if self.stuck_ticks[i] >= self.check_after[i] {
                 self.stuck_ticks[i] = 0;
-                let tid = w.tid.load(Ordering::Relaxed);
-                if !thread_sleeps_in_kernel(tid) {
+                if !worker_sleeps_in_kernel(w) {
                     self.check_after[i] = (self.check_after[i] * 2).min(MAX_RECHECK_TICKS);
                     self.cpu_baseline[i] = None;
                     continue;
@@ -103,11 +103,11 @@ impl Policy for StuckWatch {
                 // malloc arena lock), a page fault or a preemption look the same at one
                 // instant; a blocked call also used (almost) no CPU since the last look.
                 let now = sys::now_ns();
-                match (self.cpu_baseline[i], thread_cpu_ns(tid)) {
+                match (self.cpu_baseline[i], worker_cpu_ns(w)) {
                     (Some((cpu0, t0)), Some(cpu)) if cpu.saturating_sub(cpu0) * BLOCKED_CPU_SHARE < now - t0 => {
                         self.check_after[i] = STUCK_TICKS;
                         self.cpu_baseline[i] = None;
-                        mark_blocked_unless_internal_wait(rt, w, tid);
+                        mark_blocked_unless_internal_wait(rt, w);
                     }
                     (_, Some(cpu)) => {
                         // First look (or it ran meanwhile): look again next tick.
@@ -117,7 +117,7 @@ impl Policy for StuckWatch {
                     (_, None) => {
                         // No schedstat in this kernel: the state alone decides.
                         self.check_after[i] = STUCK_TICKS;
-                        mark_blocked_unless_internal_wait(rt, w, tid);
+                        mark_blocked_unless_internal_wait(rt, w);
                     }
                 }
             }

@@ -21,7 +21,8 @@ pub(super) extern "C" fn worker_main(arg: *mut libc::c_void) -> *mut libc::c_voi
     w.tp.store(sys::thread_pointer(), Ordering::Relaxed);
     w.tid.store(sys::gettid() as u32, Ordering::Relaxed);
     w.times.born_ns.store(sys::now_ns(), Ordering::Relaxed);
-    if crate::base::config::config().direct_wait {
+    if crate::base::config::config().direct_wait && w.wake_fd.load(Ordering::Relaxed) < 0 {
+        // A spare's (the first workers' are made by `start::start_pool`).
         w.wake_fd.store(sys::eventfd_new_out_of_the_way(), Ordering::Release);
     }
     wake::WORKER.with(|c| c.set(w));
