@@ -2,7 +2,7 @@
 //! cancellation, which does not act while a wait is noted): the kind and address of
 //! the wait, where on the stack it began, and for a futex the value it expected.
 
-use core::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicU32, AtomicU8, AtomicUsize, Ordering};
 
 use crate::runtime::fiber::WaitKind;
 
@@ -19,7 +19,16 @@ pub struct WaitNote {
     /// shows it beside the word's value now: a waiter whose value is long gone and
     /// that nobody woke is a lost wake-up).
     expected: AtomicU32,
+    /// Descriptor waits left during which the fiber still counts as coordinating: set
+    /// by a condition or futex wait, counted down by each descriptor wait (see
+    /// [`WaitNote::coordinates`]). Written only by the fiber itself.
+    coordinating: AtomicU8,
 }
+
+/// Descriptor waits after a condition or futex wait during which a fiber still counts
+/// as coordinating. Origin: the run order by CPU time's coordinating class (docs/DESIGN.md
+/// §3), whose window this was; a MariaDB read_write transaction is about 20 statements.
+const COORDINATING_WAITS: u8 = 32;
 
 impl WaitNote {
     pub const fn new() -> WaitNote {
@@ -28,6 +37,7 @@ impl WaitNote {
             addr: AtomicUsize::new(0),
             sp: AtomicUsize::new(0),
             expected: AtomicU32::new(0),
+            coordinating: AtomicU8::new(0),
         }
     }
     /// A futex wait is about to begin, expecting `value` in its word.
@@ -46,6 +56,26 @@ impl WaitNote {
         self.kind.store(kind as u32, Ordering::Relaxed);
         self.addr.store(addr, Ordering::Relaxed);
         self.sp.store(crate::base::arch::stack_pointer(), Ordering::Relaxed);
+        match kind {
+            WaitKind::Cond | WaitKind::Futex => self.coordinating.store(COORDINATING_WAITS, Ordering::Relaxed),
+            WaitKind::Io => {
+                let left = self.coordinating.load(Ordering::Relaxed);
+                if left != 0 {
+                    self.coordinating.store(left - 1, Ordering::Relaxed);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Whether the fiber coordinates with others: it waited on a condition variable or
+    /// a futex within its last [`COORDINATING_WAITS`] descriptor waits. Others are
+    /// likely to wait for what it does next (a transaction holding row locks between
+    /// two statements), so its turns come round more often
+    /// (`scheduler::pick_coordinating`). A hint, read by its wakers with a race.
+    #[inline]
+    pub fn coordinates(&self) -> bool {
+        self.coordinating.load(Ordering::Relaxed) != 0
     }
     /// The stack pointer where the noted wait began (0: none noted yet).
     #[inline]

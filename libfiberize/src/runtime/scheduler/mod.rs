@@ -9,15 +9,16 @@
 //!   the monitor ->| (global)  |    |  list     |<---------------------------
 //!                 +-----+-----+    +-----+-----+
 //!                       |  steal_batch   | drain
-//!        +--------------v----------------v---------------------------+
-//!        | worker i:  urgent  |  lifo slot  |  local FIFO deque       | <- fibers woken by
-//!        +--------------------+-------------+-------------------------+    fibers on worker i
-//!             ^ steal (not from an ACTIVE worker)   ^ steal (Stealer)
+//!        +--------------v----------------v-------------------------------------------+
+//!        | worker i:  urgent  |  lifo slot  |  local FIFO deque  |  coordinating FIFO  |
+//!        +--------------------+-------------+--------------------+---------------------+
+//!             ^ steal (not from an ACTIVE worker)   ^ steal (Stealer, both)
 //!             +------------------ other workers ----+
 //!
 //!   find_work: urgent -> lifo slot (at most LIFO_STREAK_CAP in a row while the deque
-//!              waits) -> deque -> hand-off list, injector -> steal from other workers;
-//!              every GLOBAL_CHECK_INTERVAL-th dequeue the global queues first
+//!              waits) -> coordinating or deque (pick_coordinating: 2c : d) -> the
+//!              other of the two -> hand-off list, injector -> steal from other
+//!              workers; every GLOBAL_CHECK_INTERVAL-th dequeue the global queues first
 //! ```
 //!
 //! The set of a worker's queues is written out once, in `WorkerShared`'s queue methods
@@ -41,6 +42,16 @@
 //!   the lifo slot (`wake::unpark_lock_waiter`); the queue is stolen as the slot is.
 //! * A fiber that switches out runnable on its own worker (`sched_yield`, a preemption,
 //!   the end of its turn) goes to the back of that worker's deque: round robin.
+//! * A **coordinating** fiber (one that waited on a condition variable or a futex within
+//!   its last 32 descriptor waits, `WaitNote::coordinates`: a transaction between two
+//!   statements, holding locks others will wait for) goes to the **coordinating queue**
+//!   where it would have gone to the deque: woken in scheduler context, preempted, or
+//!   at its turn's end. A worker serves that queue and its deque in proportion 2c : d
+//!   ([`pick_coordinating`]), so such a fiber gets about twice the turns and neither
+//!   queue starves. Designs rejected: MariaDB pool-of-threads' strict high-priority
+//!   queue (read_write took the CPU from point_select: 2.88x / 0.90x native in the
+//!   mix), a fixed every-Nth-dequeue rule (the share then followed the queues'
+//!   lengths), and the run order by CPU time this queue came out of (docs/DESIGN.md §3).
 //! * Fibers woken in a worker's scheduler context (readiness it harvested, timers it
 //!   fired) go to its deque; fibers woken by plain OS threads or the monitor go to the
 //!   global injector; donors use the allocation-free hand-off list (see
@@ -178,6 +189,10 @@ pub struct WorkerShared {
     /// before anything else; stolen, as the lifo slot, only from a worker that is not
     /// ACTIVE.
     urgent: lifo::SideQueue,
+    /// Coordinating fibers (`WaitNote::coordinates`) woken in this worker's scheduler
+    /// context or requeued at a turn's end or a preemption: picked against the deque by
+    /// [`pick_coordinating`]; stolen as the deque is.
+    coordinating: lifo::SideQueue,
     /// The running fiber's turn (see [`turn`]): the `progress` value of the run it
     /// began in and when. Written only by fibers on the worker's own OS thread, so that
     /// a switch writes nothing here.
@@ -412,12 +427,15 @@ impl WorkerShared {
 
     // ---- The worker's queues: every list of them is here, and only here. ----
 
-    /// Whether a fiber waits in this worker's deque or urgent queue, or (`with_lifo`) in
+    /// Whether a fiber waits in this worker's deque, urgent or coordinating queue, or (`with_lifo`) in
     /// its lifo slot; `order` is the lifo slot's load (SeqCst where the caller is one
     /// side of the sleep/wake Dekker pair). A snapshot.
     #[inline]
     pub(crate) fn has_queued(&self, with_lifo: bool, order: Ordering) -> bool {
-        !self.stealer.is_empty() || !self.urgent.stealer.is_empty() || (with_lifo && self.lifo.is_occupied(order))
+        !self.stealer.is_empty()
+            || !self.urgent.stealer.is_empty()
+            || !self.coordinating.stealer.is_empty()
+            || (with_lifo && self.lifo.is_occupied(order))
     }
 
     /// Whether fibers wait in any of this worker's queues; a snapshot. For a fiber on
@@ -430,10 +448,11 @@ impl WorkerShared {
 
     /// Each of this worker's queues by name, with the fibers in it (for the dump; a
     /// snapshot that may be stale at once).
-    pub fn queue_lengths(&self) -> [(&'static str, usize); 3] {
+    pub fn queue_lengths(&self) -> [(&'static str, usize); 4] {
         [
             ("deque", self.stealer.len()),
             ("urgent", self.urgent.stealer.len()),
+            ("coordinating", self.coordinating.stealer.len()),
             ("lifo", usize::from(self.lifo.is_occupied(Ordering::Relaxed))),
         ]
     }
@@ -452,7 +471,7 @@ impl WorkerShared {
             to.push(f);
             moved = true;
         }
-        for queue in [&self.urgent.stealer, &self.stealer] {
+        for queue in [&self.urgent.stealer, &self.coordinating.stealer, &self.stealer] {
             while let Some(f) = retry_steal(|| queue.steal()) {
                 to.push(f);
                 moved = true;
@@ -469,6 +488,9 @@ impl WorkerShared {
     /// an owner that made no progress for a tick has them moved by the monitor.
     fn steal_into(&self, local: &Deque<FiberRef>) -> Option<FiberRef> {
         if let Some(f) = retry_steal(|| self.stealer.steal_batch_and_pop(local)) {
+            return Some(f);
+        }
+        if let Some(f) = retry_steal(|| self.coordinating.stealer.steal()) {
             return Some(f);
         }
         if self.role.peek() == Role::Active {
@@ -492,6 +514,29 @@ impl WorkerShared {
     pub fn deferred_signals(&self) -> u64 {
         self.deferred.load(Ordering::Relaxed)
     }
+}
+
+/// Whether a worker's next fiber comes from its coordinating queue (`coordinating`
+/// fibers wait there) rather than its deque (`deque`), for the `dequeue`-th dequeue:
+/// with probability 2c / (2c + d), so a coordinating fiber gets about twice the turns
+/// of one in the deque, and neither queue starves the other. MariaDB pool-of-threads
+/// gives connections inside a transaction a high-priority queue for the same reason:
+/// each statement of a transaction holds row locks and a read view that the other
+/// connections pay for (InnoDB's `rw_trx_hash` walk) until it commits. The draw is a
+/// Weyl sequence of the dequeue count (frac(n·φ), evenly spread), not a random
+/// number. Origin of the weight 2: the run order by CPU time's weighted pick
+/// (docs/DESIGN.md §3: the mix's read_write 2.56x native, point_select 1.57x).
+#[inline]
+pub(super) fn pick_coordinating(coordinating: usize, deque: usize, dequeue: u32) -> bool {
+    if coordinating == 0 {
+        return false;
+    }
+    if deque == 0 {
+        return true;
+    }
+    let weighted = 2 * coordinating as u64;
+    let draw = u64::from(dequeue.wrapping_mul(0x9E37_79B9)); // 2^32 / φ
+    (draw * (weighted + deque as u64)) >> 32 < weighted
 }
 
 /// Runs a steal until it does not ask to be retried.

@@ -51,6 +51,7 @@ fn start_pool() {
             running: Padded(AtomicU64::new(0)),
             progress: Padded(AtomicU64::new(0)),
             urgent: lifo::SideQueue::new(),
+            coordinating: lifo::SideQueue::new(),
             turn: Padded(Default::default()),
             role: WorkerRole::active(),
             polling: AtomicBool::new(false),

@@ -261,7 +261,12 @@ fn schedule(f: FiberRef) -> bool {
             let surplus = !local.is_empty();
             note_wake_locality(&f, w);
             f.mark_queued(Source::WorkerWake);
-            local.push(f);
+            if f.wait.coordinates() {
+                // SAFETY: as `local` above.
+                unsafe { w.coordinating.push(f) };
+            } else {
+                local.push(f);
+            }
             surplus
         }
         Place::Injector => {

@@ -159,7 +159,17 @@ fn find_work(rt: &Runtime, w: &WorkerShared, tick: u32, lifo_streak: &mut u32) -
         local.push(f);
     }
     *lifo_streak = 0;
+    if pick_coordinating(w.coordinating.stealer.len(), local.len(), tick) {
+        // SAFETY: we are w's OS thread, in its scheduler context.
+        if let Some(f) = unsafe { w.coordinating.pop() } {
+            return Some(f);
+        }
+    }
     if let Some(f) = local.pop() {
+        return Some(f);
+    }
+    // SAFETY: as above.
+    if let Some(f) = unsafe { w.coordinating.pop() } {
         return Some(f);
     }
     if let Some(f) = steal_global(rt, local) {
@@ -256,7 +266,7 @@ pub(super) fn run_fiber(w: &WorkerShared, f: FiberRef) {
     match result {
         corosensei::CoroutineResult::Yield(Switch::Yield) => {
             // Round robin: the back of the deque.
-            requeue_on_worker(local, f, Source::Yield);
+            requeue_on_worker(w, local, f, Source::Yield);
         }
         corosensei::CoroutineResult::Yield(Switch::Park) => {
             f.set_life(Life::Parked);
@@ -280,7 +290,7 @@ pub(super) fn run_fiber(w: &WorkerShared, f: FiberRef) {
             // Suspended inside the kick handler (crate::runtime::preempt), whose mask this
             // thread still has; behind the fibers that waited here.
             sys::sigmask_set(base);
-            requeue_on_worker(local, f, Source::Preempt);
+            requeue_on_worker(w, local, f, Source::Preempt);
         }
         corosensei::CoroutineResult::Yield(Switch::YieldToWakee) => {
             // It woke a lock waiter, queued in `urgent` to run first: it runs next after
@@ -292,7 +302,7 @@ pub(super) fn run_fiber(w: &WorkerShared, f: FiberRef) {
         }
         corosensei::CoroutineResult::Yield(Switch::EndTurn) => {
             // Its turn is spent (turn.rs): as a preempted fiber.
-            requeue_on_worker(local, f, Source::EndTurn);
+            requeue_on_worker(w, local, f, Source::EndTurn);
         }
         corosensei::CoroutineResult::Yield(Switch::BackToPool) => {
             crate::fatal(&["fiber asked to return to the pool while on a worker"]);
@@ -307,7 +317,8 @@ pub(super) fn run_fiber(w: &WorkerShared, f: FiberRef) {
 }
 
 /// Queues a fiber that switched out runnable on its own worker (a yield, a
-/// preemption, the end of its turn) at the back of that worker's deque `local`: no migration,
+/// preemption, the end of its turn) at the back of that worker's deque `local` (a
+/// coordinating fiber's preemption or turn end: its coordinating queue): no migration,
 /// no trip behind every runnable fiber of the pool (the injector, where turn ends and
 /// preemptions went until 2026-11-25: at 16 MariaDB connections over TCP that trip was
 /// most of the p95). Idle workers are told about a surplus ([`requeue_notifies`]).
@@ -318,13 +329,18 @@ pub(super) fn run_fiber(w: &WorkerShared, f: FiberRef) {
 /// the preempted fiber ran again at once, ahead of every fiber that had waited behind
 /// it (8 spinners handing a baton round on 2 workers, `sync_spin_handoff 8 4`: no round
 /// in 60 s, 2026-11-28).
-fn requeue_on_worker(local: &Deque<FiberRef>, f: FiberRef, source: Source) {
+fn requeue_on_worker(w: &WorkerShared, local: &Deque<FiberRef>, f: FiberRef, source: Source) {
     f.set_life(Life::Runnable);
     f.mark_queued(source);
     let rt = runtime_unchecked();
     if behind_the_injector(local.is_empty(), rt.injector.is_empty()) {
         rt.injector.push(f);
         rt.notify();
+        return;
+    }
+    if source != Source::Yield && f.wait.coordinates() {
+        // SAFETY: we are w's OS thread, in its scheduler context (after the switch).
+        unsafe { w.coordinating.push(f) };
         return;
     }
     local.push(f);
@@ -434,6 +450,24 @@ fn idle(rt: &Runtime, w: &WorkerShared) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The pick between the coordinating queue and the deque: never from an empty
+    /// coordinating queue, always with an empty deque, and otherwise in proportion
+    /// 2c : d over consecutive dequeues.
+    #[test]
+    fn coordinating_fibers_get_twice_the_turns_of_the_deque() {
+        for tick in 0..64 {
+            assert!(!pick_coordinating(0, 0, tick));
+            assert!(!pick_coordinating(0, 5, tick));
+            assert!(pick_coordinating(3, 0, tick));
+        }
+        // (coordinating, deque, share of picks from the coordinating queue in percent)
+        for (c, d, percent) in [(1, 2, 50), (1, 1, 67), (2, 1, 80), (1, 8, 20), (10, 100, 17)] {
+            let picks = (0..10_000u32).filter(|&t| pick_coordinating(c, d, t)).count();
+            let expected = 10_000 * percent / 100;
+            assert!(picks.abs_diff(expected) <= 60, "c={c} d={d}: {picks} of 10000, wanted ~{expected}");
+        }
+    }
 
     /// Which requeued fibers wake an idle worker, by the reason they switched out and
     /// the deque's length after the push.
