@@ -67,6 +67,7 @@
 //! | [`worker`] | the worker loop: find work, steal, run a fiber to its next switch and requeue it, idle |
 //! | [`direct_wait`] | a fiber alone on its worker waits for its descriptor in the kernel |
 //! | [`monitor`] | the monitor thread: stuck workers, blocked workers and spares, preemption requests |
+//! | [`task_files`] | a worker's `/proc/self/task/TID` files, kept open for the monitor |
 //! | [`lifo`] | the lifo slot (one fiber, owned as a raw `Arc` pointer, swapped in and out) and the urgent queue's type |
 //! | [`worker_role`] | a worker's role (ACTIVE, BLOCKED, SPARE) and its transitions |
 //! | [`clock`] | the monitor's tick count (1 ms), and the convoy rule that reads a lock wait's age from it |
@@ -95,6 +96,7 @@ mod monitor;
 mod quota;
 mod start;
 mod stuck;
+mod task_files;
 mod turn;
 mod wake;
 mod worker;
@@ -212,7 +214,7 @@ pub struct WorkerShared {
     /// The worker's own eventfd for ending a direct wait (-1: none, no direct waits).
     wake_fd: AtomicI32,
     /// Its thread's `/proc` files, which the monitor reads ([`monitor::TaskFiles`]).
-    task_files: monitor::TaskFiles,
+    task_files: task_files::TaskFiles,
     /// The readiness set this worker sleeps in and registers its fibers' descriptors in
     /// while ACTIVE (`poller::claim_set`; always 0 with one shared set). Written only by
     /// the worker itself, when it starts, rejoins or is activated as a spare.

@@ -62,6 +62,7 @@
 //! sooner (a pool between bursts of requests, where dozing only adds a futex wake per
 //! burst) brings back the full count. Stats `monitor_wakeups`, `monitor_redozes`.
 
+use super::task_files::{self, TaskFile};
 use super::*;
 
 // ---------------------------------------------------------------------------------
@@ -390,7 +391,7 @@ impl BlockedCall {
     /// The call worker `w`'s thread is in (its kept `syscall` file).
     pub(crate) fn of(w: &WorkerShared) -> Option<BlockedCall> {
         let mut buf = [0u8; 256];
-        let n = w.task_files.read(w, TaskFile::Syscall, &mut buf)?;
+        let n = w.task_files.read(w.tid.load(Ordering::Relaxed), TaskFile::Syscall, &mut buf)?;
         BlockedCall::parse(&buf[..n])
     }
 
@@ -398,7 +399,7 @@ impl BlockedCall {
     /// dump, which names any thread).
     pub(crate) fn of_thread(tid: u32) -> Option<BlockedCall> {
         let mut buf = [0u8; 256];
-        let n = read_task_file(tid, TaskFile::Syscall, &mut buf)?;
+        let n = task_files::read_task_file(tid, TaskFile::Syscall, &mut buf)?;
         BlockedCall::parse(&buf[..n])
     }
 
@@ -479,118 +480,10 @@ pub(super) const LONG_BLOCK_NS: u64 = 1_000_000_000;
 /// whose fibers block in nothing we do not intercept (c771516).
 pub(super) const BLOCKED_CPU_SHARE: u64 = 4;
 
-/// The files of `/proc/self/task/TID` the monitor reads.
-#[derive(Clone, Copy)]
-pub(crate) enum TaskFile {
-    Stat,
-    Schedstat,
-    Syscall,
-}
-
-impl TaskFile {
-    const ALL: [TaskFile; 3] = [TaskFile::Stat, TaskFile::Schedstat, TaskFile::Syscall];
-
-    fn name(self) -> &'static [u8] {
-        match self {
-            TaskFile::Stat => b"stat",
-            TaskFile::Schedstat => b"schedstat",
-            TaskFile::Syscall => b"syscall",
-        }
-    }
-}
-
-/// A worker's `/proc/self/task/TID/{stat,schedstat,syscall}`, opened once, out of the
-/// way of the program's numbers (`sys::open_nul_out_of_the_way`), and read by the
-/// monitor with `pread` at offset 0, which makes the kernel format the file afresh.
-/// Opening them at each look took the lowest free number for a moment, once a tick
-/// while a worker looked stuck, and a program that made descriptors then got numbers
-/// above it, which its `close_range` and `open` did not give back (`io_fdreuse`'s
-/// `reused=0`, 2 of 120 runs under load, 2026-11-28). The first workers' files are
-/// opened by the thread that starts the pool, inside the program's first
-/// `pthread_create`, when no other program thread can make a descriptor
-/// ([`TaskFiles::open`]); a spare's by the monitor when it first looks at it. A
-/// worker's thread lives as long as the process, so they are never closed. An open
-/// that failed is not tried again, and the monitor opens that file by path at each
-/// look, as before.
-pub(crate) struct TaskFiles {
-    /// -2: not opened yet; -1: could not be opened.
-    fds: [AtomicI32; 3],
-}
-
-const NOT_OPENED: i32 = -2;
-
-impl TaskFiles {
-    pub(super) const fn new() -> TaskFiles {
-        TaskFiles { fds: [AtomicI32::new(NOT_OPENED), AtomicI32::new(NOT_OPENED), AtomicI32::new(NOT_OPENED)] }
-    }
-
-    /// Opens the files of kernel thread `tid`. Only one thread at a time per worker:
-    /// the pool's starter before it starts the monitor, then the monitor.
-    pub(super) fn open(&self, tid: u32) {
-        for (file, slot) in TaskFile::ALL.into_iter().zip(&self.fds) {
-            let mut path = [0u8; 64];
-            let fd =
-                task_file_path(tid, file, &mut path).and_then(|p| sys::open_nul_out_of_the_way(p, libc::O_RDONLY)).unwrap_or(-1);
-            slot.store(fd, Ordering::Release);
-        }
-    }
-
-    /// Reads `file` of worker `w`'s thread into `buf`; the length read.
-    fn read(&self, w: &WorkerShared, file: TaskFile, buf: &mut [u8]) -> Option<usize> {
-        let tid = w.tid.load(Ordering::Relaxed);
-        let mut fd = self.fds[file as usize].load(Ordering::Acquire);
-        if fd == NOT_OPENED && tid != 0 {
-            self.open(tid);
-            fd = self.fds[file as usize].load(Ordering::Acquire);
-        }
-        if fd < 0 {
-            return read_task_file(tid, file, buf);
-        }
-        let n = sys::pread64(fd, buf, 0);
-        (n > 0).then_some(n as usize)
-    }
-}
-
-/// `/proc/self/task/TID/<file>`, NUL-terminated, written into `path`.
-fn task_file_path(tid: u32, file: TaskFile, path: &mut [u8; 64]) -> Option<&[u8]> {
-    let file = file.name();
-    let prefix = b"/proc/self/task/";
-    path[..prefix.len()].copy_from_slice(prefix);
-    let mut out = prefix.len();
-    let mut digits = [0u8; 10];
-    let (mut n, mut len) = (tid, 0);
-    loop {
-        digits[len] = b'0' + (n % 10) as u8;
-        n /= 10;
-        len += 1;
-        if n == 0 {
-            break;
-        }
-    }
-    for k in (0..len).rev() {
-        path[out] = digits[k];
-        out += 1;
-    }
-    path[out] = b'/';
-    out += 1;
-    if out + file.len() >= path.len() {
-        return None;
-    }
-    path[out..out + file.len()].copy_from_slice(file);
-    path[out + file.len()] = 0;
-    Some(&path[..=out + file.len()])
-}
-
-/// Reads `/proc/self/task/TID/<file>` into `buf` with raw system calls; the length read.
-fn read_task_file(tid: u32, file: TaskFile, buf: &mut [u8]) -> Option<usize> {
-    let mut path = [0u8; 64];
-    sys::read_file_nul(task_file_path(tid, file, &mut path)?, buf)
-}
-
 /// CPU time (ns) worker `w`'s thread has run, from its schedstat (None without one).
 pub(super) fn worker_cpu_ns(w: &WorkerShared) -> Option<u64> {
     let mut buf = [0u8; 128];
-    let n = w.task_files.read(w, TaskFile::Schedstat, &mut buf)?;
+    let n = w.task_files.read(w.tid.load(Ordering::Relaxed), TaskFile::Schedstat, &mut buf)?;
     let mut fields = buf[..n]
         .split(|c| c.is_ascii_whitespace())
         .filter(|f| !f.is_empty())
@@ -601,7 +494,7 @@ pub(super) fn worker_cpu_ns(w: &WorkerShared) -> Option<u64> {
 /// Whether worker `w`'s thread is sleeping in the kernel (state S or D).
 pub(crate) fn worker_sleeps_in_kernel(w: &WorkerShared) -> bool {
     let mut buf = [0u8; 512];
-    let n = w.task_files.read(w, TaskFile::Stat, &mut buf);
+    let n = w.task_files.read(w.tid.load(Ordering::Relaxed), TaskFile::Stat, &mut buf);
     matches!(n.and_then(|n| state_letter(&buf[..n])), Some(b'S' | b'D'))
 }
 
@@ -617,6 +510,6 @@ fn state_letter(stat: &[u8]) -> Option<u8> {
 /// for the dump, which names any thread).
 pub(crate) fn thread_state(tid: u32) -> Option<u8> {
     let mut buf = [0u8; 512];
-    let n = read_task_file(tid, TaskFile::Stat, &mut buf)?;
+    let n = task_files::read_task_file(tid, TaskFile::Stat, &mut buf)?;
     state_letter(&buf[..n])
 }

@@ -59,7 +59,7 @@ fn start_pool() {
             sleep_without_spin: AtomicBool::new(false),
             readiness_set: AtomicUsize::new(0),
             wake_fd: AtomicI32::new(-1),
-            task_files: monitor::TaskFiles::new(),
+            task_files: task_files::TaskFiles::new(),
             base_sigmask: AtomicU64::new(0),
             deferred: AtomicU64::new(0),
             timers: Padded(timer::TimerHeap::new()),
