@@ -15,8 +15,8 @@
 //!             ^ steal (not from an ACTIVE worker)   ^ steal (Stealer, both)
 //!             +------------------ other workers ----+
 //!
-//!   find_work: urgent -> lifo slot (at most LIFO_STREAK_CAP in a row while the deque
-//!              waits) -> coordinating or deque (pick_coordinating: 2c : d) -> the
+//!   find_work: urgent -> lifo slot (at most LIFO_STREAK_CAP in a row while the deque or
+//!              the coordinating queue waits) -> coordinating or deque (2c : d) -> the
 //!              other of the two -> hand-off list, injector -> steal from other
 //!              workers; every GLOBAL_CHECK_INTERVAL-th dequeue the global queues first
 //! ```

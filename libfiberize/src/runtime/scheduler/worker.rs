@@ -147,14 +147,16 @@ fn find_work(rt: &Runtime, w: &WorkerShared, tick: u32, lifo_streak: &mut u32) -
             return Some(f);
         }
     }
-    if *lifo_streak < LIFO_STREAK_CAP || local.is_empty() {
+    // The lifo cap holds while fibers wait in the deque or the coordinating queue.
+    let others_wait = !local.is_empty() || !w.coordinating.stealer.is_empty();
+    if *lifo_streak < LIFO_STREAK_CAP || !others_wait {
         if let Some(f) = w.lifo.take() {
             *lifo_streak += 1;
             return Some(f);
         }
     } else if let Some(f) = w.lifo.take() {
         // Fibers that keep waking each other (a lock handed round a group) would hold
-        // the worker forever: the wakee goes behind what waits in the deque.
+        // the worker forever: the wakee goes behind what waits in the queues.
         bump(&STATS.lifo_capped);
         local.push(f);
     }
