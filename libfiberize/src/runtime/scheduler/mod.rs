@@ -213,7 +213,7 @@ pub struct WorkerShared {
     sleep_without_spin: AtomicBool,
     /// The worker's own eventfd for ending a direct wait (-1: none, no direct waits).
     wake_fd: AtomicI32,
-    /// Its thread's `/proc` files, which the monitor reads ([`monitor::TaskFiles`]).
+    /// Its thread's `/proc` files, which the monitor reads ([`task_files::TaskFiles`]).
     task_files: task_files::TaskFiles,
     /// The readiness set this worker sleeps in and registers its fibers' descriptors in
     /// while ACTIVE (`poller::claim_set`; always 0 with one shared set). Written only by
@@ -429,9 +429,9 @@ impl WorkerShared {
 
     // ---- The worker's queues: every list of them is here, and only here. ----
 
-    /// Whether a fiber waits in this worker's deque, urgent or coordinating queue, or (`with_lifo`) in
-    /// its lifo slot; `order` is the lifo slot's load (SeqCst where the caller is one
-    /// side of the sleep/wake Dekker pair). A snapshot.
+    /// Whether a fiber waits in this worker's deque, urgent or coordinating queue, or
+    /// (`with_lifo`) in its lifo slot; `order` is the lifo slot's load (SeqCst where the
+    /// caller is one side of the sleep/wake Dekker pair). A snapshot.
     #[inline]
     pub(crate) fn has_queued(&self, with_lifo: bool, order: Ordering) -> bool {
         !self.stealer.is_empty()

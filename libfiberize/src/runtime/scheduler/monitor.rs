@@ -391,7 +391,7 @@ impl BlockedCall {
     /// The call worker `w`'s thread is in (its kept `syscall` file).
     pub(crate) fn of(w: &WorkerShared) -> Option<BlockedCall> {
         let mut buf = [0u8; 256];
-        let n = w.task_files.read(w.tid.load(Ordering::Relaxed), TaskFile::Syscall, &mut buf)?;
+        let n = read_worker_file(w, TaskFile::Syscall, &mut buf)?;
         BlockedCall::parse(&buf[..n])
     }
 
@@ -480,10 +480,16 @@ pub(super) const LONG_BLOCK_NS: u64 = 1_000_000_000;
 /// whose fibers block in nothing we do not intercept (c771516).
 pub(super) const BLOCKED_CPU_SHARE: u64 = 4;
 
+/// Reads `file` of worker `w`'s thread (kept open, `task_files::TaskFiles`) into `buf`;
+/// the length read.
+fn read_worker_file(w: &WorkerShared, file: TaskFile, buf: &mut [u8]) -> Option<usize> {
+    w.task_files.read(w.tid.load(Ordering::Relaxed), file, buf)
+}
+
 /// CPU time (ns) worker `w`'s thread has run, from its schedstat (None without one).
 pub(super) fn worker_cpu_ns(w: &WorkerShared) -> Option<u64> {
     let mut buf = [0u8; 128];
-    let n = w.task_files.read(w.tid.load(Ordering::Relaxed), TaskFile::Schedstat, &mut buf)?;
+    let n = read_worker_file(w, TaskFile::Schedstat, &mut buf)?;
     let mut fields = buf[..n]
         .split(|c| c.is_ascii_whitespace())
         .filter(|f| !f.is_empty())
@@ -494,7 +500,7 @@ pub(super) fn worker_cpu_ns(w: &WorkerShared) -> Option<u64> {
 /// Whether worker `w`'s thread is sleeping in the kernel (state S or D).
 pub(crate) fn worker_sleeps_in_kernel(w: &WorkerShared) -> bool {
     let mut buf = [0u8; 512];
-    let n = w.task_files.read(w.tid.load(Ordering::Relaxed), TaskFile::Stat, &mut buf);
+    let n = read_worker_file(w, TaskFile::Stat, &mut buf);
     matches!(n.and_then(|n| state_letter(&buf[..n])), Some(b'S' | b'D'))
 }
 

@@ -6,11 +6,11 @@
 //! every [`CHECK_EVERY_TICKS`] ticks it reads the limit again from the group found at
 //! start: one small file per level up to the mount's root for v2, two for v1. A doze
 //! counts the ticks it skipped, and the monitor is never woken for this. The files are
-//! opened once, when the pool starts, and read again with `pread` ([`KeptFiles`]). The pool then
-//! wants min(CPUs in the affinity mask, limit) ACTIVE workers, at least 1. That is both
-//! the pool's target and `Runtime::cpus`. With more, the
-//! monitor wakes spares or starts workers, up to the pool's spare slots
-//! (`monitor::bring_in_worker`). With fewer, the surplus workers retire as spares when
+//! opened once, when the pool starts, and read again with `pread` ([`KeptFiles`]). The
+//! pool then wants min(CPUs in the affinity mask, limit) ACTIVE workers, at least 1.
+//! That is both the pool's target and `Runtime::cpus`. With more, the monitor wakes
+//! spares or starts workers, up to the pool's spare slots (`monitor::bring_in_worker`).
+//! With fewer, the surplus workers retire as spares when
 //! they next run dry (`worker::retire_if_surplus`). A pool kept busy without a break
 //! keeps its surplus until then.
 //!
