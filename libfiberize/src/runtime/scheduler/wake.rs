@@ -255,10 +255,11 @@ fn schedule(f: FiberRef) -> bool {
         }
         Place::Deque(w) => {
             // Scheduler context of a worker (timers, reactor dispatch): queue locally; the
-            // worker looks for work right after. Others are told only about a surplus.
+            // worker looks for work right after. Others are told only about a surplus
+            // in either queue a worker steals from (its deque, its coordinating queue).
             // SAFETY: WORKER is set only on w's own OS thread, in scheduler context.
             let local = unsafe { w.owner_local() };
-            let surplus = !local.is_empty();
+            let surplus = !local.is_empty() || !w.coordinating.stealer.is_empty();
             note_wake_locality(&f, w);
             f.mark_queued(Source::WorkerWake);
             if f.wait.coordinates() {

@@ -343,10 +343,11 @@ fn requeue_on_worker(w: &WorkerShared, local: &Deque<FiberRef>, f: FiberRef, sou
     if source != Source::Yield && f.wait.coordinates() {
         // SAFETY: we are w's OS thread, in its scheduler context (after the switch).
         unsafe { w.coordinating.push(f) };
-        return;
+    } else {
+        local.push(f);
     }
-    local.push(f);
-    if requeue_notifies(source, local.len()) {
+    // Both queues are stolen alike, so the surplus counts both.
+    if requeue_notifies(source, local.len() + w.coordinating.stealer.len()) {
         // Others may take what waits here while this worker runs the next.
         rt.notify();
     }
@@ -359,10 +360,11 @@ fn behind_the_injector(deque_empty: bool, injector_empty: bool) -> bool {
 }
 
 /// Whether a fiber requeued by [`requeue_on_worker`] for `source`, leaving `queued`
-/// fibers in the deque, should wake an idle worker: only a preempted fiber or a spent
-/// turn, and only when more than that one waits. A yield is a round robin among this
-/// worker's fibers (a spin-wait's `sched_yield` must not wake a thief for every round),
-/// and a single fiber runs here next anyway.
+/// fibers in the deque and the coordinating queue together, should wake an idle
+/// worker: only a preempted fiber or a spent turn, and only when more than that one
+/// waits. A yield is a round robin among this worker's fibers (a spin-wait's
+/// `sched_yield` must not wake a thief for every round), and a single fiber runs here
+/// next anyway.
 fn requeue_notifies(source: Source, queued: usize) -> bool {
     matches!(source, Source::Preempt | Source::EndTurn) && queued > 1
 }
