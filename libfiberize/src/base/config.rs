@@ -495,17 +495,26 @@ fn parse_interval_ms(text: &[u8]) -> Option<u64> {
 /// CPUs in our affinity mask, capped by the CPU quota of our own cgroup and its
 /// ancestors (`crate::base::cgroup`).
 pub fn default_workers() -> usize {
-    // A raw system call: `sched_getaffinity` is one of our exports (docs/DESIGN.md §2.1).
-    // SAFETY: all-zero is a valid (empty) cpu_set_t.
-    let mut set: libc::cpu_set_t = unsafe { core::mem::zeroed() };
-    // SAFETY: CPU_COUNT reads the set the kernel filled.
-    let cpus = if crate::base::sys::sched_getaffinity(&mut set) > 0 { unsafe { libc::CPU_COUNT(&set) as usize } } else { 1 };
+    let cpus = affinity_cpus();
     let quota = crate::base::cgroup::cpu_limit();
     let n = match quota {
         Some(q) => cpus.min(q),
         None => cpus,
     };
     n.max(1)
+}
+
+/// CPUs in our affinity mask (1 if the kernel will not say). The quota follower reads
+/// it again (`runtime::scheduler::quota`).
+pub fn affinity_cpus() -> usize {
+    // A raw system call: `sched_getaffinity` is one of our exports (docs/DESIGN.md §2.1).
+    // SAFETY: all-zero is a valid (empty) cpu_set_t.
+    let mut set: libc::cpu_set_t = unsafe { core::mem::zeroed() };
+    if crate::base::sys::sched_getaffinity(&mut set) <= 0 {
+        return 1;
+    }
+    // SAFETY: CPU_COUNT reads the set the kernel filled.
+    (unsafe { libc::CPU_COUNT(&set) } as usize).max(1)
 }
 
 #[cfg(test)]

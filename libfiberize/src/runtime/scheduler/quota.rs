@@ -45,8 +45,13 @@ impl QuotaFollow {
     pub(super) fn new() -> QuotaFollow {
         let cfg = crate::base::config::config();
         let group = if cfg.workers_set { None } else { cgroup::own_group() };
-        let mut follow =
-            QuotaFollow { group, files: KeptFiles::new(), affinity: affinity_cpus(), workers: cfg.workers, ticks: 0 };
+        let mut follow = QuotaFollow {
+            group,
+            files: KeptFiles::new(),
+            affinity: crate::base::config::affinity_cpus(),
+            workers: cfg.workers,
+            ticks: 0,
+        };
         follow.read_limit(); // opens the files now, inside the pool's start (`start::start_pool`)
         follow
     }
@@ -130,16 +135,4 @@ impl KeptFiles {
         let n = sys::pread64(fd, buf, 0);
         (n > 0).then_some(n as usize)
     }
-}
-
-/// CPUs in the affinity mask (a raw system call: `sched_getaffinity` is one of our
-/// exports).
-fn affinity_cpus() -> usize {
-    // SAFETY: all-zero is a valid (empty) cpu_set_t.
-    let mut set: libc::cpu_set_t = unsafe { core::mem::zeroed() };
-    if sys::sched_getaffinity(&mut set) <= 0 {
-        return 1;
-    }
-    // SAFETY: CPU_COUNT reads the set the kernel filled.
-    (unsafe { libc::CPU_COUNT(&set) } as usize).max(1)
 }
