@@ -47,6 +47,9 @@ counters! {
     parks,
     unparks,
     steals,
+    /// Fibers the monitor moved from a worker that made no switch for a tick (or
+    /// `STRANDED_TICKS`) to the injector (`scheduler::stuck`, `release_queued`).
+    fibers_released,
     lifo_capped,
     mutex_handoffs,
     /// Woken mutex waiters that found the mutex taken again (a barger won) and slept

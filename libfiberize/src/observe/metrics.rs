@@ -91,6 +91,7 @@ const METRICS: &[Metric] = &[
     stat!(parks, "Fibers that parked (waited for a lock, a condition, I/O, a timer)."),
     stat!(unparks, "Parked fibers made runnable again."),
     stat!(steals, "Fibers a worker took from another worker's queue."),
+    stat!(fibers_released, "Fibers moved to the global queue from a worker that made no switch for a tick."),
     stat!(lifo_capped, "Wake-ups sent behind the local queue instead of running next (wake chains)."),
     stat!(mutex_handoffs, "Contended mutex unlocks that handed the lock straight to a waiter (eventual fairness)."),
     stat!(mutex_wakes_lost, "Woken mutex waiters that found the mutex taken again and slept again."),

@@ -82,7 +82,7 @@ use std::sync::Arc;
 use crossbeam_deque::{Injector, Steal, Stealer, Worker as Deque};
 
 use crate::base::rawlock::RawOnce;
-use crate::base::stats::{bump, STATS};
+use crate::base::stats::{add, bump, STATS};
 use crate::base::sys;
 use crate::runtime::fiber::{self, Fiber, FiberRef, Life, Switch};
 use crate::runtime::poller;
@@ -466,17 +466,17 @@ impl WorkerShared {
 
     /// Moves every fiber queued on this worker to `to`, through the stealers and the
     /// slot's swap (so any thread may call it: a retiring worker, or the monitor for a
-    /// stuck one). Returns whether it moved any.
-    fn move_queued_to(&self, to: &Injector<FiberRef>) -> bool {
-        let mut moved = false;
+    /// stuck one). Returns how many it moved.
+    fn move_queued_to(&self, to: &Injector<FiberRef>) -> usize {
+        let mut moved = 0;
         if let Some(f) = self.lifo.take() {
             to.push(f);
-            moved = true;
+            moved += 1;
         }
         for queue in [&self.urgent.stealer, &self.coordinating.stealer, &self.stealer] {
             while let Some(f) = retry_steal(|| queue.steal()) {
                 to.push(f);
-                moved = true;
+                moved += 1;
             }
         }
         moved

@@ -149,7 +149,9 @@ fn serves_own(w: &WorkerShared, no_progress_ticks: &[u32]) -> bool {
 /// when they run dry, so without this a fiber queued behind a fiber that never
 /// switches (a spin-wait on a flag) would starve while the rest of the pool is busy.
 fn release_queued(rt: &Runtime, w: &WorkerShared) {
-    if w.move_queued_to(&rt.injector) {
+    let moved = w.move_queued_to(&rt.injector);
+    if moved != 0 {
+        add(&STATS.fibers_released, moved as u64);
         rt.notify();
     }
 }
