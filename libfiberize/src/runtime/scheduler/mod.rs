@@ -464,6 +464,27 @@ impl WorkerShared {
         self.queue_lengths().iter().map(|&(_, n)| n).sum()
     }
 
+    /// Fibers in this worker's deque `local` and its coordinating queue: the two that a
+    /// fiber requeued or woken here goes to, and that other workers steal from. A
+    /// snapshot; the surplus that tells idle workers, and the lifo cap, count these.
+    fn local_queued(&self, local: &Deque<FiberRef>) -> usize {
+        local.len() + self.coordinating.stealer.len()
+    }
+
+    /// Queues runnable `f` at the back of the coordinating queue if `coordinating`, else
+    /// of the deque `local`.
+    ///
+    /// # Safety
+    /// As [`WorkerShared::owner_local`] (`local` is what it returned).
+    unsafe fn push_local(&self, local: &Deque<FiberRef>, f: FiberRef, coordinating: bool) {
+        if coordinating {
+            // SAFETY: forwarded from this fn's contract.
+            unsafe { self.coordinating.push(f) };
+        } else {
+            local.push(f);
+        }
+    }
+
     /// Moves every fiber queued on this worker to `to`, through the stealers and the
     /// slot's swap (so any thread may call it: a retiring worker, or the monitor for a
     /// stuck one). Returns how many it moved.

@@ -259,15 +259,12 @@ fn schedule(f: FiberRef) -> bool {
             // in either queue a worker steals from (its deque, its coordinating queue).
             // SAFETY: WORKER is set only on w's own OS thread, in scheduler context.
             let local = unsafe { w.owner_local() };
-            let surplus = !local.is_empty() || !w.coordinating.stealer.is_empty();
+            let surplus = w.local_queued(local) != 0;
             note_wake_locality(&f, w);
             f.mark_queued(Source::WorkerWake);
-            if f.wait.coordinates() {
-                // SAFETY: as `local` above.
-                unsafe { w.coordinating.push(f) };
-            } else {
-                local.push(f);
-            }
+            let coordinating = f.wait.coordinates();
+            // SAFETY: as `local` above.
+            unsafe { w.push_local(local, f, coordinating) };
             surplus
         }
         Place::Injector => {

@@ -148,8 +148,7 @@ fn find_work(rt: &Runtime, w: &WorkerShared, tick: u32, lifo_streak: &mut u32) -
         }
     }
     // The lifo cap holds while fibers wait in the deque or the coordinating queue.
-    let others_wait = !local.is_empty() || !w.coordinating.stealer.is_empty();
-    if *lifo_streak < LIFO_STREAK_CAP || !others_wait {
+    if *lifo_streak < LIFO_STREAK_CAP || w.local_queued(local) == 0 {
         if let Some(f) = w.lifo.take() {
             *lifo_streak += 1;
             return Some(f);
@@ -340,14 +339,10 @@ fn requeue_on_worker(w: &WorkerShared, local: &Deque<FiberRef>, f: FiberRef, sou
         rt.notify();
         return;
     }
-    if source != Source::Yield && f.wait.coordinates() {
-        // SAFETY: we are w's OS thread, in its scheduler context (after the switch).
-        unsafe { w.coordinating.push(f) };
-    } else {
-        local.push(f);
-    }
-    // Both queues are stolen alike, so the surplus counts both.
-    if requeue_notifies(source, local.len() + w.coordinating.stealer.len()) {
+    let coordinating = source != Source::Yield && f.wait.coordinates();
+    // SAFETY: we are w's OS thread, in its scheduler context (after the switch).
+    unsafe { w.push_local(local, f, coordinating) };
+    if requeue_notifies(source, w.local_queued(local)) {
         // Others may take what waits here while this worker runs the next.
         rt.notify();
     }
