@@ -72,7 +72,7 @@ impl WaitNote {
     /// a futex within its last [`COORDINATING_WAITS`] descriptor waits. Others are
     /// likely to wait for what it does next (a transaction holding row locks between
     /// two statements), so its turns come round more often
-    /// (`scheduler::pick_coordinating`). A hint, read by its wakers with a race.
+    /// (`scheduler::worker::pick_coordinating`). A hint, read by its wakers with a race.
     #[inline]
     pub fn coordinates(&self) -> bool {
         self.coordinating.load(Ordering::Relaxed) != 0

@@ -47,7 +47,7 @@
 //!   statements, holding locks others will wait for) goes to the **coordinating queue**
 //!   where it would have gone to the deque: woken in scheduler context, preempted, or
 //!   at its turn's end. A worker serves that queue and its deque in proportion 4c : d
-//!   ([`pick_coordinating`]), so such a fiber gets about four times the turns and neither
+//!   (`worker::pick_coordinating`), so such a fiber gets about four times the turns and neither
 //!   queue starves. Designs rejected: MariaDB pool-of-threads' strict high-priority
 //!   queue (read_write took the CPU from point_select: 2.88x / 0.90x native in the
 //!   mix), a fixed every-Nth-dequeue rule (the share then followed the queues'
@@ -193,7 +193,7 @@ pub struct WorkerShared {
     urgent: lifo::SideQueue,
     /// Coordinating fibers (`WaitNote::coordinates`) woken in this worker's scheduler
     /// context or requeued at a turn's end or a preemption: picked against the deque by
-    /// [`pick_coordinating`]; stolen as the deque is.
+    /// `worker::pick_coordinating`; stolen as the deque is.
     coordinating: lifo::SideQueue,
     /// The running fiber's turn (see [`turn`]): the `progress` value of the run it
     /// began in and when. Written only by fibers on the worker's own OS thread, so that
@@ -538,33 +538,6 @@ impl WorkerShared {
         self.deferred.load(Ordering::Relaxed)
     }
 }
-
-/// Whether a worker's next fiber comes from its coordinating queue (`coordinating`
-/// fibers wait there) rather than its deque (`deque`), for the `dequeue`-th dequeue:
-/// with probability wc / (wc + d), w = [`COORDINATING_WEIGHT`], so a coordinating fiber
-/// gets about w times the turns of one in the deque, and neither queue starves the
-/// other. MariaDB pool-of-threads gives connections inside a transaction a
-/// high-priority queue for the same reason: each statement of a transaction holds row
-/// locks and a read view that the other connections pay for (InnoDB's `rw_trx_hash`
-/// walk) until it commits. The draw is a Weyl sequence of the dequeue count
-/// (frac(n·φ), evenly spread), not a random number.
-#[inline]
-pub(super) fn pick_coordinating(coordinating: usize, deque: usize, dequeue: u32) -> bool {
-    if coordinating == 0 {
-        return false;
-    }
-    if deque == 0 {
-        return true;
-    }
-    let weighted = COORDINATING_WEIGHT * coordinating as u64;
-    let draw = u64::from(dequeue.wrapping_mul(0x9E37_79B9)); // 2^32 / φ
-    (draw * (weighted + deque as u64)) >> 32 < weighted
-}
-
-/// The turns a coordinating fiber gets for one of a fiber in the deque. Origin: the
-/// MariaDB mix on 2 shared vCPUs, 4 against 2 (2026-11-28): read_write 203.7 → 264.8
-/// tps, point_select 30.5 k → 28.3 k; the yardstick's read_write @256 1.15x → 1.24x.
-const COORDINATING_WEIGHT: u64 = 4;
 
 /// Runs a steal until it does not ask to be retried.
 #[inline]
