@@ -47,8 +47,8 @@ counters! {
     parks,
     unparks,
     steals,
-    /// Fibers the monitor moved from a worker that made no switch for a tick (or
-    /// `STRANDED_TICKS`) to the injector (`scheduler::stuck`, `release_queued`).
+    /// Fibers the monitor moved from a worker that made no switch for a tick (or that
+    /// is stranded) to the injector (`scheduler::stuck`, `release_queued`).
     fibers_released,
     lifo_capped,
     mutex_handoffs,

@@ -86,6 +86,23 @@ pub fn clock_ns(clock: libc::clockid_t) -> u64 {
     timespec_to_ns(&ts)
 }
 
+/// CPU time (ns) that thread `tid` of this process has run, exact to now for a thread
+/// on a CPU at this instant (the kernel brings its count up to date, which a read of
+/// its schedstat does not); None if there is no such thread. The clock id is the
+/// kernel's per-thread scheduler clock (`MAKE_THREAD_CPUCLOCK(tid, CPUCLOCK_SCHED)`).
+pub fn thread_cpu_ns(tid: u32) -> Option<u64> {
+    const CPUCLOCK_PERTHREAD_SCHED: libc::clockid_t = 4 | 2;
+    // A clockid_t is an int: tids are below 2^22 (PID_MAX_LIMIT), so the shift fits.
+    let clock = (!(tid as libc::clockid_t) << 3) | CPUCLOCK_PERTHREAD_SCHED;
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `ts` is a valid out-pointer; the raw system call reports a bad clock (a
+    // thread that is gone) as its return value, without errno.
+    let r = unsafe {
+        syscall6(libc::SYS_clock_gettime as usize, clock as isize as usize, &mut ts as *mut libc::timespec as usize, 0, 0, 0, 0)
+    };
+    (r == 0).then(|| timespec_to_ns(&ts))
+}
+
 /// Converts a (valid, non-negative) timespec to nanoseconds, saturating.
 #[inline]
 pub fn timespec_to_ns(ts: &libc::timespec) -> u64 {

@@ -2,9 +2,11 @@
 //!
 //! Every tick, for each worker: one that made no switch since the previous tick has its
 //! queued fibers and readiness handed to the injector when an idle worker can take
-//! them, or after [`STRANDED_TICKS`] in any case (`release_queued`), and its due timers
-//! fired; one running a fiber without a switch for `STUCK_TICKS` whose kernel thread
-//! sleeps and used almost no CPU is declared BLOCKED and replaced by a spare
+//! them, or once it is stranded ([`stranded`]: [`STRANDED_TICKS`] without a switch
+//! unless the kernel kept its thread off the CPU, [`DESCHEDULED_STRANDED_TICKS`] in
+//! any case; `release_queued`), and its due timers fired; one running a fiber without
+//! a switch for `STUCK_TICKS` whose kernel thread sleeps and used almost no CPU is
+//! declared BLOCKED and replaced by a spare
 //! (`monitor::mark_blocked_unless_internal_wait`; docs/DESIGN.md §2.11); a fiber that
 //! keeps its worker BLOCKED for `LONG_BLOCK_NS` is marked for demotion to its donor.
 
@@ -31,6 +33,11 @@ pub(super) struct StuckWatch {
     blocked_since: Vec<u64>,
     /// Ticks in a row in which the worker made no switch (see `release_queued`).
     no_progress_ticks: Vec<u32>,
+    /// (CPU time, clock) of the worker's kernel thread at the first tick of its stretch
+    /// without a switch, if it ran a fiber then; see [`descheduled`].
+    stretch_start: Vec<Option<(u64, u64)>>,
+    /// Whether the worker is stranded in its present stretch without a switch.
+    stranded: Vec<bool>,
 }
 
 impl StuckWatch {
@@ -42,29 +49,28 @@ impl StuckWatch {
             cpu_baseline: vec![None; workers],
             blocked_since: vec![0; workers],
             no_progress_ticks: vec![0; workers],
+            stretch_start: vec![None; workers],
+            stranded: vec![false; workers],
         }
     }
 }
 
 impl Policy for StuckWatch {
     fn tick(&mut self, rt: &Runtime, tick: &Tick) {
-        // Readiness that waits in a set whose worker does not serve it now.
-        poller::poll_stale_sets_where(MONITOR_TICK_NS, |set| {
-            tick.idle_workers || !rt.workers().iter().any(|w| w.readiness_set() == set && serves_own(w, &self.no_progress_ticks))
-        });
         for w in rt.workers() {
             let i = w.index;
             let p = w.progress.load(Ordering::Relaxed);
             if p == self.last_progress[i] {
-                self.no_progress_ticks[i] = self.no_progress_ticks[i].saturating_add(1);
+                self.note_no_progress(w);
                 // The owner is stuck in one fiber, blocked, retired or asleep: what
                 // waits in its queues or timer heap must not wait for it.
-                if tick.idle_workers || !serves_own(w, &self.no_progress_ticks) {
+                if tick.idle_workers || !self.serves_own(w) {
                     release_queued(rt, w);
                 }
                 w.timers.fire_due();
             } else {
                 self.no_progress_ticks[i] = 0;
+                self.stranded[i] = false;
             }
             let role = w.role.get();
             if role == Role::Blocked && p == self.last_progress[i] {
@@ -122,8 +128,68 @@ impl Policy for StuckWatch {
                 }
             }
         }
+        // Readiness that waits in a set whose worker does not serve it now.
+        poller::poll_stale_sets_where(MONITOR_TICK_NS, |set| {
+            tick.idle_workers || !rt.workers().iter().any(|w| w.readiness_set() == set && self.serves_own(w))
+        });
     }
 }
+
+impl StuckWatch {
+    /// Worker `w` made no switch since the previous tick: counts the stretch, and
+    /// decides whether it is stranded now ([`stranded`]). Reads its thread's CPU clock
+    /// at the stretch's first tick, and again at each tick from [`STRANDED_TICKS`] on
+    /// until it is stranded (with its state when it ran less than half the time).
+    fn note_no_progress(&mut self, w: &WorkerShared) {
+        let i = w.index;
+        let ticks = self.no_progress_ticks[i].saturating_add(1);
+        self.no_progress_ticks[i] = ticks;
+        let tid = w.tid.load(Ordering::Relaxed);
+        if ticks == 1 {
+            let runs_fiber = w.running.load(Ordering::Relaxed) != 0;
+            self.stretch_start[i] = if runs_fiber { sys::thread_cpu_ns(tid).map(|cpu| (cpu, sys::now_ns())) } else { None };
+            self.stranded[i] = false;
+        } else if !self.stranded[i] && ticks >= STRANDED_TICKS {
+            let ran = self.stretch_start[i].and_then(|(cpu0, t0)| {
+                sys::thread_cpu_ns(tid).map(|cpu| (cpu.saturating_sub(cpu0), sys::now_ns().saturating_sub(t0)))
+            });
+            self.stranded[i] = stranded(ticks, descheduled(ran, || worker_sleeps_in_kernel(w)));
+        }
+    }
+
+    /// Whether `w` still serves its own queues and readiness set: ACTIVE, and not
+    /// stranded.
+    fn serves_own(&self, w: &WorkerShared) -> bool {
+        w.role.peek() == Role::Active && !self.stranded[w.index]
+    }
+}
+
+/// Whether a worker that made no switch for `ticks` ticks is stranded: its queued
+/// fibers and readiness go to the injector even with no idle worker to take them.
+/// After [`STRANDED_TICKS`] unless the kernel `descheduled` its thread, after
+/// [`DESCHEDULED_STRANDED_TICKS`] in any case. A thread the kernel descheduled runs its
+/// queue as soon as it is back, in its order (a coordinating fiber in its queue, the
+/// injector's 1-in-61 for the rest); one that ran through the stretch runs a fiber that
+/// does not switch, and one asleep in the kernel waits for a call to return.
+fn stranded(ticks: u32, descheduled: bool) -> bool {
+    ticks >= DESCHEDULED_STRANDED_TICKS || (ticks >= STRANDED_TICKS && !descheduled)
+}
+
+/// Whether a worker's thread spent its stretch without a switch waiting for a CPU:
+/// `ran` is (CPU time it ran, time elapsed) since the stretch's first tick, if known,
+/// and less than half; and it is not asleep in the kernel now (`sleeps`, asked only
+/// then). A thread that waits on a kernel run queue is runnable (state R) with its CPU
+/// clock standing still; its schedstat wait (`run_delay`) grows only once it runs
+/// again, so it cannot tell.
+fn descheduled(ran: Option<(u64, u64)>, sleeps: impl FnOnce() -> bool) -> bool {
+    matches!(ran, Some((cpu, elapsed)) if cpu * 2 < elapsed) && !sleeps()
+}
+
+/// Ticks without a switch after which a worker the kernel kept off its CPU is
+/// stranded too ([`stranded`]). Origin: the MariaDB mix on 2 shared vCPUs (2 300
+/// connections), where such workers were most releases: the rule against its absence
+/// took read_write's p95 from 0.76x to 0.30x of native (2026-11-28, docs/DESIGN.md §3).
+const DESCHEDULED_STRANDED_TICKS: u32 = 20;
 
 /// Ticks without a switch after which an ACTIVE worker's queued fibers and readiness
 /// are handed to the injector even though no worker is idle to take them: the fiber
@@ -137,14 +203,8 @@ impl Policy for StuckWatch {
 /// readiness harvested by its worker (2026-11-25).
 const STRANDED_TICKS: u32 = 5;
 
-/// Whether `w` still serves its own queues and readiness set: ACTIVE, and its last
-/// switch fewer than [`STRANDED_TICKS`] ticks ago.
-fn serves_own(w: &WorkerShared, no_progress_ticks: &[u32]) -> bool {
-    w.role.peek() == Role::Active && no_progress_ticks[w.index] < STRANDED_TICKS
-}
-
 /// The owner of `w` has been running one fiber for a whole tick, and an idle worker
-/// can take its work (or it is stranded, [`STRANDED_TICKS`]): hand what waits in its
+/// can take its work (or it is stranded, [`stranded`]): hand what waits in its
 /// lifo slot and local queues to the injector. Other workers steal from a deque only
 /// when they run dry, so without this a fiber queued behind a fiber that never
 /// switches (a spin-wait on a flag) would starve while the rest of the pool is busy.
@@ -153,5 +213,61 @@ fn release_queued(rt: &Runtime, w: &WorkerShared) {
     if moved != 0 {
         add(&STATS.fibers_released, moved as u64);
         rt.notify();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_worker_is_stranded_unless_descheduled_until_the_late_limit() {
+        // (ticks without a switch, descheduled, stranded)
+        let table: &[(u32, bool, bool)] = &[
+            (1, false, false),
+            (STRANDED_TICKS - 1, false, false),
+            (STRANDED_TICKS, false, true),
+            (STRANDED_TICKS, true, false),
+            (DESCHEDULED_STRANDED_TICKS - 1, true, false),
+            (DESCHEDULED_STRANDED_TICKS, true, true),
+        ];
+        for &(ticks, descheduled, want) in table {
+            assert_eq!(stranded(ticks, descheduled), want, "ticks {ticks}, descheduled {descheduled}");
+        }
+    }
+
+    #[test]
+    fn descheduled_means_off_the_cpu_half_the_time_and_not_asleep() {
+        const MS: u64 = 1_000_000;
+        // (ran: (CPU time, elapsed), asleep in the kernel, descheduled)
+        type Ran = Option<(u64, u64)>;
+        let table: &[(Ran, bool, bool)] = &[
+            // A fiber that does not switch: ran through the stretch.
+            (Some((4 * MS, 4 * MS)), false, false),
+            (Some((2 * MS, 4 * MS)), false, false),
+            // Runnable, waiting for a CPU.
+            (Some((MS, 4 * MS)), false, true),
+            (Some((0, 4 * MS)), false, true),
+            // Asleep in a call (the blocked check's case).
+            (Some((0, 4 * MS)), true, false),
+            // Unknown: idle at the stretch's first tick, or no such clock.
+            (None, false, false),
+        ];
+        for &(ran, sleeps, want) in table {
+            assert_eq!(descheduled(ran, || sleeps), want, "ran {ran:?}, asleep {sleeps}");
+        }
+    }
+
+    #[test]
+    fn a_thread_cpu_clock_reads_the_calling_thread_and_not_a_missing_one() {
+        let me = sys::gettid() as u32;
+        let before = sys::thread_cpu_ns(me).expect("own clock");
+        let mut x = 0u64;
+        for i in 0..1_000_000u64 {
+            x = std::hint::black_box(x.wrapping_add(i));
+        }
+        assert!(sys::thread_cpu_ns(me).expect("own clock") > before);
+        let gone = std::thread::spawn(|| sys::gettid() as u32).join().unwrap();
+        assert_eq!(sys::thread_cpu_ns(gone), None);
     }
 }
