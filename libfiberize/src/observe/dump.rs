@@ -73,6 +73,9 @@ struct Row {
     donor_tid: u32,
     wait_sp: usize,
     expected: u32,
+    /// In the coordinating class (`WaitNote::coordinates`): queued in a worker's
+    /// coordinating queue when it runs again.
+    coordinating: bool,
 }
 
 /// Copies what the dump shows of every live fiber. The registry lock is held only
@@ -93,6 +96,7 @@ fn snapshot() -> Vec<Row> {
             start_routine: f.identity.start_routine(),
             donor_tid: f.identity.donor_tid(),
             wait_sp: f.wait.sp(),
+            coordinating: f.wait.coordinates(),
             expected: f.wait.expected(),
         })
         .collect()
@@ -242,6 +246,9 @@ fn produce(reason: Option<&str>, flush: &mut dyn FnMut(&str)) {
         }
         if f.cancel_requested {
             let _ = write!(out, " cancel-requested");
+        }
+        if f.coordinating {
+            out.push_str(" coordinating");
         }
         let origin = symbols.entry(f.start_routine).or_insert_with(|| symbol(f.start_routine));
         let _ = match f.worker {
