@@ -148,7 +148,6 @@ impl StuckWatch {
         if ticks == 1 {
             let runs_fiber = w.running.load(Ordering::Relaxed) != 0;
             self.stretch_start[i] = if runs_fiber { sys::thread_cpu_ns(tid).map(|cpu| (cpu, sys::now_ns())) } else { None };
-            self.stranded[i] = false;
         } else if !self.stranded[i] && ticks >= STRANDED_TICKS {
             let ran = self.stretch_start[i].and_then(|(cpu0, t0)| {
                 sys::thread_cpu_ns(tid).map(|cpu| (cpu.saturating_sub(cpu0), sys::now_ns().saturating_sub(t0)))
