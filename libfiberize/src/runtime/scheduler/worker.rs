@@ -155,9 +155,12 @@ fn find_work(rt: &Runtime, w: &WorkerShared, tick: u32, lifo_streak: &mut u32) -
         }
     } else if let Some(f) = w.lifo.take() {
         // Fibers that keep waking each other (a lock handed round a group) would hold
-        // the worker forever: the wakee goes behind what waits in the queues.
+        // the worker forever: the wakee goes behind what waits in the queues (in its
+        // class's queue, as a displaced lifo occupant, wake::schedule).
         bump(&STATS.lifo_capped);
-        local.push(f);
+        let coordinating = f.wait.coordinates();
+        // SAFETY: we are w's OS thread, in its scheduler context.
+        unsafe { w.push_local(local, f, coordinating) };
     }
     *lifo_streak = 0;
     if pick_coordinating(w.coordinating.stealer.len(), local.len(), tick) {
@@ -325,7 +328,10 @@ pub(super) fn run_fiber(w: &WorkerShared, f: FiberRef) {
             // that one (wake::unpark_lock_waiter).
             f.mark_queued(Source::Yield);
             if let Some(old) = w.lifo.replace(f) {
-                local.push(old);
+                // The displaced fiber keeps its class, as in wake::schedule.
+                let coordinating = old.wait.coordinates();
+                // SAFETY: we are w's OS thread, back in its scheduler context.
+                unsafe { w.push_local(local, old, coordinating) };
             }
         }
         corosensei::CoroutineResult::Yield(Switch::EndTurn) => {
@@ -351,8 +357,8 @@ pub(super) fn run_fiber(w: &WorkerShared, f: FiberRef) {
 /// preemptions went until 2026-11-25: at 16 MariaDB connections over TCP that trip was
 /// most of the p95). Idle workers are told about a surplus ([`requeue_notifies`]).
 ///
-/// One exception: with the deque empty and fibers in the injector, the fiber goes
-/// behind them. After `STRANDED_TICKS` without a switch the monitor moves this
+/// One exception: with nothing queued on this worker (deque and coordinating queue)
+/// and fibers in the injector, the fiber goes behind them. After `STRANDED_TICKS` without a switch the monitor moves this
 /// worker's queue to the injector, just as the slice ends; pushed to the empty deque,
 /// the preempted fiber ran again at once, ahead of every fiber that had waited behind
 /// it (8 spinners handing a baton round on 2 workers, `sync_spin_handoff 8 4`: no round
@@ -361,7 +367,7 @@ fn requeue_on_worker(w: &WorkerShared, local: &Deque<FiberRef>, f: FiberRef, sou
     f.set_life(Life::Runnable);
     f.mark_queued(source);
     let rt = runtime_unchecked();
-    if behind_the_injector(local.is_empty(), rt.injector.is_empty()) {
+    if behind_the_injector(w.local_queued(local), rt.injector.is_empty()) {
         rt.injector.push(f);
         rt.notify();
         return;
@@ -375,10 +381,12 @@ fn requeue_on_worker(w: &WorkerShared, local: &Deque<FiberRef>, f: FiberRef, sou
     }
 }
 
-/// Whether a fiber requeued on its own worker goes to the injector instead of the
-/// deque: only when the deque is empty and the injector is not ([`requeue_on_worker`]).
-fn behind_the_injector(deque_empty: bool, injector_empty: bool) -> bool {
-    deque_empty && !injector_empty
+/// Whether a fiber requeued on its own worker goes to the injector instead of its own
+/// queues: only when nothing is queued there (`local_queued`, the deque and the
+/// coordinating queue together) and the injector is not empty ([`requeue_on_worker`]).
+/// A fiber waiting in the coordinating queue runs before the requeued one anyway.
+fn behind_the_injector(local_queued: usize, injector_empty: bool) -> bool {
+    local_queued == 0 && !injector_empty
 }
 
 /// Whether a fiber requeued by [`requeue_on_worker`] for `source`, leaving `queued`
@@ -513,14 +521,13 @@ mod tests {
     }
 
     #[test]
-    fn a_requeue_goes_behind_the_injector_only_from_an_empty_deque() {
-        for (deque_empty, injector_empty, injector) in
-            [(true, true, false), (true, false, true), (false, false, false), (false, true, false)]
+    fn a_requeue_goes_behind_the_injector_only_when_nothing_waits_locally() {
+        for (local_queued, injector_empty, injector) in [(0, true, false), (0, false, true), (1, false, false), (3, true, false)]
         {
             assert_eq!(
-                behind_the_injector(deque_empty, injector_empty),
+                behind_the_injector(local_queued, injector_empty),
                 injector,
-                "deque empty {deque_empty}, injector empty {injector_empty}"
+                "{local_queued} queued locally, injector empty {injector_empty}"
             );
         }
     }
