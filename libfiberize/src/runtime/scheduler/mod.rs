@@ -471,13 +471,13 @@ impl WorkerShared {
         local.len() + self.coordinating.stealer.len()
     }
 
-    /// Queues runnable `f` at the back of the coordinating queue if `coordinating`, else
-    /// of the deque `local`.
+    /// Queues runnable `f` at the back of its class's queue: the coordinating queue if
+    /// it coordinates (`WaitNote::coordinates`), else the deque `local`.
     ///
     /// # Safety
     /// As [`WorkerShared::owner_local`] (`local` is what it returned).
-    unsafe fn push_local(&self, local: &Deque<FiberRef>, f: FiberRef, coordinating: bool) {
-        if coordinating {
+    unsafe fn push_local(&self, local: &Deque<FiberRef>, f: FiberRef) {
+        if f.wait.coordinates() {
             // SAFETY: forwarded from this fn's contract.
             unsafe { self.coordinating.push(f) };
         } else {

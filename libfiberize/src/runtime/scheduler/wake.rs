@@ -247,9 +247,8 @@ fn schedule(f: FiberRef) -> bool {
             // The displaced fiber keeps its class: a coordinating one goes to the
             // coordinating queue, not the deque where it would lose its weight
             // (MariaDB mix, read_write 2.42x -> 3.26x native, 2026-11-28).
-            let coordinating = old.wait.coordinates();
             // SAFETY: as `local` above.
-            unsafe { w.push_local(local, old, coordinating) };
+            unsafe { w.push_local(local, old) };
             // Tell an idle worker only about a surplus (in either queue a thief steals
             // from): a single displaced fiber runs here right after the wakee (a
             // signal/wait hand-off pair); waking a thief for it spread
@@ -268,9 +267,8 @@ fn schedule(f: FiberRef) -> bool {
             let surplus = w.local_queued(local) != 0;
             note_wake_locality(&f, w);
             f.mark_queued(Source::WorkerWake);
-            let coordinating = f.wait.coordinates();
             // SAFETY: as `local` above.
-            unsafe { w.push_local(local, f, coordinating) };
+            unsafe { w.push_local(local, f) };
             surplus
         }
         Place::Injector => {

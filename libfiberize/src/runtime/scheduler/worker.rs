@@ -158,9 +158,8 @@ fn find_work(rt: &Runtime, w: &WorkerShared, tick: u32, lifo_streak: &mut u32) -
         // the worker forever: the wakee goes behind what waits in the queues (in its
         // class's queue, as a displaced lifo occupant, wake::schedule).
         bump(&STATS.lifo_capped);
-        let coordinating = f.wait.coordinates();
         // SAFETY: we are w's OS thread, in its scheduler context.
-        unsafe { w.push_local(local, f, coordinating) };
+        unsafe { w.push_local(local, f) };
     }
     *lifo_streak = 0;
     if pick_coordinating(w.coordinating.stealer.len(), local.len(), tick) {
@@ -329,9 +328,8 @@ pub(super) fn run_fiber(w: &WorkerShared, f: FiberRef) {
             f.mark_queued(Source::Yield);
             if let Some(old) = w.lifo.replace(f) {
                 // The displaced fiber keeps its class, as in wake::schedule.
-                let coordinating = old.wait.coordinates();
                 // SAFETY: we are w's OS thread, back in its scheduler context.
-                unsafe { w.push_local(local, old, coordinating) };
+                unsafe { w.push_local(local, old) };
             }
         }
         corosensei::CoroutineResult::Yield(Switch::EndTurn) => {
@@ -358,11 +356,11 @@ pub(super) fn run_fiber(w: &WorkerShared, f: FiberRef) {
 /// most of the p95). Idle workers are told about a surplus ([`requeue_notifies`]).
 ///
 /// One exception: with nothing queued on this worker (deque and coordinating queue)
-/// and fibers in the injector, the fiber goes behind them. After `STRANDED_TICKS` without a switch the monitor moves this
-/// worker's queue to the injector, just as the slice ends; pushed to the empty deque,
-/// the preempted fiber ran again at once, ahead of every fiber that had waited behind
-/// it (8 spinners handing a baton round on 2 workers, `sync_spin_handoff 8 4`: no round
-/// in 60 s, 2026-11-28).
+/// and fibers in the injector, the fiber goes behind them. After `STRANDED_TICKS`
+/// without a switch the monitor moves this worker's queue to the injector, just as the
+/// slice ends; pushed to the empty deque, the preempted fiber ran again at once, ahead
+/// of every fiber that had waited behind it (8 spinners handing a baton round on 2
+/// workers, `sync_spin_handoff 8 4`: no round in 60 s, 2026-11-28).
 fn requeue_on_worker(w: &WorkerShared, local: &Deque<FiberRef>, f: FiberRef, source: Source) {
     f.set_life(Life::Runnable);
     f.mark_queued(source);
@@ -372,9 +370,13 @@ fn requeue_on_worker(w: &WorkerShared, local: &Deque<FiberRef>, f: FiberRef, sou
         rt.notify();
         return;
     }
-    let coordinating = source != Source::Yield && f.wait.coordinates();
-    // SAFETY: we are w's OS thread, in its scheduler context (after the switch).
-    unsafe { w.push_local(local, f, coordinating) };
+    if source == Source::Yield {
+        // A yield is a round robin among this worker's fibers, whatever their class.
+        local.push(f);
+    } else {
+        // SAFETY: we are w's OS thread, in its scheduler context (after the switch).
+        unsafe { w.push_local(local, f) };
+    }
     if requeue_notifies(source, w.local_queued(local)) {
         // Others may take what waits here while this worker runs the next.
         rt.notify();
