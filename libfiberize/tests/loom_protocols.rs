@@ -1,7 +1,8 @@
 //! Model checks (loom) of the lock-free hand-shakes the runtime relies on.
 //!
 //! **Real code.** The protocol files `runtime/park_state.rs`, `runtime/sleep_state.rs`,
-//! `sync/lock_word.rs`, `sync/rwlock/word.rs`, `sync/parking_quick.rs` and
+//! `sync/lock_word.rs`, `sync/rwlock/word.rs`, `sync/parking_quick.rs`,
+//! `runtime/signal_state.rs`, `runtime/donor_signals.rs` and
 //! `io/epoll_membership.rs` are compiled into this test as they are (`#[path]` below),
 //! against a `base::loom` of this crate that re-exports loom's atomics: the models call
 //! the functions the runtime calls (`crate::base::loom` in the library re-exports
@@ -31,7 +32,7 @@ use loom::thread;
 /// What the protocol files import as `crate::base::loom` (see `src/base/loom.rs`).
 mod base {
     pub mod loom {
-        pub use loom::sync::atomic::{fence, AtomicPtr, AtomicU32, AtomicUsize, Ordering};
+        pub use loom::sync::atomic::{fence, AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
         /// A spin is a yield to the other model threads (loom requires it: a busy wait
         /// would otherwise explore forever).
         #[allow(dead_code)]
@@ -52,6 +53,9 @@ mod base {
 }
 
 #[allow(dead_code)]
+#[path = "../src/runtime/donor_signals.rs"]
+mod donor_signals;
+#[allow(dead_code)]
 #[path = "../src/io/epoll_membership.rs"]
 mod epoll_membership;
 #[allow(dead_code)]
@@ -69,6 +73,11 @@ mod park_state;
 mod parking_quick;
 #[path = "loom_protocols/rwlock_models.rs"]
 mod rwlock_models;
+#[path = "loom_protocols/signal_models.rs"]
+mod signal_models;
+#[allow(dead_code)]
+#[path = "../src/runtime/signal_state.rs"]
+mod signal_state;
 /// `crate::sync::lock_word`, as `rwlock/word.rs` names it (it shares `Woken`).
 mod sync {
     pub(crate) use super::lock_word;

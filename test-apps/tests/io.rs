@@ -368,3 +368,24 @@ fn process_directed_signals_reach_a_parked_fiber() {
         assert!(stat(&pre, "signals_to_fibers") >= 2, "{}", pre.stderr);
     }
 }
+
+/// A thread that waits in a call the library runs on the fiber's donor (`waitpid`,
+/// `sigtimedwait`) takes signals there as natively: a signal of the process runs its
+/// handler at once (on that thread when no other takes it) and ends `waitpid` with EINTR
+/// (no SA_RESTART); `sigtimedwait` ends with EINTR for a signal outside its set that a
+/// handler took; `pthread_kill` interrupts `waitpid` too. Before, the signal was held for
+/// the fiber until its call returned (the main thread's rescue after 3 s), or given to
+/// the fiber in `waitpid` while another thread could take it at once.
+#[test]
+fn signals_reach_a_fiber_waiting_on_its_donor() {
+    for mode in ["early", "late"] {
+        let (native, pre) = same_both_ways("sig_donor", &[mode]);
+        assert!(
+            native.stdout.contains("B waitpid: handled=1 fast=1 on_w=1 call=-1 errno=Interrupted system call"),
+            "{}",
+            native.stdout
+        );
+        assert!(native.stdout.lines().all(|l| l.contains("fast=1")), "{}", native.stdout);
+        assert!(pre.stderr.contains("fiber=1"), "the thread was no fiber:\n{}", pre.stderr);
+    }
+}

@@ -4,7 +4,7 @@
 
 use libc::{c_int, c_void, pid_t, siginfo_t};
 
-use fiberize_rt::runtime::fiber::run_on_donor;
+use fiberize_rt::signal::on_donor::run_on_donor_taking_signals;
 
 /// Declares the real functions (module `real`) and, for each, an export that runs the
 /// real call on the donor when the caller is a fiber and the runtime is enabled. For a
@@ -25,7 +25,7 @@ macro_rules! on_donor {
                     // SAFETY: the program's arguments are what the libc function requires (this fn's # Safety);
                     // the real function gets them on the donor thread, which owns this fiber's TLS and stack, so
                     // it runs as on a plain thread.
-                    let r = run_on_donor(|| unsafe { real::$name($($arg),*) });
+                    let r = run_on_donor_taking_signals(|| unsafe { real::$name($($arg),*) });
                     $( let _ = stringify!($cp); fiberize_rt::signal::cancel::testcancel(); )?
                     return r;
                 }

@@ -67,7 +67,9 @@ pub unsafe extern "C" fn syscall(nr: c_long, a1: c_long, a2: c_long, a3: c_long,
         // SAFETY: the program passes the arguments system call `nr` takes (syscall's contract), and
         // the real `syscall` forwards them from the donor thread, which owns this fiber's TLS (e.g.
         // InnoDB's syscall(__NR_io_getevents) with --innodb-linux-aio=aio).
-        return fiberize_rt::runtime::fiber::run_on_donor(|| unsafe { real::syscall(nr, a1, a2, a3, a4, a5, a6) });
+        return fiberize_rt::signal::on_donor::run_on_donor_taking_signals(|| unsafe {
+            real::syscall(nr, a1, a2, a3, a4, a5, a6)
+        });
     }
     if super::io::enabled() {
         // SAFETY: the program's arguments of system call `nr` (syscall's contract), forwarded

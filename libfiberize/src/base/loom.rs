@@ -19,7 +19,7 @@
 //! A protocol file may import only this module (and `core`), so that it compiles in both
 //! crates; `scripts/layers.py` and the loom test's build enforce that.
 
-pub use core::sync::atomic::{fence, AtomicPtr, AtomicU32, AtomicUsize, Ordering};
+pub use core::sync::atomic::{fence, AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 /// A busy-wait hint (`pause`); the model makes it a yield to the other loom threads.
 #[inline]

@@ -7,6 +7,8 @@
 
 use core::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
+pub use crate::runtime::donor_signals::DonorSignals;
+pub use crate::runtime::signal_state::SignalState;
 pub use crate::runtime::wait_note::WaitNote;
 
 /// A program signal handler ran on the fiber (so its current or next wait returns
@@ -99,124 +101,6 @@ impl Cancellation {
     #[inline]
     pub fn is_asynchronous(&self) -> bool {
         self.asynchronous.load(Ordering::Acquire)
-    }
-}
-
-/// A fiber's signal mask (its own, once it set or inherited one) and the signals held
-/// for it (sent with `pthread_kill`/`raise` while blocked or not yet delivered). Masks
-/// and signal sets are kernel sigsets: bit n-1 for signal n.
-///
-/// The mask is written only by the fiber itself (or its creator before it runs) and
-/// published with Release on `has_mask`, read with Acquire by the worker that installs
-/// it. Held signals are set by any thread and taken by the fiber with AcqRel
-/// read-modify-writes, so each is delivered once.
-///
-/// `plain_thread`: the fiber went to its donor for good (demoted, or on its way out
-/// in `pthread_exit`): signals for it go to the donor's kernel thread. A sender holds
-/// the signal, then looks at the flag; the fiber sets the flag, then (on its donor)
-/// takes what is held: a Dekker pair, SeqCst on both sides, so that a signal held
-/// during the hand-over is seen by at least one of them (and taken by exactly one).
-///
-/// `from_process`: the held signals that were sent to the process and handed to this
-/// fiber (`crate::signal::process`), a subset of `held` (set before `held`, cleared
-/// after it). Natively such a signal stays the process's until a thread takes it; a
-/// fiber that blocks it, or ends, before taking it gives it back
-/// ([`Self::take_from_process`]) for another thread to take.
-pub struct SignalState {
-    mask: AtomicU64,
-    has_mask: AtomicBool,
-    held: AtomicU64,
-    from_process: AtomicU64,
-    plain_thread: AtomicBool,
-}
-
-impl SignalState {
-    pub const fn new() -> SignalState {
-        SignalState {
-            mask: AtomicU64::new(0),
-            has_mask: AtomicBool::new(false),
-            held: AtomicU64::new(0),
-            from_process: AtomicU64::new(0),
-            plain_thread: AtomicBool::new(false),
-        }
-    }
-    /// The fiber's own mask, if it has one.
-    #[inline]
-    pub fn own_mask(&self) -> Option<u64> {
-        self.has_mask.load(Ordering::Acquire).then(|| self.mask.load(Ordering::Relaxed))
-    }
-    /// Gives the fiber its own mask.
-    #[inline]
-    pub fn set_mask(&self, mask: u64) {
-        self.mask.store(mask, Ordering::Relaxed);
-        self.has_mask.store(true, Ordering::Release);
-    }
-    /// The signals held for the fiber.
-    #[inline]
-    pub fn held(&self) -> u64 {
-        self.held.load(Ordering::Acquire)
-    }
-    /// Holds signal `sig` (1..=64) for the fiber.
-    #[inline]
-    pub fn hold(&self, sig: i32) {
-        self.held.fetch_or(1u64 << (sig - 1), Ordering::SeqCst);
-    }
-    /// Holds signal `sig`, sent to the process, for the fiber (SeqCst: the sender's
-    /// side of the pair with the fiber's new mask, see
-    /// `crate::signal::delivery::hand_process_signal`).
-    #[inline]
-    pub fn hold_from_process(&self, sig: i32) {
-        let bit = 1u64 << (sig - 1);
-        self.from_process.fetch_or(bit, Ordering::SeqCst);
-        self.held.fetch_or(bit, Ordering::SeqCst);
-    }
-    /// Takes the held signal whose bit is `bit`; false if another taker got it first.
-    #[inline]
-    pub fn take(&self, bit: u64) -> bool {
-        let taken = self.held.fetch_and(!bit, Ordering::AcqRel) & bit != 0;
-        if taken {
-            self.from_process.fetch_and(!bit, Ordering::AcqRel);
-        }
-        taken
-    }
-    /// Takes the held signals of `set` that were sent to the process, to give them
-    /// back to it; each is taken once, by this or by a delivery.
-    #[inline]
-    pub fn take_from_process(&self, set: u64) -> u64 {
-        let candidates = self.from_process.load(Ordering::SeqCst) & set;
-        let mut taken = 0;
-        for bit in (0..64).map(|b| 1u64 << b).filter(|b| candidates & b != 0) {
-            if self.take(bit) {
-                taken |= bit;
-            }
-        }
-        taken
-    }
-    /// Takes every held signal (SeqCst: the fiber's side of the pair with
-    /// [`Self::hold`], after [`Self::mark_plain_thread`]): those sent to the thread,
-    /// and those sent to the process.
-    #[inline]
-    pub fn take_all(&self) -> (u64, u64) {
-        let held = self.held.swap(0, Ordering::SeqCst);
-        let from_process = self.from_process.swap(0, Ordering::SeqCst) & held;
-        (held & !from_process, from_process)
-    }
-    /// The fiber leaves the pool for good: from now on it is a plain thread on its
-    /// donor, which takes signals from the kernel.
-    #[inline]
-    pub fn mark_plain_thread(&self) {
-        self.plain_thread.store(true, Ordering::SeqCst);
-    }
-    /// Whether the fiber went to its donor for good ([`Self::mark_plain_thread`]).
-    #[inline]
-    pub fn is_plain_thread(&self) -> bool {
-        self.plain_thread.load(Ordering::SeqCst)
-    }
-}
-
-impl Default for SignalState {
-    fn default() -> Self {
-        Self::new()
     }
 }
 
@@ -378,10 +262,14 @@ pub enum DonorCommand {
 /// so it resumes a coroutine (or returns a value) the worker has completely let go of.
 /// The donor's own reset to `Idle` is Relaxed: nobody else writes the word until the
 /// donor queues the fiber again, which publishes through the pool's queues.
+///
+/// `signals`: whether the donor takes the program's signals during a blocking call of
+/// its fiber, for senders that aim at it (`crate::runtime::donor_signals`).
 pub struct DonorHandoff {
     word: AtomicU32,
     retval: AtomicUsize,
     sleep_sp: AtomicUsize,
+    pub signals: DonorSignals,
 }
 
 const DONOR_IDLE: u32 = 0;
@@ -389,8 +277,13 @@ const DONOR_RUN: u32 = 1;
 const DONOR_FINISH: u32 = 2;
 
 impl DonorHandoff {
-    pub const fn new() -> DonorHandoff {
-        DonorHandoff { word: AtomicU32::new(DONOR_IDLE), retval: AtomicUsize::new(0), sleep_sp: AtomicUsize::new(0) }
+    pub fn new() -> DonorHandoff {
+        DonorHandoff {
+            word: AtomicU32::new(DONOR_IDLE),
+            retval: AtomicUsize::new(0),
+            sleep_sp: AtomicUsize::new(0),
+            signals: DonorSignals::new(),
+        }
     }
     /// Worker: the fiber continues on its donor; wakes the donor.
     #[inline]

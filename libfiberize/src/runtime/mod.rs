@@ -10,6 +10,7 @@
 //! import.
 
 pub mod altstack;
+pub mod donor_signals;
 pub mod fiber;
 pub mod fiber_state;
 pub mod hooks;
@@ -20,6 +21,7 @@ pub mod preempt;
 pub mod queue_delay;
 pub mod registry;
 pub mod scheduler;
+pub mod signal_state;
 pub mod sleep_state;
 pub mod stack_release;
 pub mod timer;

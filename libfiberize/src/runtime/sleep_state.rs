@@ -266,6 +266,15 @@ impl DonorWait {
         self.0.swap(DONOR_NOT_WAITING, Ordering::SeqCst) == DONOR_KICKED
     }
 
+    /// Whether the fiber is inside such a wait now (from [`Self::begin`] to
+    /// [`Self::end`]): a signal held for it now ends the wait. A hint for choosing a
+    /// fiber, read without ordering; the hand-over itself goes through
+    /// [`Self::interrupt_needed`].
+    #[inline]
+    pub fn is_interruptible(&self) -> bool {
+        self.0.load(Ordering::Relaxed) != DONOR_NOT_WAITING
+    }
+
     /// A signaller, after it published its request: true if the fiber waits on its
     /// donor and the caller must now send it the kick (one kick per [`Self::begin`]).
     /// A fence and one SeqCst load when it does not wait.

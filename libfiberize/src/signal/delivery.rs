@@ -139,7 +139,8 @@ pub fn deliver_pending(f: &Fiber) {
     }
     for bit in 0..64 {
         let m = 1u64 << bit;
-        if deliverable & m != 0 && f.signals.take(m) {
+        // Held for the thread and for the process, it is two signals, as natively.
+        while deliverable & m != 0 && f.signals.take(m) {
             let sig = bit + 1;
             if crate::signal::handlers::has_unwrapped_handler(sig) {
                 f.interruption.mark(true);
@@ -195,12 +196,15 @@ pub fn kill_fiber(target: &crate::runtime::fiber::FiberRef, sig: c_int) -> c_int
             return raise_in_fiber(me, sig);
         }
     }
+    if send_to_open_donor(target, sig) {
+        return 0;
+    }
     target.signals.hold(sig);
     if target.signals.is_plain_thread() {
         // It went to its donor for good: the kernel delivers to the donor's thread
         // (held first, then the flag: see `SignalState`; the fiber on its way takes
         // and raises what it finds held, so whoever takes the signal sends it).
-        if target.signals.take(1u64 << (sig - 1)) {
+        if target.signals.take_sent_to_thread(1u64 << (sig - 1)) {
             let r = sys::tgkill(target.identity.donor_tid() as i32, sig);
             if r < 0 {
                 return -r as c_int;
@@ -218,15 +222,31 @@ pub fn kill_fiber(target: &crate::runtime::fiber::FiberRef, sig: c_int) -> c_int
 // Signals sent to the process, handed to a fiber (crate::signal::process)
 // ---------------------------------------------------------------------------------
 
-/// A fiber that takes signal `sig` now: not a plain thread, its mask lets `sig` through.
-/// A running one first.
+/// A fiber that takes signal `sig` now, as the kernel picks a thread for a signal of
+/// the process: not a plain thread, its mask lets `sig` through, and it can run the
+/// handler now ([`runs_handler_now`]). A running one first.
 pub(crate) fn accepting_fiber(sig: c_int) -> Option<FiberRef> {
     let bit = 1u64 << (sig - 1);
     let accepts = |f: &Fiber| {
-        !f.signals.is_plain_thread() && !matches!(f.life(), Life::Starting | Life::Finished) && intended_mask(f) & bit == 0
+        !f.signals.is_plain_thread() && runs_handler_now(f.life(), f.donor_wait.is_interruptible()) && intended_mask(f) & bit == 0
     };
     crate::runtime::registry::find(|f| accepts(f) && f.life() == Life::Running)
         .or_else(|| crate::runtime::registry::find(accepts))
+}
+
+/// Whether a fiber in state `life` runs a handler for a signal held for it now: on a
+/// worker (running, queued, or parked in a wait that an unpark ends), or on its donor
+/// in a wait that the kick ends (`sigwait`, [`wait_on_donor`]: `interruptible_wait`).
+/// Not a fiber on its donor in any other call: nothing ends that call
+/// (`waitpid`, `flock`, a process-shared semaphore…), and the kernel gives the donor
+/// the signals its fiber accepts itself while it waits (`crate::signal::on_donor`).
+/// Not a fiber that is starting or finished.
+fn runs_handler_now(life: Life, interruptible_wait: bool) -> bool {
+    match life {
+        Life::Running | Life::Runnable | Life::Parked => true,
+        Life::OnDonor => interruptible_wait,
+        Life::Starting | Life::Finished => false,
+    }
 }
 
 /// Whether `info` describes a signal sent to the process (`kill`, `sigqueue`, a timer,
@@ -243,8 +263,25 @@ pub unsafe fn process_directed(info: *const libc::siginfo_t) -> bool {
 /// `sig`, sent to the process: hands it to a fiber that accepts it, as `pthread_kill`
 /// would. False when none does (the caller runs the handler where it is).
 pub fn route_from_worker(sig: c_int) -> bool {
-    let Some(target) = accepting_fiber(sig) else { return false };
-    hand_process_signal(&target, sig);
+    if let Some(target) = accepting_fiber(sig) {
+        hand_process_signal(&target, sig);
+        return true;
+    }
+    let bit = 1u64 << (sig - 1);
+    crate::runtime::registry::find(|f| f.life() == Life::OnDonor && f.donor.signals.takes(bit))
+        .is_some_and(|target| send_to_open_donor(&target, sig))
+}
+
+/// Sends `sig` to fiber `target`'s donor thread if the donor takes it now, during a
+/// blocking call of the fiber (`crate::signal::on_donor`): the handler runs there and
+/// ends or restarts the call, as on the fiber's own thread natively. False if it does
+/// not (the caller holds the signal for the fiber, or looks elsewhere).
+pub(crate) fn send_to_open_donor(target: &Fiber, sig: c_int) -> bool {
+    if !target.donor.signals.enter(1u64 << (sig - 1)) {
+        return false;
+    }
+    sys::tgkill(target.identity.donor_tid() as i32, sig);
+    target.donor.signals.leave();
     true
 }
 
@@ -342,6 +379,12 @@ pub unsafe fn fiber_sigtimedwait(f: &Fiber, set: &sigset_t, info: *mut libc::sig
             }
             if f.cancel_pending() {
                 break CANCELLED;
+            }
+            if has_deliverable_held(f) {
+                // A signal outside `set` that the fiber's mask lets through: natively its
+                // handler runs and the wait ends with EINTR. The handler runs when the
+                // fiber is back on a worker, before this call returns.
+                break -(libc::EINTR as isize);
             }
             let left = deadline.map(|d| sys::ns_to_timespec(d.saturating_sub(sys::now_ns())));
             // SAFETY: the caller's info pointer (or null: its contract). The donor blocks

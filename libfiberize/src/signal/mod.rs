@@ -7,4 +7,5 @@
 pub mod cancel;
 pub mod delivery;
 pub mod handlers;
+pub mod on_donor;
 pub mod process;

@@ -52,7 +52,7 @@ use core::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, Ordering};
 use libc::{c_int, c_uint, pthread_barrier_t, pthread_barrierattr_t};
 
 use crate::base::sys;
-use crate::runtime::fiber::{self, WaitKind};
+use crate::runtime::fiber::WaitKind;
 use crate::sync::parking::{self, TOKEN_NORMAL};
 
 /// Our view of the 32 bytes of a `pthread_barrier_t`.
@@ -286,7 +286,7 @@ pub mod api {
         if unsafe { ours(b) }.is_none() {
             // SAFETY: glibc's barrier: its wait gets the program's initialised `b`, on the donor for a
             // fiber (the donor shares the fiber's memory, so `b` stays valid).
-            return fiber::run_on_donor(|| unsafe { real::pthread_barrier_wait(b) });
+            return crate::signal::on_donor::run_on_donor_taking_signals(|| unsafe { real::pthread_barrier_wait(b) });
         }
         // SAFETY: `b` is the program's live private barrier (pthread_barrier_wait's contract) and
         // ours, so non-null and aligned: `super::wait`'s contract.
@@ -302,7 +302,7 @@ pub mod api {
             Some(o) => super::destroy(o),
             // SAFETY: glibc's barrier: its destroy gets the program's initialised `b` (it may wait for
             // leavers, so on the donor).
-            None => fiber::run_on_donor(|| unsafe { real::pthread_barrier_destroy(b) }),
+            None => crate::signal::on_donor::run_on_donor_taking_signals(|| unsafe { real::pthread_barrier_destroy(b) }),
         }
     }
 }

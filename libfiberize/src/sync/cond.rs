@@ -202,7 +202,7 @@ unsafe fn shared_wait_for_fiber(
         Err(e) => return e,
     };
     let cancellable = !me.cancel.is_disabled();
-    let r = crate::runtime::fiber::run_on_donor(|| {
+    let r = crate::signal::on_donor::run_on_donor_taking_signals(|| {
         let now = crate::base::sys::now_ns();
         let (end, last) = match user_deadline {
             Some(d) if !cancellable || d <= now + SHARED_WAIT_SLICE_NS => (d, true),

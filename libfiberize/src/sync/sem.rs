@@ -373,7 +373,7 @@ pub mod api {
             return r;
         }
         // The donor shares the fiber's TCB, so errno set there is the fiber's errno.
-        fiber::run_on_donor(block)
+        crate::signal::on_donor::run_on_donor_taking_signals(block)
     }
 
     /// # Safety

@@ -346,7 +346,7 @@ pub unsafe fn join(t: pthread_t, retval: *mut *mut c_void) -> c_int {
             // cancellation of the joining fiber is seen within one slice.
             // SAFETY: `t` is a joinable thread and `retval` null or writable (pthread_join's contract),
             // which `join_in_slices` passes to glibc's clockjoin.
-            let r = fiber::run_on_donor(|| unsafe { join_in_slices(me, t, retval) });
+            let r = crate::signal::on_donor::run_on_donor_taking_signals(|| unsafe { join_in_slices(me, t, retval) });
             if r == JOIN_CANCELLED {
                 crate::signal::cancel::act_on_cancel(me);
             }
@@ -355,7 +355,7 @@ pub unsafe fn join(t: pthread_t, retval: *mut *mut c_void) -> c_int {
     }
     // SAFETY: `t` is a joinable thread and `retval` null or writable (pthread_join's contract),
     // as glibc's join requires; on a fiber it runs on the donor OS thread.
-    fiber::run_on_donor(|| unsafe { pthread_join(t, retval) })
+    crate::signal::on_donor::run_on_donor_taking_signals(|| unsafe { pthread_join(t, retval) })
 }
 
 /// How long a fiber's join of a plain thread waits in glibc before it looks for a
@@ -435,7 +435,7 @@ fn is_detached(t: pthread_t) -> bool {
 pub unsafe fn timedjoin(t: pthread_t, retval: *mut *mut c_void, abstime: *const libc::timespec) -> c_int {
     // SAFETY: `t` joinable, `retval` null or writable, `abstime` a timespec pointer
     // (pthread_timedjoin_np's contract), as glibc requires; run on the donor.
-    fiber::run_on_donor(|| unsafe { pthread_timedjoin_np(t, retval, abstime) })
+    crate::signal::on_donor::run_on_donor_taking_signals(|| unsafe { pthread_timedjoin_np(t, retval, abstime) })
 }
 
 /// # Safety
@@ -443,7 +443,7 @@ pub unsafe fn timedjoin(t: pthread_t, retval: *mut *mut c_void, abstime: *const 
 pub unsafe fn clockjoin(t: pthread_t, retval: *mut *mut c_void, clock: libc::clockid_t, abstime: *const libc::timespec) -> c_int {
     // SAFETY: `t` joinable, `retval` null or writable, `abstime` a timespec pointer
     // (pthread_clockjoin_np's contract), as glibc requires; run on the donor.
-    fiber::run_on_donor(|| unsafe { pthread_clockjoin_np(t, retval, clock, abstime) })
+    crate::signal::on_donor::run_on_donor_taking_signals(|| unsafe { pthread_clockjoin_np(t, retval, clock, abstime) })
 }
 
 /// `pthread_exit`: a fiber moves to its donor and exits there with glibc's real

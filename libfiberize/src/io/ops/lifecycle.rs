@@ -435,5 +435,5 @@ pub unsafe fn fsync(fd: c_int, data_only: bool) -> c_int {
     if crate::base::config::config().sync_inline {
         return call();
     }
-    fiber::run_on_donor(call)
+    crate::signal::on_donor::run_on_donor_taking_signals(call)
 }

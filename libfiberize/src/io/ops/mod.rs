@@ -210,7 +210,7 @@ fn wait(fd: c_int, st: &FdState, dir: Dir, seq: u32, deadline: Option<u64>, rest
     let ms = crate::base::time::ms_until(deadline);
     let mut p = pollfd { fd, events: dir.poll_events(), revents: 0 };
     // SAFETY: one valid pollfd.
-    let r = fiber::run_on_donor(|| unsafe { poll(&mut p, 1, ms) });
+    let r = crate::signal::on_donor::run_on_donor_taking_signals(|| unsafe { poll(&mut p, 1, ms) });
     match r {
         0 => Waited::TimedOut,
         r if r < 0 && errno() == libc::EINTR => Waited::Interrupted,

@@ -523,7 +523,7 @@ pub unsafe fn pread64(fd: c_int, buf: *mut c_void, n: size_t, off: libc::off64_t
     // glibc's pread64 needs; the closure runs once, here or on the donor, while `buf` lives.
     let call = || unsafe { super::pread64(fd, buf, n, off) };
     if fiber::is_fiber() && is_direct_io(fd) {
-        return fiber::run_on_donor(call);
+        return crate::signal::on_donor::run_on_donor_taking_signals(call);
     }
     super::noting_slow_file_io(call)
 }
@@ -537,7 +537,7 @@ pub unsafe fn pwrite64(fd: c_int, buf: *const c_void, n: size_t, off: libc::off6
     // glibc's pwrite64 needs; the closure runs once, here or on the donor, while `buf` lives.
     let call = || unsafe { super::pwrite64(fd, buf, n, off) };
     if fiber::is_fiber() && is_direct_io(fd) {
-        return fiber::run_on_donor(call);
+        return crate::signal::on_donor::run_on_donor_taking_signals(call);
     }
     super::noting_slow_file_io(call)
 }

@@ -55,7 +55,7 @@ fn delegated_lock(try_first: impl FnOnce() -> c_int, block: impl FnOnce() -> c_i
         if r != libc::EBUSY {
             return r;
         }
-        return fiber::run_on_donor(block);
+        return crate::signal::on_donor::run_on_donor_taking_signals(block);
     }
     block()
 }
