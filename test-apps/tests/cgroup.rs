@@ -323,3 +323,57 @@ fn a_quota_set_later_on_a_nested_unlimited_group_is_followed() {
     assert_eq!(stat(&run, "workers") as usize, cpus, "unlimited at start: {}", run.stderr);
     assert_eq!(stat(&run, "quota_changes"), 2, "{cpus} -> 1 -> 2 CPUs: {}", run.stderr);
 }
+
+/// Issue 59 #8: a raised quota asks for a worker thread the program never makes
+/// natively. Where no thread can be made (the group's `pids.max` reached, or
+/// `RLIMIT_NPROC`), the pool goes on with the workers it has and counts the failure
+/// (`worker_starts_failed`); it used to end the process ("cannot create a worker
+/// thread"). The program's groups: a 1-CPU quota, and `pids.max` set to the tasks the
+/// program has 1 s into its run; the quota is raised to 2 CPUs half a second later.
+#[test]
+fn a_raised_quota_at_the_pids_limit_leaves_the_program_running() {
+    const TEST: &str = "a_raised_quota_at_the_pids_limit_leaves_the_program_running";
+    let _serial = one_at_a_time();
+    let Some((h, cpu_root, _)) = run_time_test_setup(TEST) else { return };
+    let (pids_h, pids_root) = match hierarchy_of("pids") {
+        Ok(found) => found,
+        Err(why) => return skip(TEST, &why),
+    };
+    let mut groups = Groups(Vec::new());
+    let Some(quota) = own_group(TEST, &mut groups, &cpu_root, |g| set_quota(h, g, 100_000)) else { return };
+    let pids = if pids_h == Hierarchy::V2 && pids_root == cpu_root {
+        quota.clone() // one hierarchy: the same group
+    } else {
+        let Some(pids) = own_group(TEST, &mut groups, &pids_root, |_| Ok(())) else { return };
+        pids
+    };
+    println!("cpu group {}, pids group {}", quota.display(), pids.display());
+    build_c("cgroup_follow");
+    let mut runs = Vec::new();
+    for preload in [false, true] {
+        set_quota(h, &quota, 100_000).expect("quota 100000");
+        std::fs::write(pids.join("pids.max"), "max").expect("pids.max <- max");
+        let (q, p) = (quota.clone(), pids.clone());
+        let changer = after_delays(vec![
+            (
+                1000,
+                Box::new(move || {
+                    let current = std::fs::read_to_string(p.join("pids.current")).expect("pids.current");
+                    std::fs::write(p.join("pids.max"), current.trim()).expect("pids.max <- pids.current");
+                    println!("pids.max {} (preload={preload})", current.trim());
+                }),
+            ),
+            (1500, Box::new(move || set_quota(h, &q, 200_000).expect("quota 200000"))),
+        ]);
+        let run = run_in_groups(&[&quota, &pids], "cgroup_follow", &["4000"], &[], preload);
+        changer.join().unwrap();
+        runs.push(run);
+    }
+    let (native, pre) = (&runs[0], &runs[1]);
+    println!("{}", stats_line(pre));
+    assert_eq!(native.stdout, "done\n", "{}", native.stderr);
+    assert_eq!(pre.stdout, native.stdout, "{}", pre.stderr);
+    assert_eq!(stat(pre, "workers"), 1, "1-CPU quota at start: {}", pre.stderr);
+    assert_eq!(stat(pre, "quota_changes"), 1, "1 -> 2 CPUs: {}", pre.stderr);
+    assert!(stat(pre, "worker_starts_failed") >= 1, "no worker could start at pids.max: {}", pre.stderr);
+}

@@ -11,7 +11,11 @@
 //! pool then wants min(CPUs in the affinity mask, limit) ACTIVE workers, at least 1.
 //! That is both the pool's target and `Runtime::cpus`. With more, the monitor wakes
 //! spares or starts workers, up to the pool's spare slots (`monitor::bring_in_worker`).
-//! With fewer, the surplus workers retire as spares when they next run dry
+//! A thread that cannot be made (the group's `pids.max`, `RLIMIT_NPROC`; a native
+//! program makes none for a quota) stops the adding: the pool goes on with the workers
+//! it has, and the count (`worker_starts_failed`) says so. It is not tried again until
+//! the limit changes again; a spare for a blocked worker still may be. With fewer, the
+//! surplus workers retire as spares when they next run dry
 //! (`worker::retire_if_surplus`). A pool kept busy without a break keeps its surplus
 //! until then.
 //!
@@ -21,7 +25,7 @@
 //! threshold of `io::ops`, and whether there is a readiness set per worker and how
 //! many (`runtime::poller::per_worker_by_default`).
 //!
-//! Counter: `quota_changes`.
+//! Counters: `quota_changes`, `worker_starts_failed`.
 
 use super::*;
 use crate::base::cgroup::{self, Group};
