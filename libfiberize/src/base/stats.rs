@@ -92,6 +92,11 @@ counters! {
     workers_blocked,
     workers_spawned,
     workers_retired,
+    /// Worker threads the pool could not start when it wanted one more ACTIVE worker
+    /// (a spare for a blocked one, a raised quota): `pthread_create` failed (the
+    /// group's `pids.max`, `RLIMIT_NPROC`), and the pool went on with the workers it
+    /// had (`scheduler::monitor::bring_in_worker`).
+    worker_starts_failed,
     fibers_demoted,
     demotions_completion_wait,
     demotions_long_block,

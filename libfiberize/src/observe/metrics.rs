@@ -123,6 +123,10 @@ const METRICS: &[Metric] = &[
     stat!(workers_blocked, "Times the monitor caught a worker blocked in the kernel."),
     stat!(workers_spawned, "Spare workers started for blocked ones."),
     stat!(workers_retired, "Spare workers retired."),
+    stat!(
+        worker_starts_failed,
+        "Worker threads the pool could not start (pthread_create failed: pids.max, RLIMIT_NPROC); it went on with the workers it had."
+    ),
     stat!(fibers_demoted, "Fibers made plain threads for good (they blocked their worker again and again)."),
     stat!(demotions_completion_wait, "Demotions for waiting on an I/O completion."),
     stat!(demotions_long_block, "Demotions for blocking a worker long."),

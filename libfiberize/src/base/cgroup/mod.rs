@@ -237,11 +237,13 @@ impl Group {
                 parse_v2_max(&a[..n])
             }
             Version::V1 => {
-                let n = file(b"/cpu.cfs_quota_us\0", &mut a)?;
-                let quota = parse_v1_number(&a[..n])?;
+                // Both files are read, also while the quota is `-1`: a level asks for
+                // the same files whatever they say (the monitor keeps them open from
+                // its first read, `scheduler::quota::KeptFiles`).
+                let quota = file(b"/cpu.cfs_quota_us\0", &mut a);
                 let mut b = [0u8; 64];
-                let n = file(b"/cpu.cfs_period_us\0", &mut b)?;
-                cpus(quota, parse_v1_number(&b[..n])?)
+                let period = file(b"/cpu.cfs_period_us\0", &mut b);
+                cpus(parse_v1_number(&a[..quota?])?, parse_v1_number(&b[..period?])?)
             }
         }
     }

@@ -106,6 +106,27 @@ fn v1_cpu_hierarchy_wins_over_v2_in_a_hybrid_layout() {
     assert_eq!(limit(&g, &fs[4..]).0, None);
 }
 
+/// A level asks for the same files whatever they say: the monitor keeps them open
+/// from its first read, inside the pool's start (`scheduler::quota::KeptFiles`).
+#[test]
+fn a_v1_level_asks_for_its_period_also_without_a_quota() {
+    let g = group("1:cpu:/a\n", HYBRID_MOUNTS).unwrap();
+    let unlimited = [("/sys/fs/cgroup/cpu/a/cpu.cfs_quota_us", "-1\n"), ("/sys/fs/cgroup/cpu/a/cpu.cfs_period_us", "100000\n")];
+    let limited = [("/sys/fs/cgroup/cpu/a/cpu.cfs_quota_us", "50000\n"), unlimited[1]];
+    let (n, tried) = limit(&g, &unlimited);
+    assert_eq!(n, None);
+    assert_eq!(limit(&g, &limited), (Some(1), tried.clone()));
+    assert_eq!(
+        tried,
+        [
+            "/sys/fs/cgroup/cpu/a/cpu.cfs_quota_us",
+            "/sys/fs/cgroup/cpu/a/cpu.cfs_period_us",
+            "/sys/fs/cgroup/cpu/cpu.cfs_quota_us",
+            "/sys/fs/cgroup/cpu/cpu.cfs_period_us"
+        ]
+    );
+}
+
 #[test]
 fn v1_cpu_and_cpuacct_mounted_together() {
     let mounts = "\

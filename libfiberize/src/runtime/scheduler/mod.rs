@@ -325,8 +325,21 @@ pub fn runtime() -> &'static Runtime {
 }
 
 /// Starts one of the runtime's own OS threads with the real `pthread_create`, with all
-/// asynchronous signals blocked: signals belong to the program's threads.
+/// asynchronous signals blocked: signals belong to the program's threads. Ends the
+/// process if it cannot: for the threads the runtime cannot go without (the pool's
+/// first workers and its monitor) and its optional observers, started when the
+/// program's first `pthread_create` starts the pool or when a setting asks for them.
 pub(crate) fn spawn_runtime_thread(f: extern "C" fn(*mut libc::c_void) -> *mut libc::c_void, arg: *mut libc::c_void) {
+    if !try_spawn_runtime_thread(f, arg) {
+        crate::fatal(&["cannot create a worker thread"]);
+    }
+}
+
+/// [`spawn_runtime_thread`], false if the thread could not be made (`pthread_create`
+/// failed: the group's `pids.max`, `RLIMIT_NPROC`, memory), for a thread the pool can
+/// do without ([`monitor::bring_in_worker`]).
+#[must_use]
+pub(crate) fn try_spawn_runtime_thread(f: extern "C" fn(*mut libc::c_void) -> *mut libc::c_void, arg: *mut libc::c_void) -> bool {
     // SAFETY: plain libc calls with valid out-parameters; the new thread receives `arg`,
     // which points into the leaked runtime.
     unsafe {
@@ -338,10 +351,11 @@ pub(crate) fn spawn_runtime_thread(f: extern "C" fn(*mut libc::c_void) -> *mut l
         let r = crate::base::real::pthread_create(&mut t, ptr::null(), f, arg);
         crate::base::real::pthread_sigmask(libc::SIG_SETMASK, &old, ptr::null_mut());
         if r != 0 {
-            crate::fatal(&["cannot create a worker thread"]);
+            return false;
         }
         crate::base::real::pthread_detach(t);
     }
+    true
 }
 
 impl Runtime {

@@ -345,8 +345,11 @@ fn mark_blocked_in(rt: &Runtime, w: &WorkerShared, call: Option<BlockedCall>) {
 }
 
 /// Makes one more worker ACTIVE: a retired spare woken, else a new thread in the next
-/// free slot. False when every slot is taken (the pool runs short until a blocked
-/// worker returns). Monitor only (it alone starts threads and wakes spares).
+/// free slot. False when every slot is taken or the thread could not be made (the
+/// group's `pids.max`, `RLIMIT_NPROC`: counted, `worker_starts_failed`); the pool then
+/// runs short until a blocked worker returns, or goes on with the workers it has
+/// after a raised quota. A native program makes no thread for either, so a failure
+/// must not end it. Monitor only (it alone starts threads and wakes spares).
 pub(super) fn bring_in_worker(rt: &Runtime) -> bool {
     // Prefer waking a retired spare.
     for s in rt.workers() {
@@ -362,9 +365,23 @@ pub(super) fn bring_in_worker(rt: &Runtime) -> bool {
     }
     rt.active.fetch_add(1, Ordering::AcqRel);
     rt.started.store(idx + 1, Ordering::Release);
+    if !try_spawn_runtime_thread(worker::worker_main, &rt.workers[idx] as *const WorkerShared as *mut libc::c_void) {
+        return no_worker_started(rt, idx);
+    }
     bump(&STATS.workers_spawned);
-    spawn_runtime_thread(worker::worker_main, &rt.workers[idx] as *const WorkerShared as *mut libc::c_void);
     true
+}
+
+/// Undoes [`bring_in_worker`]'s claim on slot `idx`, whose thread could not be made:
+/// the slot is free again for a later try (nothing reached it: no thread ran on it,
+/// and nothing is handed to a worker that has not run), and the pool counts one ACTIVE
+/// worker less. False, for the caller to return.
+#[cold]
+fn no_worker_started(rt: &Runtime, idx: usize) -> bool {
+    rt.started.store(idx, Ordering::Release);
+    rt.active.fetch_sub(1, Ordering::AcqRel);
+    bump(&STATS.worker_starts_failed);
+    false
 }
 
 /// A fiber found blocking its worker in a wait that lasts as long as the program

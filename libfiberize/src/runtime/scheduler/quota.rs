@@ -6,13 +6,18 @@
 //! every [`CHECK_EVERY_TICKS`] ticks it reads the limit again from the group found at
 //! start: one small file per level up to the mount's root for v2, two for v1. A doze
 //! counts the ticks it skipped, and the monitor is never woken for this. The files are
-//! opened once, when the pool starts, and read again with `pread` ([`KeptFiles`]). The
+//! opened when the pool starts, kept by path, and read again with `pread`
+//! ([`KeptFiles`]). The
 //! pool then wants min(CPUs in the affinity mask, limit) ACTIVE workers, at least 1.
 //! That is both the pool's target and `Runtime::cpus`. With more, the monitor wakes
 //! spares or starts workers, up to the pool's spare slots (`monitor::bring_in_worker`).
-//! With fewer, the surplus workers retire as spares when
-//! they next run dry (`worker::retire_if_surplus`). A pool kept busy without a break
-//! keeps its surplus until then.
+//! A thread that cannot be made (the group's `pids.max`, `RLIMIT_NPROC`; a native
+//! program makes none for a quota) stops the adding: the pool goes on with the workers
+//! it has, and the count (`worker_starts_failed`) says so. It is not tried again until
+//! the limit changes again; a spare for a blocked worker still may be. With fewer, the
+//! surplus workers retire as spares when they next run dry
+//! (`worker::retire_if_surplus`). A pool kept busy without a break keeps its surplus
+//! until then.
 //!
 //! Not followed: `FIBERIZE_WORKERS` (then nothing changes), a move of the process to
 //! another group (the group is found once), a changed affinity mask, and the few
@@ -20,14 +25,14 @@
 //! threshold of `io::ops`, and whether there is a readiness set per worker and how
 //! many (`runtime::poller::per_worker_by_default`).
 //!
-//! Counter: `quota_changes`.
+//! Counters: `quota_changes`, `worker_starts_failed`.
 
 use super::*;
 use crate::base::cgroup::{self, Group};
 
 /// How often the limit is read again, in monitor ticks (1 ms): once a second. Origin: a
-/// quota changes by hand or by an orchestrator, seconds apart; a read costs 1 to 8
-/// small file reads.
+/// quota changes by hand or by an orchestrator, seconds apart; a read costs one
+/// `pread` of a small file per level (v2) or two (v1).
 const CHECK_EVERY_TICKS: u64 = 1000;
 
 pub(super) struct QuotaFollow {
@@ -61,7 +66,6 @@ impl QuotaFollow {
     fn read_limit(&mut self) -> usize {
         let Some(group) = &self.group else { return self.affinity };
         let files = &mut self.files;
-        files.next = 0;
         let limit = group.cpu_limit_with(&mut |path, buf| files.read(path, buf));
         limit.map_or(self.affinity, |n| n.min(self.affinity)).max(1)
     }
@@ -92,47 +96,91 @@ impl QuotaFollow {
     }
 }
 
-/// The group's limit files, opened at the first read, out of the way of the program's
-/// numbers (`sys::open_nul_out_of_the_way`), and read again with `pread` at offset 0.
-/// Opening them once a second took the lowest free number for a moment, and a program
-/// that made descriptors then (a socketpair and a pipe) got numbers above it, which
-/// its `close_range` and `open` did not give back (`io_fdreuse`'s `reused=0`). A read
-/// asks for the files in the same order every time (`Group::cpu_limit_with` walks the
-/// same levels), so the n-th file asked for is the n-th kept; past [`KEPT_FILES`] they
-/// are opened by path at each read, as before. -1: it could not be opened at the first
-/// read (no limit file at that level), and it is not tried again.
+/// The group's limit files, kept open by path, out of the way of the program's numbers
+/// (`sys::open_nul_out_of_the_way`), and read again with `pread` at offset 0. Opening
+/// them once a second took the lowest free number for a moment, and a program that
+/// made descriptors then (a socketpair and a pipe) got numbers above it, which its
+/// `close_range` and `open` did not give back (`io_fdreuse`'s `reused=0`). The first
+/// read, inside the pool's start, opens every file the walk asks for (v1 reads a
+/// level's period even when its quota is `-1`, so both are opened then).
+///
+/// Keyed by the path, not by the order of asking: the files a walk asks for need not
+/// be the same from one read to the next (a v1 walk used to skip a level's period
+/// while its quota was `-1`, and the n-th file kept was then read as another level's).
+/// A file that could not be opened (a v2 `cpu.max` that appears only when the
+/// controller is enabled later) stays in the table and is tried again at each read: a
+/// missing path costs one failed `openat` a second and takes no descriptor. Past
+/// [`KEPT_FILES`] files or [`KEPT_PATH_BYTES`] bytes of paths, a file is opened by
+/// path at each read, as before.
 struct KeptFiles {
-    fds: [i32; KEPT_FILES],
-    /// Files kept so far.
+    files: [KeptFile; KEPT_FILES],
+    /// Entries of `files` in use.
     kept: usize,
-    /// The file the current read asks for next.
-    next: usize,
+    /// The kept files' paths (NUL included), back to back; `paths[..paths_len]` in use.
+    paths: [u8; KEPT_PATH_BYTES],
+    paths_len: usize,
+}
+
+#[derive(Clone, Copy)]
+struct KeptFile {
+    /// Its path: `paths[path_at..path_at + path_len]`.
+    path_at: usize,
+    path_len: usize,
+    /// Its descriptor; -1 while it could not be opened.
+    fd: i32,
 }
 
 /// Two files (v1) per level for 8 levels of groups. Origin: systemd's deepest slices
 /// (`/system.slice/x.service/y`) are 3 or 4 levels; containers add 2 or 3.
 const KEPT_FILES: usize = 16;
 
+/// Room for the kept files' paths. Origin: 16 paths of 256 bytes; systemd's and
+/// docker's group paths are under 150 (a docker ID is 64 hex digits).
+const KEPT_PATH_BYTES: usize = 4096;
+
 impl KeptFiles {
     fn new() -> KeptFiles {
-        KeptFiles { fds: [-1; KEPT_FILES], kept: 0, next: 0 }
+        KeptFiles {
+            files: [KeptFile { path_at: 0, path_len: 0, fd: -1 }; KEPT_FILES],
+            kept: 0,
+            paths: [0; KEPT_PATH_BYTES],
+            paths_len: 0,
+        }
     }
 
+    /// Reads the file `path_nul` (NUL-terminated) into `buf`: its length, None if it
+    /// could not be opened or read or is empty.
     fn read(&mut self, path_nul: &[u8], buf: &mut [u8]) -> Option<usize> {
-        let k = self.next;
-        self.next += 1;
-        if k >= KEPT_FILES {
+        let Some(file) = self.find(path_nul).or_else(|| self.keep(path_nul)) else {
             return sys::read_file_nul(path_nul, buf);
+        };
+        let file = &mut self.files[file];
+        if file.fd < 0 {
+            file.fd = sys::open_nul_out_of_the_way(path_nul, libc::O_RDONLY)?;
         }
-        if k == self.kept {
-            self.fds[k] = sys::open_nul_out_of_the_way(path_nul, libc::O_RDONLY).unwrap_or(-1);
-            self.kept += 1;
-        }
-        let fd = self.fds[k];
-        if fd < 0 {
-            return None;
-        }
-        let n = sys::pread64(fd, buf, 0);
+        let n = sys::pread64(file.fd, buf, 0);
         (n > 0).then_some(n as usize)
     }
+
+    /// The entry kept for `path_nul`.
+    fn find(&self, path_nul: &[u8]) -> Option<usize> {
+        let files = &self.files[..self.kept];
+        files.iter().position(|f| &self.paths[f.path_at..f.path_at + f.path_len] == path_nul)
+    }
+
+    /// A new entry for `path_nul`, not yet opened; None when the table is full.
+    fn keep(&mut self, path_nul: &[u8]) -> Option<usize> {
+        let at = self.paths_len;
+        if self.kept == KEPT_FILES || path_nul.len() > KEPT_PATH_BYTES - at {
+            return None;
+        }
+        self.paths[at..at + path_nul.len()].copy_from_slice(path_nul);
+        self.paths_len += path_nul.len();
+        self.files[self.kept] = KeptFile { path_at: at, path_len: path_nul.len(), fd: -1 };
+        self.kept += 1;
+        Some(self.kept - 1)
+    }
 }
+
+#[cfg(test)]
+mod tests;
