@@ -86,6 +86,44 @@ fn shared_page_futex_between_processes_goes_to_the_kernel() {
     assert!(stat(&pre, "futex_shared_to_kernel") >= 4, "{}", pre.stderr);
 }
 
+/// Issue 59 #3: a private `mmap` only fills a hole of the table of shared ranges, so
+/// it must not make the next non-private futex reread `/proc/self/maps`. 200 waits on
+/// a private word, each after a private mmap: one read at the first wait, a few at
+/// most for the runtime's own changes (200 before: `MAP_SHARED_VALIDATE`, 3, was
+/// tested as a bit mask and matched `MAP_PRIVATE`, 2).
+#[test]
+fn private_mmaps_do_not_reread_the_maps() {
+    let (_native, pre) = same_both_ways("sync_futex_words", &["mmap"]);
+    assert!(pre.stderr.contains("waiter_is_fiber=1"), "{}", pre.stderr);
+    assert!(stat(&pre, "futex_waits") >= 200, "the waits were not served by the library: {}", pre.stderr);
+    assert_eq!(stat(&pre, "futex_shared_to_kernel"), 0, "{}", pre.stderr);
+    let reads = stat(&pre, "futex_maps_reads");
+    assert!(reads < 10, "{reads} reads of /proc/self/maps for 200 waits after private mmaps: {}", pre.stderr);
+}
+
+/// Issue 59 #9: FUTEX_WAKE_OP, FUTEX_CMP_REQUEUE and FUTEX_REQUEUE without the private
+/// flag whose words lie one in private memory (waiters parked in the library: fibers
+/// and the main thread) and one in a MAP_SHARED mapping (waiters in the kernel), in
+/// both orders. Natively every waiter wakes and the operations return as many; before,
+/// the operation went wholly to the kernel and the library's waiters timed out (or,
+/// requeued by the kernel onto the private word, were never woken there). Also both
+/// words private: FUTEX_REQUEUE returns woken + requeued, as the kernel's does (the
+/// library returned the woken alone).
+#[test]
+fn two_word_futex_ops_across_private_and_shared_memory() {
+    for mode in ["wake_op", "wake_op_rev", "requeue", "requeue_rev", "requeue_private"] {
+        let (native, pre) = same_both_ways("sync_futex_words", &[mode]);
+        assert!(!native.stdout.contains("timed_out=1") && !native.stdout.contains("woken=0"), "{}", native.stdout);
+        assert!(pre.stderr.contains("waiter_is_fiber=1"), "{mode}: {}", pre.stderr);
+        let split = stat(&pre, "futex_split");
+        if mode == "requeue_private" {
+            assert_eq!(split, 0, "both words are private: {}", pre.stderr);
+        } else {
+            assert!(split >= 1, "{mode}: no operation was split: {}", pre.stderr);
+        }
+    }
+}
+
 #[test]
 fn mutex_and_condvar_semantics() {
     let (_n, pre) = same_both_ways("sync_mutex_cond", &[]);

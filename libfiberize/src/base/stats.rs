@@ -89,6 +89,9 @@ counters! {
     futex_shared_to_kernel,
     /// Reads of `/proc/self/maps` for the table of shared ranges (`sync::futex_shared`).
     futex_maps_reads,
+    /// Non-private two-word futex operations with one word in private memory and one in
+    /// shared memory, split between the parking lot and the kernel (`sync::futex_split`).
+    futex_split,
     workers_blocked,
     workers_spawned,
     workers_retired,

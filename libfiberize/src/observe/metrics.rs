@@ -120,6 +120,7 @@ const METRICS: &[Metric] = &[
     stat!(futex_wakes, "futex wakes through the runtime."),
     stat!(futex_shared_to_kernel, "Non-private futex operations passed to the kernel: their word lies in memory shared with other processes."),
     stat!(futex_maps_reads, "Reads of /proc/self/maps for the table of shared memory ranges."),
+    stat!(futex_split, "Non-private two-word futex operations (WAKE_OP, REQUEUE) with one word in private and one in shared memory, split between the runtime and the kernel."),
     stat!(workers_blocked, "Times the monitor caught a worker blocked in the kernel."),
     stat!(workers_spawned, "Spare workers started for blocked ones."),
     stat!(workers_retired, "Spare workers retired."),

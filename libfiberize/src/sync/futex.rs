@@ -8,7 +8,8 @@
 //! private flag is served the same way when its word lies in process-private memory
 //! (`sync::futex_shared` decides, and tags its key apart, as the kernel keeps the two
 //! kinds apart); one in memory shared with other processes, and operations we do not
-//! model, go to the kernel.
+//! model, go to the kernel. A two-word operation with one word on each side is split
+//! between the lot and the kernel (`sync::futex_split`).
 //!
 //! Limitation: a program that waits on a private futex with an inline `syscall`
 //! instruction (bypassing libc's `syscall`) and wakes it through libc's `syscall`, or
@@ -22,6 +23,7 @@ use crate::base::stats::{bump, STATS};
 use crate::base::time;
 use crate::runtime::fiber::WaitKind;
 use crate::sync::futex_shared;
+use crate::sync::futex_split::{self, Route};
 use crate::sync::parking::{self, ParkResult};
 
 // The kernel's operation codes, from `libc` (base::sys uses the same ones).
@@ -29,7 +31,8 @@ pub use libc::{
     FUTEX_CLOCK_REALTIME, FUTEX_CMP_REQUEUE, FUTEX_PRIVATE_FLAG, FUTEX_REQUEUE, FUTEX_WAIT, FUTEX_WAIT_BITSET, FUTEX_WAKE,
     FUTEX_WAKE_BITSET, FUTEX_WAKE_OP,
 };
-const FUTEX_CMD_MASK: c_int = !(FUTEX_PRIVATE_FLAG | FUTEX_CLOCK_REALTIME);
+/// The command bits of a futex operation (without the private and clock flags).
+pub const FUTEX_CMD_MASK: c_int = !(FUTEX_PRIVATE_FLAG | FUTEX_CLOCK_REALTIME);
 
 /// Whether we serve `op` on `uaddr` (and `uaddr2` for the two-word operations); else
 /// the caller passes it to the kernel.
@@ -45,12 +48,22 @@ pub fn emulated(uaddr: usize, op: c_int, uaddr2: usize) -> bool {
     if op & FUTEX_PRIVATE_FLAG != 0 {
         return true;
     }
-    let private = futex_shared::emulate(uaddr)
-        && (!matches!(cmd, FUTEX_REQUEUE | FUTEX_CMP_REQUEUE | FUTEX_WAKE_OP) || futex_shared::emulate(uaddr2));
-    if !private {
+    let served = if matches!(cmd, FUTEX_REQUEUE | FUTEX_CMP_REQUEUE | FUTEX_WAKE_OP) {
+        match futex_split::route(uaddr, uaddr2) {
+            Route::Lot => true,
+            Route::Split { .. } => {
+                bump(&STATS.futex_split);
+                true
+            }
+            Route::Kernel => false,
+        }
+    } else {
+        futex_shared::emulate(uaddr)
+    };
+    if !served {
         bump(&STATS.futex_shared_to_kernel);
     }
-    private
+    served
 }
 
 /// Performs an emulated futex operation. Ok(value) or Err(errno), as the kernel would.
@@ -79,6 +92,29 @@ pub unsafe fn futex(
     let key = uaddr as usize | tag;
     let key2 = uaddr2 as usize | tag;
     let cmd = op & FUTEX_CMD_MASK;
+    let two_words = matches!(cmd, FUTEX_REQUEUE | FUTEX_CMP_REQUEUE | FUTEX_WAKE_OP);
+    if two_words {
+        // As the kernel: no clock flag outside the waits, and a second word that is a
+        // futex word (checked before any word is touched).
+        if op & FUTEX_CLOCK_REALTIME != 0 {
+            return Err(libc::ENOSYS);
+        }
+        if uaddr2.is_null() {
+            return Err(libc::EFAULT);
+        }
+        if !(uaddr2 as usize).is_multiple_of(4) {
+            return Err(libc::EINVAL);
+        }
+    }
+    // A non-private two-word operation with one word on each side (`emulated` counted it).
+    let split = if tag != 0 && two_words {
+        match futex_split::route(uaddr as usize, uaddr2 as usize) {
+            Route::Split { first_private } => Some(first_private),
+            _ => None,
+        }
+    } else {
+        None
+    };
     match cmd {
         FUTEX_WAIT | FUTEX_WAIT_BITSET => {
             let bitset = if cmd == FUTEX_WAIT { u32::MAX } else { val3 };
@@ -117,24 +153,35 @@ pub unsafe fn futex(
             Ok(parking::unpark_some_quick(key, bitset, val as usize) as isize)
         }
         FUTEX_REQUEUE | FUTEX_CMP_REQUEUE => {
-            if uaddr2.is_null() {
-                return Err(libc::EFAULT);
+            // For requeue, the kernel reads the "timeout" argument as val2 (a count), and
+            // both counts as `int`s that must not be negative.
+            let max_requeue = timeout as usize as u32;
+            if (val as i32) < 0 || (max_requeue as i32) < 0 {
+                return Err(libc::EINVAL);
             }
-            // For requeue, the kernel reads the "timeout" argument as val2 (a count).
-            let max_requeue = (timeout as usize).min(i32::MAX as usize);
+            if let Some(first_private) = split {
+                // SAFETY: both words are mapped and aligned (their routes say so; checked above).
+                return unsafe {
+                    futex_split::requeue(uaddr as usize, op, val, max_requeue, uaddr2 as usize, val3, first_private)
+                };
+            }
             let check = cmd == FUTEX_CMP_REQUEUE;
-            match parking::unpark_requeue(key, key2, val as usize, max_requeue, || !check || word.load(Ordering::SeqCst) == val3)
-            {
+            match parking::unpark_requeue(key, key2, val as usize, max_requeue as usize, || {
+                !check || word.load(Ordering::SeqCst) == val3
+            }) {
                 None => Err(libc::EAGAIN),
-                // FUTEX_REQUEUE returns the woken count; CMP_REQUEUE woken + requeued.
-                Some((w, r)) => Ok(if check { (w + r) as isize } else { w as isize }),
+                // Both return woken + requeued (the kernel's count for either).
+                Some((w, r)) => Ok((w + r) as isize),
             }
         }
         FUTEX_WAKE_OP => {
-            if uaddr2.is_null() {
-                return Err(libc::EFAULT);
+            if let Some(first_private) = split {
+                // SAFETY: both words are mapped and aligned (their routes say so; checked above).
+                return unsafe {
+                    futex_split::wake_op(uaddr as usize, op, val, timeout as usize, uaddr2 as usize, val3, first_private)
+                };
             }
-            // SAFETY: non-null futex word (caller).
+            // SAFETY: non-null, aligned futex word (checked above; caller).
             let word2 = unsafe { &*(uaddr2 as *const AtomicU32) };
             let old = wake_op_apply(word2, val3)?;
             let mut n = parking::unpark_some(key, u32::MAX, val as usize, |_| {});
@@ -149,7 +196,7 @@ pub unsafe fn futex(
 }
 
 /// FUTEX_WAKE_OP's encoded operation on `*uaddr2`; returns the old value.
-fn wake_op_apply(w: &AtomicU32, encoded: u32) -> Result<u32, c_int> {
+pub(crate) fn wake_op_apply(w: &AtomicU32, encoded: u32) -> Result<u32, c_int> {
     let op = (encoded >> 28) & 0xf;
     let mut oparg = (encoded >> 12) & 0xfff;
     if op & 8 != 0 {
@@ -173,7 +220,8 @@ fn wake_op_apply(w: &AtomicU32, encoded: u32) -> Result<u32, c_int> {
     Ok(r)
 }
 
-fn wake_op_compare(old: u32, encoded: u32) -> bool {
+/// Whether FUTEX_WAKE_OP's encoded comparison holds for the second word's old value.
+pub(crate) fn wake_op_compare(old: u32, encoded: u32) -> bool {
     let cmp = (encoded >> 24) & 0xf;
     let cmparg = ((((encoded & 0xfff) as i32) << 20) >> 20) as i64;
     let old = old as i32 as i64;

@@ -173,6 +173,17 @@ fn hex(b: u8) -> Option<usize> {
     (b as char).to_digit(16).map(|d| d as usize)
 }
 
+/// A test's anonymous read-write page of type `kind` (`MAP_SHARED`, `MAP_PRIVATE`),
+/// at `hint` (an address only, never dereferenced) if the kernel gives it; the test
+/// unmaps it.
+#[cfg(test)]
+pub fn anonymous_page(hint: usize, kind: libc::c_int) -> *mut libc::c_void {
+    // SAFETY: a new anonymous mapping; without MAP_FIXED it replaces nothing.
+    let p = unsafe { libc::mmap(hint as *mut _, 4096, libc::PROT_READ | libc::PROT_WRITE, kind | libc::MAP_ANONYMOUS, -1, 0) };
+    assert_ne!(p, libc::MAP_FAILED);
+    p
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -266,18 +277,7 @@ mod tests {
         assert_eq!(t.class(&local as *const u32 as usize), Class::Private);
         let heap = Box::new(0u32);
         assert_eq!(t.class(&*heap as *const u32 as usize), Class::Private);
-        // SAFETY: an anonymous shared page, unmapped below.
-        let p = unsafe {
-            libc::mmap(
-                core::ptr::null_mut(),
-                4096,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        assert_ne!(p, libc::MAP_FAILED);
+        let p = anonymous_page(0, libc::MAP_SHARED);
         assert!(read_maps(&mut t, false));
         assert_eq!(t.class(p as usize), Class::Shared);
         // SAFETY: the page mapped above.

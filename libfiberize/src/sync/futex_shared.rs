@@ -36,8 +36,9 @@
 //!   `munmap`, `mremap`, `shmat`, `shmdt` exports and `syscall()` with those numbers
 //!   bump a generation counter ([`mapping_changed`]) after the real call, when the
 //!   change can touch a shared range: every `mremap`, `shmat`, `shmdt`; an `mmap`
-//!   that is `MAP_SHARED` or `MAP_FIXED` (a non-fixed private mapping only fills a
-//!   hole, which the table did not count as shared); a `munmap` that overlaps a shared
+//!   whose type is `MAP_SHARED` or `MAP_SHARED_VALIDATE`, or that is `MAP_FIXED`
+//!   (a non-fixed private mapping only fills a hole, which the table did not count as
+//!   shared: [`mmap_may_touch_shared`]); a `munmap` that overlaps a shared
 //!   range of the table, or any `munmap` while the table is already out of date. A
 //!   lookup that finds the table older than the counter rebuilds it first. The bump
 //!   happens before `mmap` returns, so a thread that learns the new address from the
@@ -82,8 +83,10 @@
 //!   made with a raw `clone`, a robust-list entry) is not woken: the waiter is parked
 //!   in the library. glibc's own waits of that kind use inline system calls and never
 //!   come here.
-//! * A two-word operation (`FUTEX_WAKE_OP`, `FUTEX_CMP_REQUEUE`) is emulated only if
-//!   both words are private; otherwise both go to the kernel.
+//! * A two-word operation (`FUTEX_WAKE_OP`, `FUTEX_REQUEUE`, `FUTEX_CMP_REQUEUE`) is
+//!   emulated if both words are private, goes to the kernel if both are shared (or
+//!   one is in no mapping), and is split between the two otherwise
+//!   (`sync::futex_split`: a waiter that would be requeued across is woken instead).
 //! * A shared mapping made by an inline system call in a range that the table holds
 //!   as private (one unmapped by an inline `munmap`) looks private until the next
 //!   tracked change.
@@ -142,13 +145,19 @@ static SCRATCH: Scratch = Scratch(UnsafeCell::new(Ranges::new()));
 /// Whether a non-private futex operation on `addr` is served by the parking lot.
 #[inline]
 pub fn emulate(addr: usize) -> bool {
+    class(addr) == Class::Private
+}
+
+/// Where the word at `addr` lives: [`Class::Unknown`] is an address in no mapping
+/// (the kernel answers `EFAULT`), or one the table cannot tell since it froze.
+#[inline]
+pub fn class(addr: usize) -> Class {
     if addr < 4096 {
-        return false; // the kernel answers EFAULT; no reason to reread the maps
+        return Class::Unknown; // the kernel answers EFAULT; no reason to reread the maps
     }
     match lookup(addr) {
-        Some(Class::Private) => true,
-        Some(Class::Shared) => false,
-        _ => emulate_slow(addr),
+        Some(c @ (Class::Private | Class::Shared)) => c,
+        _ => class_slow(addr),
     }
 }
 
@@ -181,7 +190,7 @@ fn read_published(addr: usize) -> (Class, u64) {
 }
 
 #[cold]
-fn emulate_slow(addr: usize) -> bool {
+fn class_slow(addr: usize) -> Class {
     BUILDER.lock();
     // Another thread may have rebuilt while we waited.
     let class = match lookup(addr) {
@@ -195,7 +204,7 @@ fn emulate_slow(addr: usize) -> bool {
         }
     };
     BUILDER.unlock();
-    class == Class::Private
+    class
 }
 
 /// Rereads `/proc/self/maps` into the published table. Under [`BUILDER`].
@@ -238,9 +247,21 @@ pub fn mapping_changed() {
 /// After a successful `mmap` with `flags`.
 #[inline]
 pub fn after_mmap(flags: libc::c_int) {
-    if flags & (libc::MAP_SHARED | libc::MAP_SHARED_VALIDATE | libc::MAP_FIXED) != 0 {
+    if mmap_may_touch_shared(flags) {
         mapping_changed();
     }
+}
+
+/// Whether an `mmap` with `flags` can change what the table holds as shared: a shared
+/// mapping (its type, the low bits `MAP_TYPE`, is `MAP_SHARED` or
+/// `MAP_SHARED_VALIDATE`), or a `MAP_FIXED` one of any type, which may replace a
+/// shared range. A private (or droppable) mapping without `MAP_FIXED` only fills a
+/// hole. The type is a value, not a set of bits: `MAP_SHARED_VALIDATE` (3) holds
+/// `MAP_PRIVATE`'s bit (2), so testing bits would count every private mapping.
+#[inline]
+pub fn mmap_may_touch_shared(flags: libc::c_int) -> bool {
+    const MAP_TYPE: libc::c_int = 0x0f;
+    matches!(flags & MAP_TYPE, libc::MAP_SHARED | libc::MAP_SHARED_VALIDATE) || flags & libc::MAP_FIXED != 0
 }
 
 /// After a successful `munmap(addr, len)`.
@@ -305,32 +326,32 @@ pub fn reset_in_forked_child() {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sync::futex_maps::anonymous_page;
+
+    #[test]
+    fn only_shared_or_fixed_mappings_count_as_changes() {
+        use libc::{MAP_ANONYMOUS, MAP_FIXED, MAP_FIXED_NOREPLACE, MAP_NORESERVE, MAP_PRIVATE, MAP_SHARED, MAP_SHARED_VALIDATE};
+        assert!(!mmap_may_touch_shared(MAP_PRIVATE | MAP_ANONYMOUS));
+        assert!(!mmap_may_touch_shared(MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE));
+        assert!(!mmap_may_touch_shared(MAP_PRIVATE | MAP_FIXED_NOREPLACE), "it fails rather than replace a mapping");
+        assert!(mmap_may_touch_shared(MAP_SHARED | MAP_ANONYMOUS));
+        assert!(mmap_may_touch_shared(MAP_SHARED_VALIDATE));
+        assert!(mmap_may_touch_shared(MAP_PRIVATE | MAP_FIXED | MAP_ANONYMOUS), "it may replace a shared range");
+        assert!(mmap_may_touch_shared(MAP_SHARED | MAP_FIXED));
+    }
 
     #[test]
     fn the_published_table_follows_mapping_changes() {
         let local = 0u32;
         assert!(emulate(&local as *const u32 as usize));
-        // SAFETY: an anonymous shared page, unmapped below.
-        let p = unsafe {
-            libc::mmap(
-                core::ptr::null_mut(),
-                4096,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        assert_ne!(p, libc::MAP_FAILED);
+        let p = anonymous_page(0, libc::MAP_SHARED);
         // Not told of the mapping: it lands in a hole, and the lookup rereads the maps.
         assert!(!emulate(p as usize));
         // SAFETY: the page mapped above.
         unsafe { libc::munmap(p, 4096) };
         after_munmap(p as usize, 4096);
-        // SAFETY: a private page at the same place if the kernel gives it, unmapped below.
-        let q =
-            unsafe { libc::mmap(p, 4096, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0) };
-        assert_ne!(q, libc::MAP_FAILED);
+        // A private page at the same place if the kernel gives it.
+        let q = anonymous_page(p as usize, libc::MAP_PRIVATE);
         assert!(emulate(q as usize));
         // SAFETY: the page mapped above.
         unsafe { libc::munmap(q, 4096) };

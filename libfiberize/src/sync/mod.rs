@@ -8,6 +8,7 @@ pub mod cond;
 pub mod futex;
 pub mod futex_maps;
 pub mod futex_shared;
+pub mod futex_split;
 pub mod lock_word;
 pub mod mutex;
 pub mod once;

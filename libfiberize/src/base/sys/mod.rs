@@ -69,6 +69,19 @@ pub fn futex_wake(word: *const AtomicU32, count: u32) -> isize {
     unsafe { syscall6(libc::SYS_futex as usize, word as usize, FUTEX_WAKE | FUTEX_PRIVATE_FLAG, count as usize, 0, 0, 0) }
 }
 
+/// The program's futex operation `op` on `uaddr` (and `uaddr2`), passed to the kernel
+/// as it stands: `val2` is the count the two-word operations read in the timeout's
+/// place. Returns the kernel's result (`-errno` on failure).
+///
+/// # Safety
+/// As the `futex` system call for `op`: the words must be valid futex words or the
+/// kernel answers `EFAULT`; only non-blocking operations may be passed.
+#[inline]
+pub unsafe fn futex_op(uaddr: usize, op: libc::c_int, val: u32, val2: usize, uaddr2: usize, val3: u32) -> isize {
+    // SAFETY: the caller's futex arguments (this function's contract).
+    unsafe { syscall6(libc::SYS_futex as usize, uaddr, op as u32 as usize, val as usize, val2, uaddr2, val3 as usize) }
+}
+
 /// The current CLOCK_MONOTONIC time in nanoseconds.
 #[inline]
 pub fn now_ns() -> u64 {
