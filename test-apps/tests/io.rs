@@ -368,3 +368,15 @@ fn process_directed_signals_reach_a_parked_fiber() {
         assert!(stat(&pre, "signals_to_fibers") >= 2, "{}", pre.stderr);
     }
 }
+
+/// Issue 59 #5: signals queued to one thread with a siginfo of their own
+/// (`pthread_sigqueue`, `rt_tgsigqueueinfo` through `syscall`, a `SIGEV_THREAD_ID` timer
+/// aimed at the thread's own `gettid()`) reach the thread, handler or `sigtimedwait`,
+/// with `SI_QUEUE`/`SI_TIMER` and `si_value`, queued real-time instances in order. Under
+/// the preload the tid names the fiber's donor, which blocks every signal: the handler
+/// lines printed `ran=0` and the timer's `ticks>=5 0` before the signals were redirected.
+#[test]
+fn queued_signals_and_thread_timers_reach_a_fiber_with_their_siginfo() {
+    let (_native, pre) = same_both_ways("sig_queue", &[]);
+    assert!(stat(&pre, "fibers_created") >= 3, "{}", pre.stderr);
+}

@@ -18,6 +18,15 @@
 //! interrupt (sleeps, futex waits) then return `EINTR`; a fiber that is running when
 //! the signal is sent gets it at its next switch. `raise` from a fiber is delivered at
 //! once on the current kernel thread.
+//!
+//! # Queued signals
+//!
+//! `pthread_sigqueue`, `rt_tgsigqueueinfo` to a fiber's tid and a timer aimed at it
+//! (`thread::timers`) take the same path ([`queue_to_fiber`]) with the sender's siginfo,
+//! which waits beside the held bit (`runtime::queued_signals`, which has the protocol):
+//! the fiber raises the signal with `rt_tgsigqueueinfo` to its own kernel thread, so
+//! the handler gets `SI_QUEUE` or `SI_TIMER` and `si_value` as natively, and each
+//! queued instance of a real-time signal in turn; `sigtimedwait` returns that siginfo.
 
 use libc::{c_int, sigset_t};
 
@@ -25,6 +34,7 @@ use crate::base::stats::{bump, STATS};
 use crate::base::sys;
 use crate::runtime::fiber::{Fiber, FiberRef, Life};
 use crate::runtime::kick::{KICK_BIT, KICK_SIGNAL};
+use crate::runtime::queued_signals::{self, Instances, Queued};
 
 fn to_kernel(set: &sigset_t) -> u64 {
     // SAFETY: glibc's sigset_t starts with the kernel's 64-bit mask (x86_64).
@@ -137,14 +147,20 @@ pub fn deliver_pending(f: &Fiber) {
         crate::base::shield::postpone_held_signals();
         return;
     }
-    for bit in 0..64 {
+    for bit in (0..64).filter(|b| deliverable & (1u64 << b) != 0) {
         let m = 1u64 << bit;
-        if deliverable & m != 0 && f.signals.take(m) {
+        // A real-time signal queued several times is held again after each instance
+        // (`queued_signals::take`): each is raised in turn, as the kernel delivers every
+        // queued instance, while the fiber's mask lets it through.
+        while f.signals.take(m) {
             let sig = bit + 1;
             if crate::signal::handlers::has_unwrapped_handler(sig) {
                 f.interruption.mark(true);
             }
-            tgkill_self(sig);
+            queued_signals::send_taken(f, sig, sys::gettid(), Instances::Oldest);
+            if f.signals.held() & m == 0 || effective_mask(f) & m != 0 {
+                break;
+            }
         }
     }
 }
@@ -196,21 +212,68 @@ pub fn kill_fiber(target: &crate::runtime::fiber::FiberRef, sig: c_int) -> c_int
         }
     }
     target.signals.hold(sig);
-    if target.signals.is_plain_thread() {
-        // It went to its donor for good: the kernel delivers to the donor's thread
-        // (held first, then the flag: see `SignalState`; the fiber on its way takes
-        // and raises what it finds held, so whoever takes the signal sends it).
-        if target.signals.take(1u64 << (sig - 1)) {
-            let r = sys::tgkill(target.identity.donor_tid() as i32, sig);
-            if r < 0 {
-                return -r as c_int;
-            }
-        }
-        return 0;
+    if let Some(r) = send_to_plain_thread(target, sig) {
+        return r;
     }
+    wake_for_signal(target);
+    0
+}
+
+/// After `sig` was held for `target`: if the fiber went to its donor for good, the
+/// kernel delivers to the donor's thread (held first, then the flag: see
+/// `SignalState`; the fiber on its way takes and raises what it finds held, so whoever
+/// takes the signal sends it). Returns the error number then, None for a fiber.
+fn send_to_plain_thread(target: &FiberRef, sig: c_int) -> Option<c_int> {
+    if !target.signals.is_plain_thread() {
+        return None;
+    }
+    if target.signals.take(1u64 << (sig - 1)) {
+        let r = queued_signals::send_taken(target, sig, target.identity.donor_tid() as i32, Instances::All);
+        if r < 0 {
+            return Some(-r as c_int);
+        }
+    }
+    Some(0)
+}
+
+/// A signal was held for fiber `target`: it runs (or ends its donor wait) to take it.
+fn wake_for_signal(target: &FiberRef) {
     crate::runtime::scheduler::unpark(target);
     crate::runtime::kick::kick(target);
     interrupt_donor_wait(target);
+}
+
+/// `pthread_sigqueue`, `rt_tgsigqueueinfo` or a relayed timer (`crate::thread::timers`)
+/// on fiber `target`: as [`kill_fiber`], and the signal keeps the sender's siginfo
+/// `info` (`SI_QUEUE` and its `si_value`, a timer's `SI_TIMER`), which the fiber's
+/// handler or `sigtimedwait` gets (`runtime::queued_signals`). Returns the error number
+/// (`EAGAIN`: too many queued, as the kernel's limit on queued signals).
+pub fn queue_to_fiber(target: &FiberRef, sig: c_int, info: &libc::siginfo_t) -> c_int {
+    if !(0..=64).contains(&sig) {
+        return libc::EINVAL;
+    }
+    if sig == 0 {
+        return 0;
+    }
+    let is_me = crate::runtime::fiber::current().is_some_and(|me| core::ptr::eq(me, &**target));
+    if is_me && effective_mask(target) & (1u64 << (sig - 1)) == 0 {
+        // To itself, not blocked: delivered before the call returns, here.
+        return match sys::rt_tgsigqueueinfo(sys::gettid(), sig, info) {
+            r if r < 0 => -r as c_int,
+            _ => 0,
+        };
+    }
+    match queued_signals::hold(target, sig, info) {
+        Err(e) => return e,
+        Ok(Queued::Merged) => return 0,
+        Ok(Queued::Held) => {}
+    }
+    if let Some(r) = send_to_plain_thread(target, sig) {
+        return r;
+    }
+    if !is_me {
+        wake_for_signal(target);
+    }
     0
 }
 
@@ -267,9 +330,7 @@ pub(crate) fn hand_process_signal(target: &FiberRef, sig: c_int) {
         return;
     }
     bump(&STATS.signals_to_fibers);
-    crate::runtime::scheduler::unpark(target);
-    crate::runtime::kick::kick(target);
-    interrupt_donor_wait(target);
+    wake_for_signal(target);
 }
 
 /// Gives the signals of `set` that were sent to the process and are still held for
@@ -284,6 +345,8 @@ pub fn give_back_to_process(f: &Fiber, set: u64) {
     let back = f.signals.take_from_process(set);
     for bit in (0..64).filter(|b| back & (1u64 << b) != 0) {
         sys::kill(bit + 1);
+        // The taken bit also stood for the signals queued to the thread (merged with it).
+        queued_signals::hold_again_if_queued(f, bit + 1);
     }
 }
 
@@ -329,13 +392,19 @@ pub unsafe fn fiber_sigtimedwait(f: &Fiber, set: &sigset_t, info: *mut libc::sig
         let r = loop {
             f.donor_wait.begin();
             if let Some(sig) = take_held(f, set) {
+                // The sender's siginfo if it queued one (the next instance stays held).
+                let queued = queued_signals::take(f, sig, true);
                 if !info.is_null() {
-                    // SAFETY: the caller's siginfo out-parameter; a thread-directed signal
-                    // from this process: si_code SI_TKILL, as the kernel gives.
+                    // SAFETY: the caller's siginfo out-parameter. Without a queued one: a
+                    // thread-directed signal from this process, si_code SI_TKILL, as the
+                    // kernel gives.
                     unsafe {
                         core::ptr::write_bytes(info, 0, 1);
                         (*info).si_signo = sig;
                         (*info).si_code = libc::SI_TKILL;
+                        if let Some(q) = queued {
+                            *info = q;
+                        }
                     }
                 }
                 break sig as isize;

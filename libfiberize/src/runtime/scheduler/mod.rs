@@ -327,8 +327,19 @@ pub fn runtime() -> &'static Runtime {
 /// Starts one of the runtime's own OS threads with the real `pthread_create`, with all
 /// asynchronous signals blocked: signals belong to the program's threads.
 pub(crate) fn spawn_runtime_thread(f: extern "C" fn(*mut libc::c_void) -> *mut libc::c_void, arg: *mut libc::c_void) {
+    if try_spawn_runtime_thread(f, arg).is_err() {
+        crate::fatal(&["cannot create a worker thread"]);
+    }
+}
+
+/// [`spawn_runtime_thread`] that reports a failure (`pthread_create`'s error number).
+/// `arg` must stay valid for as long as `f` uses it.
+pub(crate) fn try_spawn_runtime_thread(
+    f: extern "C" fn(*mut libc::c_void) -> *mut libc::c_void,
+    arg: *mut libc::c_void,
+) -> Result<(), libc::c_int> {
     // SAFETY: plain libc calls with valid out-parameters; the new thread receives `arg`,
-    // which points into the leaked runtime.
+    // which the caller keeps valid.
     unsafe {
         let mut all: libc::sigset_t = core::mem::zeroed();
         let mut old: libc::sigset_t = core::mem::zeroed();
@@ -338,10 +349,11 @@ pub(crate) fn spawn_runtime_thread(f: extern "C" fn(*mut libc::c_void) -> *mut l
         let r = crate::base::real::pthread_create(&mut t, ptr::null(), f, arg);
         crate::base::real::pthread_sigmask(libc::SIG_SETMASK, &old, ptr::null_mut());
         if r != 0 {
-            crate::fatal(&["cannot create a worker thread"]);
+            return Err(r);
         }
         crate::base::real::pthread_detach(t);
     }
+    Ok(())
 }
 
 impl Runtime {
