@@ -5,8 +5,11 @@
  * in order; one queued to itself runs its handler before the call returns), and a POSIX timer aimed at the thread's own gettid() (SIGEV_THREAD_ID)
  * firing every 10 ms into the thread (si_code SI_TIMER, si_value, si_timerid), taken
  * by a handler and by sigtimedwait. Under the preload a thread is a fiber, and its
- * gettid() names its sleeping donor, which blocks every signal. Every wait is bounded;
- * alarm() ends a hung run. Deterministic stdout. */
+ * gettid() names its sleeping donor, which blocks every signal. With the argument
+ * `demoted`: a pthread_sigqueue and a thread timer (made while a fiber) to a thread that
+ * the preload demoted to a plain thread (a raw sleep blocks its worker; natively the
+ * thread skips it). Every wait is bounded; alarm() ends a hung run. Deterministic
+ * stdout. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
@@ -193,9 +196,78 @@ static void *ticker(void *a) {
     return 0;
 }
 
-int main(void) {
+/* ---- a thread that the preload demoted to a plain thread ---------------------------- */
+
+static int ready_fds[2];
+static volatile int demoted = -1, plain_ready;
+
+/* Under the preload: block the worker in a raw sleep (not intercepted) until the
+ * monitor hands the fiber to its donor for good (at most 5 sleeps of 1.5 s). */
+static void get_demoted(void) {
+    if (!is_fiber || !is_fiber()) return;
+    char c;
+    for (int i = 0; i < 5 && is_fiber(); i++) {
+        struct timespec ts = {1, 500000000};
+        while (syscall(SYS_nanosleep, &ts, &ts) != 0 && errno == EINTR) {}
+        CHECK(write(ready_fds[1], "r", 1) == 1);
+        CHECK(read(ready_fds[0], &c, 1) == 1); /* an intercepted call: the demotion happens here */
+    }
+    demoted = !is_fiber();
+}
+
+static void *plain(void *a) {
+    (void)a;
+    note_fiber();
+    timer_thread = 1;
+    in_target = 1;
+    unblock(SIGRTMIN + 1);
+    unblock(SIGRTMIN + 2);
+    /* A timer made while a fiber, firing on after the demotion. */
+    timer_t t = timer_at_self(SIGRTMIN + 2, 61, 10);
+    my_timer_id = (int)(intptr_t)t;
+    get_demoted();
+    int from = ticks;
+    for (int i = 0; i < 3000 && ticks < from + 5; i++) usleep(1000);
+    CHECK(timer_delete(t) == 0);
+    printf("demoted timer: ticks>=5 %d in_thread=%d si_code_ok=%d si_value_ok=%d\n", ticks >= from + 5,
+           ticks_in_thread == ticks, tick_code_ok == ticks, tick_value_ok == ticks);
+    plain_ready = 1;
+    for (int i = 0; i < 3000 && plain_ready != 2; i++) usleep(1000);
+    return 0;
+}
+
+/* `sig_queue demoted`: the same signals to a thread that runs as a plain thread. */
+static void demoted_case(void) {
+    CHECK(pipe(ready_fds) == 0);
+    struct sigaction sa; memset(&sa, 0, sizeof sa);
+    sa.sa_flags = SA_SIGINFO; sigemptyset(&sa.sa_mask);
+    sa.sa_sigaction = on_queued;
+    CHECK(sigaction(SIGRTMIN + 1, &sa, 0) == 0);
+    sa.sa_sigaction = on_tick;
+    CHECK(sigaction(SIGRTMIN + 2, &sa, 0) == 0);
+    sigset_t s; sigemptyset(&s); sigaddset(&s, SIGRTMIN + 1); sigaddset(&s, SIGRTMIN + 2);
+    CHECK(pthread_sigmask(SIG_BLOCK, &s, 0) == 0);
+    pthread_t t;
+    CHECK(pthread_create(&t, 0, plain, 0) == 0);
+    for (int i = 0; i < 12000 && !plain_ready; i++) usleep(1000);
+    union sigval v = {.sival_int = 71};
+    CHECK(pthread_sigqueue(t, SIGRTMIN + 1, v) == 0);
+    int ok = wait_handled(1);
+    printf("demoted pthread_sigqueue: ran=%d in_thread=%d code=%s value=%d pid_ok=%d\n", ok, handled_in_target == handled,
+           code_name(last_code), last_value, last_pid_ok);
+    plain_ready = 2;
+    pthread_join(t, 0);
+    fprintf(stderr, "demoted=%d\n", demoted);
+}
+
+int main(int argc, char **argv) {
     alarm(20);
     is_fiber = (int (*)(void))dlsym(RTLD_DEFAULT, "fiberize_is_fiber");
+    if (argc > 1 && strcmp(argv[1], "demoted") == 0) {
+        demoted_case();
+        fprintf(stderr, "preloaded=%d\n", fiber_seen);
+        return 0;
+    }
     pthread_t t;
 
     CHECK(pthread_create(&t, 0, waiter, 0) == 0);
