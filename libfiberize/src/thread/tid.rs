@@ -52,12 +52,15 @@ pub fn signal_thread(tgid: Option<libc::pid_t>, tid: libc::pid_t, sig: c_int) ->
 /// The live fiber whose thread id is `tid`, when a signal for it goes to the fiber
 /// rather than to the kernel (not glibc's internal signals, which only glibc sends).
 pub fn fiber_of_tid(tid: libc::pid_t, sig: c_int) -> Option<crate::runtime::fiber::FiberRef> {
-    const SIGCANCEL: c_int = 32;
-    const SIGSETXID: c_int = 33;
-    if tid <= 0 || sig == SIGCANCEL || sig == SIGSETXID || !crate::base::config::fibers_allowed() {
+    if tid <= 0 || is_glibc_internal(sig) || !crate::base::config::fibers_allowed() {
         return None;
     }
     crate::runtime::registry::find_by_donor_tid(tid as u32)
+}
+
+/// glibc's internal signals (SIGCANCEL, SIGSETXID), which only glibc sends.
+fn is_glibc_internal(sig: c_int) -> bool {
+    (32..=33).contains(&sig)
 }
 
 /// `rt_tgsigqueueinfo(tgid, tid, sig, info)` when `tid` names a live fiber of this
@@ -86,8 +89,11 @@ pub unsafe fn queue_to_thread(tgid: libc::pid_t, tid: libc::pid_t, sig: c_int, i
 
 /// `pthread_sigqueue(t, sig, value)` on fiber `target`: the siginfo glibc builds
 /// (`SI_QUEUE`, this process's pid, the caller's uid, `value`), queued to the fiber.
-/// Returns the error number.
+/// Returns the error number (`EINVAL` for glibc's internal signals, as glibc's).
 pub fn sigqueue_fiber(target: &crate::runtime::fiber::FiberRef, sig: c_int, value: libc::sigval) -> c_int {
+    if is_glibc_internal(sig) {
+        return libc::EINVAL;
+    }
     // SAFETY: all-zero is a valid siginfo_t.
     let mut info: libc::siginfo_t = unsafe { core::mem::zeroed() };
     info.si_signo = sig;
