@@ -389,3 +389,20 @@ fn signals_reach_a_fiber_waiting_on_its_donor() {
         assert!(pre.stderr.contains("fiber=1"), "the thread was no fiber:\n{}", pre.stderr);
     }
 }
+
+/// Signals queued to one thread with a siginfo of their own
+/// (`pthread_sigqueue`, `rt_tgsigqueueinfo` through `syscall`, a `SIGEV_THREAD_ID` timer
+/// aimed at the thread's own `gettid()`) reach the thread, handler or `sigtimedwait`,
+/// with `SI_QUEUE`/`SI_TIMER` and `si_value`, queued real-time instances in order. Under
+/// the preload the tid names the fiber's donor, which blocks every signal: the handler
+/// lines printed `ran=0` and the timer's `ticks>=5 0` before the signals were redirected.
+/// Then the same for a thread the preload demoted to a plain thread (the signals go to
+/// its donor, a timer made while it was a fiber goes on through the relay).
+#[test]
+fn queued_signals_and_thread_timers_reach_a_fiber_with_their_siginfo() {
+    let (_native, pre) = same_both_ways("sig_queue", &[]);
+    assert!(stat(&pre, "fibers_created") >= 3, "{}", pre.stderr);
+    let (_native, pre) = same_both_ways("sig_queue", &["demoted"]);
+    assert!(pre.stderr.contains("demoted=1"), "the thread was not demoted:\n{}", pre.stderr);
+    assert!(stat(&pre, "fibers_demoted") >= 1, "{}", pre.stderr);
+}

@@ -14,6 +14,7 @@ mod real {
         fn sigprocmask(how: c_int, set: *const sigset_t, old: *mut sigset_t) -> c_int;
         fn sched_getcpu() -> c_int;
         fn pthread_kill(t: libc::pthread_t, sig: c_int) -> c_int;
+        fn pthread_sigqueue(t: libc::pthread_t, sig: c_int, value: libc::sigval) -> c_int;
         fn sched_setaffinity(pid: libc::pid_t, n: libc::size_t, set: *const libc::cpu_set_t) -> c_int;
         fn sched_getaffinity(pid: libc::pid_t, n: libc::size_t, set: *mut libc::cpu_set_t) -> c_int;
         fn pthread_setaffinity_np(t: libc::pthread_t, n: libc::size_t, set: *const libc::cpu_set_t) -> c_int;
@@ -91,6 +92,60 @@ pub unsafe extern "C" fn pthread_kill(t: libc::pthread_t, sig: c_int) -> c_int {
     // SAFETY: `t` is a thread the program created and has not joined (pthread_kill's contract); glibc's pthread_kill
     // needs that.
     unsafe { real::pthread_kill(t, sig) }
+}
+
+/// `pthread_sigqueue`: a signal for a fiber is queued to the fiber with its siginfo
+/// (`SI_QUEUE`, `si_value`), as `pthread_kill` delivers to it
+/// (`fiberize_rt::thread::tid::sigqueue_fiber`), not to its sleeping donor.
+///
+/// # Safety
+/// As glibc's `pthread_sigqueue`.
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn pthread_sigqueue(t: libc::pthread_t, sig: c_int, value: libc::sigval) -> c_int {
+    if crate::gate::enabled() {
+        if let Some(f) = fiberize_rt::runtime::registry::find_by_pthread(t as usize) {
+            return fiberize_rt::thread::tid::sigqueue_fiber(&f, sig, value);
+        }
+    }
+    // SAFETY: `t` is a thread the program created and has not joined (pthread_sigqueue's contract).
+    unsafe { real::pthread_sigqueue(t, sig, value) }
+}
+
+/// `timer_create` with `SIGEV_THREAD_ID` naming a fiber's tid: the expiries reach the
+/// fiber, with the timer's siginfo (`fiberize_rt::thread::timers`); any other timer is
+/// glibc's.
+///
+/// # Safety
+/// As glibc's `timer_create`.
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn timer_create(clock: libc::clockid_t, sev: *mut libc::sigevent, timer: *mut libc::timer_t) -> c_int {
+    if crate::gate::enabled() {
+        // SAFETY: `sev` is null or a readable sigevent and `timer` writable (timer_create's contract), what `create`
+        // requires.
+        match unsafe { fiberize_rt::thread::timers::create(clock, sev, timer) } {
+            Some(Ok(())) => return 0,
+            Some(Err(e)) => {
+                set_errno(e);
+                return -1;
+            }
+            None => {}
+        }
+    }
+    // SAFETY: the program's arguments, as glibc's timer_create requires them.
+    unsafe { fiberize_rt::base::real::timer_create(clock, sev, timer) }
+}
+
+/// `timer_delete`: also forgets a timer relayed to a fiber.
+///
+/// # Safety
+/// As glibc's `timer_delete`.
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn timer_delete(timer: libc::timer_t) -> c_int {
+    if crate::gate::enabled() {
+        fiberize_rt::thread::timers::delete(timer);
+    }
+    // SAFETY: a timer of the program (timer_delete's contract).
+    unsafe { fiberize_rt::base::real::timer_delete(timer) }
 }
 
 /// `raise`: from a fiber, the signal goes to the kernel thread running it (glibc's
@@ -212,7 +267,7 @@ pub unsafe extern "C" fn getpriority(which: c_int, who: libc::id_t) -> c_int {
 }
 
 // ---- Waiting for signals: a fiber waits on its donor in slices, taking signals held
-// ---- for it and acting on cancellation (`fiberize_rt::signal::delivery::fiber_sigtimedwait`).
+// ---- for it and acting on cancellation (`fiberize_rt::signal::donor_waits::fiber_sigtimedwait`).
 
 /// # Safety
 /// As glibc's `sigwait`.
@@ -220,7 +275,7 @@ pub unsafe extern "C" fn getpriority(which: c_int, who: libc::id_t) -> c_int {
 pub unsafe extern "C" fn sigwait(set: *const sigset_t, sig: *mut c_int) -> c_int {
     match fiber() {
         // SAFETY: the caller passes a valid set (glibc reads it unchecked too); no info.
-        Some(f) => match unsafe { fiberize_rt::signal::delivery::fiber_sigtimedwait(f, &*set, core::ptr::null_mut(), None) } {
+        Some(f) => match unsafe { fiberize_rt::signal::donor_waits::fiber_sigtimedwait(f, &*set, core::ptr::null_mut(), None) } {
             s if s > 0 => {
                 // SAFETY: the caller's out-parameter.
                 unsafe { *sig = s };
@@ -239,7 +294,7 @@ pub unsafe extern "C" fn sigwait(set: *const sigset_t, sig: *mut c_int) -> c_int
 pub unsafe extern "C" fn sigwaitinfo(set: *const sigset_t, info: *mut libc::siginfo_t) -> c_int {
     match fiber() {
         // SAFETY: a valid set as in `sigwait`; `info` null or writable (caller's contract).
-        Some(f) => signal_or_errno(unsafe { fiberize_rt::signal::delivery::fiber_sigtimedwait(f, &*set, info, None) }),
+        Some(f) => signal_or_errno(unsafe { fiberize_rt::signal::donor_waits::fiber_sigtimedwait(f, &*set, info, None) }),
         // SAFETY: a plain thread: `set` is a sigset_t and `info` null or writable (sigwaitinfo's contract), passed as they
         // came.
         None => unsafe { real::sigwaitinfo(set, info) },
@@ -261,7 +316,7 @@ pub unsafe extern "C" fn sigtimedwait(set: *const sigset_t, info: *mut libc::sig
         Some(ts) => Some(fiberize_rt::base::sys::timespec_to_ns(ts)),
     };
     // SAFETY: as in `sigwaitinfo`.
-    signal_or_errno(unsafe { fiberize_rt::signal::delivery::fiber_sigtimedwait(f, &*set, info, timeout) })
+    signal_or_errno(unsafe { fiberize_rt::signal::donor_waits::fiber_sigtimedwait(f, &*set, info, timeout) })
 }
 
 /// A signal number, or -1 with errno from a negative error number.

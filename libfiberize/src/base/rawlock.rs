@@ -197,6 +197,17 @@ impl<T> RawLock<T> {
     }
 }
 
+impl<T> RawLock<T> {
+    /// In a forked child: unlocked, the value kept as it is (for a value too large to
+    /// build anew on the forking thread's stack; the caller repairs it in place).
+    ///
+    /// # Safety
+    /// Only in a forked child, on its one thread, before anything else uses the lock.
+    pub unsafe fn unlock_in_forked_child(&self) {
+        self.mutex.reset_in_forked_child();
+    }
+}
+
 pub struct RawLockGuard<'a, T> {
     lock: &'a RawLock<T>,
 }

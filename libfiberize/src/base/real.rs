@@ -70,4 +70,6 @@ real_fns! {
         f: extern "C" fn(*mut libc::c_void) -> *mut libc::c_void, arg: *mut libc::c_void) -> libc::c_int;
     fn pthread_detach(t: libc::pthread_t) -> libc::c_int;
     fn sched_yield() -> libc::c_int;
+    fn timer_create(clock: libc::clockid_t, sev: *mut libc::sigevent, timer: *mut libc::timer_t) -> libc::c_int;
+    fn timer_delete(timer: libc::timer_t) -> libc::c_int;
 }

@@ -169,7 +169,7 @@ pub struct Fiber {
     /// The worker's wake-up eventfd while the fiber waits directly in the kernel.
     pub(crate) direct_wake: DirectWake,
     /// Whether the fiber waits on its donor where only a kick to the donor ends the wait
-    /// for a held signal or a cancellation request (`signal::delivery::fiber_sigtimedwait`).
+    /// for a held signal or a cancellation request (`signal::donor_waits::fiber_sigtimedwait`).
     pub(crate) donor_wait: DonorWait,
     /// WTLS registrations, pin and end callbacks (`crate::runtime::wtls`); null until
     /// the fiber's first WTLS call, so that a fiber without any pays one load a switch.
@@ -537,8 +537,8 @@ fn demote(f: &Fiber) {
 /// them from the kernel under its own mask. So the fiber's mask goes with it (read on
 /// the worker, whose mask stands in for a fiber without its own), and
 /// signals for it go to the donor's kernel thread from the moment it is marked a plain
-/// thread (`signal::delivery::kill_fiber`); those held before are raised there once the
-/// mask is installed: the kernel runs the handlers it lets through and keeps the
+/// thread (`signal::delivery::kill_fiber`); those held before are raised there (queued
+/// ones with their siginfo, `queued_signals`) once the mask is installed: the kernel runs the handlers it lets through and keeps the
 /// others pending, as it does for any thread (docs/DESIGN.md §2.12).
 pub fn become_plain_thread() -> bool {
     let Some(fiber) = current() else { return false };
@@ -552,7 +552,7 @@ pub fn become_plain_thread() -> bool {
     crate::base::sys::sigmask_set(mask & !crate::base::sys::GLIBC_INTERNAL_SIGNALS);
     let (to_thread, to_process) = fiber.signals.take_all();
     for bit in (0..64).filter(|b| to_thread & (1u64 << b) != 0) {
-        crate::base::sys::tgkill(crate::base::sys::gettid(), bit + 1);
+        crate::runtime::queued_signals::send_all_here(fiber, bit + 1);
     }
     // Signals of the process that were handed to the fiber go back to the process,
     // which gives them to a thread that takes them: this one, if its mask lets them in.

@@ -19,6 +19,7 @@ pub mod park_state;
 pub mod poller;
 pub mod preempt;
 pub mod queue_delay;
+pub mod queued_signals;
 pub mod registry;
 pub mod scheduler;
 pub mod signal_state;

@@ -96,12 +96,23 @@ impl SignalState {
     /// takers got every one first.
     #[inline]
     pub fn take(&self, bit: u64) -> bool {
-        self.take_sent_to_thread(bit) || self.to_process.fetch_and(!bit, Ordering::AcqRel) & bit != 0
+        self.take_sent_to_thread(bit) || self.take_sent_to_process(bit)
     }
     /// Takes the signal whose bit is `bit` if it is held as sent to the thread.
     #[inline]
     pub fn take_sent_to_thread(&self, bit: u64) -> bool {
         self.to_thread.fetch_and(!bit, Ordering::AcqRel) & bit != 0
+    }
+    /// Takes the signal whose bit is `bit` if it is held as sent to the process.
+    #[inline]
+    pub fn take_sent_to_process(&self, bit: u64) -> bool {
+        self.to_process.fetch_and(!bit, Ordering::AcqRel) & bit != 0
+    }
+    /// The signals held as sent to the thread (a queued siginfo goes with these:
+    /// `crate::runtime::queued_signals`).
+    #[inline]
+    pub fn held_sent_to_thread(&self) -> u64 {
+        self.to_thread.load(Ordering::Acquire)
     }
     /// Takes the held signals of `set` that were sent to the process, to give them
     /// back to it; each is taken once, by this or by a delivery. SeqCst: the fiber's

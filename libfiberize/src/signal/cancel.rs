@@ -53,7 +53,7 @@ pub fn cancel_fiber(target: &FiberRef) -> libc::c_int {
 /// plain thread, a process-shared condvar wait) blocks before it looks for a
 /// cancellation request: our cancellation cannot reach into such a wait. (A signal
 /// wait and a descriptor wait need no slices: their senders kick the donor, see
-/// `signal::delivery::fiber_sigtimedwait` and `wait_on_donor`.) Origin: a cancellation latency of 10 ms is
+/// `signal::donor_waits::fiber_sigtimedwait` and `wait_on_donor`.) Origin: a cancellation latency of 10 ms is
 /// invisible to the programs that cancel such waiters (shutdown paths); a donor waking
 /// 100 times a second while it waits costs nothing measurable.
 pub const DONOR_WAIT_SLICE_NS: u64 = 10_000_000;

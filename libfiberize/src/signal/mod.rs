@@ -6,6 +6,7 @@
 
 pub mod cancel;
 pub mod delivery;
+pub mod donor_waits;
 pub mod handlers;
 pub mod on_donor;
 pub mod process;

@@ -41,7 +41,7 @@
 //!
 //! *Rejected:* holding the signal for the fiber and interrupting the call with the
 //! kick, as the waits on the donor that look for held signals do
-//! (`delivery::wait_on_donor`): a `waitpid` or `flock` cannot look, so the kick could
+//! (`donor_waits::wait_on_donor`): a `waitpid` or `flock` cannot look, so the kick could
 //! only make it return `EINTR` where `SA_RESTART` asks for a restart, and the
 //! handler would run after the call instead of during it.
 //!

@@ -13,7 +13,7 @@
 //! | `get_robust_list`, `sched_{set,get}{affinity,scheduler,param,attr}` with pid 0, `setpriority`/`getpriority(PRIO_PROCESS, 0)` | [`Route::Kernel`] with the 0 replaced by the donor's tid |
 //! | `rseq` | `ENOSYS` (see below) |
 //! | `sigaltstack` | the fiber's own record ([`crate::runtime::altstack`]) |
-//! | `gettid`, `tgkill`/`tkill` | as the functions ([`super::tid`]) |
+//! | `gettid`, `tgkill`/`tkill`, `rt_tgsigqueueinfo` | as the functions ([`super::tid`]) |
 //!
 //! **rseq.** The kernel keeps one rseq area per kernel thread and restarts a critical
 //! section when *that thread* is preempted or migrated. A fiber moves between workers,
@@ -51,7 +51,8 @@ fn donor_of_caller() -> Option<(&'static Fiber, c_long)> {
 ///
 /// # Safety
 /// The arguments must be what system call `nr` takes (`syscall`'s contract): for
-/// `sigaltstack`, null or valid `stack_t` pointers.
+/// `sigaltstack`, null or valid `stack_t` pointers; for `rt_tgsigqueueinfo`, a null or
+/// valid `siginfo_t` pointer.
 pub unsafe fn syscall_route(nr: c_long, a: [c_long; 6]) -> Route {
     match nr {
         libc::SYS_gettid => return Route::Done(Ok(super::tid::gettid() as c_long)),
@@ -60,6 +61,22 @@ pub unsafe fn syscall_route(nr: c_long, a: [c_long; 6]) -> Route {
                 super::tid::signal_thread(Some(a[0] as libc::pid_t), a[1] as libc::pid_t, a[2] as c_int)
             } else {
                 super::tid::signal_thread(None, a[0] as libc::pid_t, a[1] as c_int)
+            };
+            return match sent {
+                Some(0) => Route::Done(Ok(0)),
+                Some(e) => Route::Done(Err(e)),
+                None => Route::Kernel(a),
+            };
+        }
+        libc::SYS_rt_tgsigqueueinfo => {
+            // SAFETY: the fourth argument is null or a siginfo (this fn's contract).
+            let sent = unsafe {
+                super::tid::queue_to_thread(
+                    a[0] as libc::pid_t,
+                    a[1] as libc::pid_t,
+                    a[2] as c_int,
+                    a[3] as *const libc::siginfo_t,
+                )
             };
             return match sent {
                 Some(0) => Route::Done(Ok(0)),

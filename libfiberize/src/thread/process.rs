@@ -88,6 +88,8 @@ extern "C" fn child_after_fork() {
     unsafe {
         crate::sync::parking::forget_all_waiters_in_forked_child();
         crate::runtime::registry::reset_in_forked_child();
+        crate::runtime::queued_signals::reset_in_forked_child();
+        crate::thread::timers::reset_in_forked_child();
         if let Some(rt) = crate::runtime::scheduler::try_runtime() {
             rt.reset_timers_in_forked_child();
         }

@@ -413,6 +413,8 @@ fn wait_for_fiber_end(t: pthread_t) -> bool {
 pub fn fiber_ended(f: &Fiber) {
     // Signals of the process handed to it that it did not take are the process's again.
     crate::signal::delivery::give_back_to_process(f, u64::MAX);
+    // Signals queued to it with their siginfo end with it, as a thread's pending ones.
+    crate::runtime::queued_signals::forget(f);
     crate::sync::parking::unpark_some(f as *const Fiber as usize, u32::MAX, usize::MAX, |_| {});
 }
 

@@ -40,7 +40,7 @@ use crate::io::peer_cpu::{self, Peer};
 use crate::io::reactor;
 use crate::runtime::fiber::{self, WaitKind};
 use crate::runtime::scheduler::{self, DirectWait};
-use crate::signal::delivery;
+use crate::signal::{delivery, donor_waits};
 use crate::sync::parking::{self, ParkResult};
 
 pub mod lifecycle;

@@ -1,6 +1,6 @@
 //! Readiness waits: `poll`, `ppoll`, `select`, `pselect`, `epoll_pwait`. One owned
 //! descriptor waited for one way parks on it; anything else runs on the fiber's donor
-//! (`delivery::wait_on_donor`), where a cancellation request or a signal sent to the
+//! (`donor_waits::wait_on_donor`), where a cancellation request or a signal sent to the
 //! fiber ends the wait as it ends a native one. `super::poll` and the like are the real
 //! functions.
 //!
@@ -9,7 +9,7 @@
 //! `ppoll`, `pselect` and `epoll_pwait` given a signal mask install it for their wait
 //! and put the thread's own back on the way out, atomically with the wait's start and
 //! end. A fiber's call does the same with the fiber's mask
-//! (`delivery::install_call_mask` / `restore_call_mask`) around the very waits the
+//! (`donor_waits::install_call_mask` / `restore_call_mask`) around the very waits the
 //! call makes without a mask, which already end for a signal the fiber's mask lets
 //! through; so a signal the call's mask lets through interrupts it (its handler run on
 //! the fiber, with the call's mask in effect), one it blocks stays pending, and a
@@ -129,7 +129,7 @@ unsafe fn poll_begun(me: &fiber::Fiber, fds: *mut pollfd, n: nfds_t, timeout_ms:
     // SAFETY: `fds` points to `n` writable pollfds (poll's contract), valid until this call
     // returns, so also on the donor; poll leaves the requested events alone, so every
     // call is the same; `ts` and `m` are wait_on_donor's, valid for the call.
-    delivery::wait_on_donor(me, deadline, |ts, m| unsafe {
+    donor_waits::wait_on_donor(me, deadline, |ts, m| unsafe {
         super::ppoll(fds, n, ts.map_or(core::ptr::null(), |t| t as *const libc::timespec), m)
     })
 }
@@ -157,7 +157,7 @@ pub unsafe fn ppoll(fds: *mut pollfd, n: nfds_t, ts: *const libc::timespec, mask
     let call_mask = unsafe { mask.as_ref() };
     // A zero timeout still returns EINTR for a signal held that the call's mask lets
     // through, as the kernel's ppoll does for a pending one.
-    if r != 0 || (ms == 0 && !call_mask.is_some_and(|m| delivery::holds_signal_outside(me, m))) {
+    if r != 0 || (ms == 0 && !call_mask.is_some_and(|m| donor_waits::holds_signal_outside(me, m))) {
         return r;
     }
     // ppoll is poll with a finer timeout (rounded up to a millisecond here) and, given
@@ -167,10 +167,10 @@ pub unsafe fn ppoll(fds: *mut pollfd, n: nfds_t, ts: *const libc::timespec, mask
         // SAFETY: `fds` points to `n` writable pollfds (ppoll's contract), as poll's.
         return unsafe { poll_begun(me, fds, n, ms) };
     };
-    let before = delivery::install_call_mask(me, m);
+    let before = donor_waits::install_call_mask(me, m);
     // SAFETY: as above.
     let r = if ms == 0 { interrupted_or(me, 0) } else { unsafe { poll_begun(me, fds, n, ms) } };
-    delivery::restore_call_mask(me, before);
+    donor_waits::restore_call_mask(me, before);
     r
 }
 
@@ -242,7 +242,7 @@ unsafe fn select_begun(me: &fiber::Fiber, nfds: c_int, sets: FdSets, t: *mut lib
         .map(|t| sys::now_ns().saturating_add(t.tv_sec.max(0) as u64 * 1_000_000_000 + t.tv_usec.max(0) as u64 * 1000));
     // Each call restores the sets an interrupted one cleared, then the real blocking
     // call on the donor.
-    let n = delivery::wait_on_donor(me, deadline, |ts, m| {
+    let n = donor_waits::wait_on_donor(me, deadline, |ts, m| {
         // SAFETY: the caller's sets (or null), a timespec and a mask of wait_on_donor's.
         unsafe {
             if let Some(s) = sr {
@@ -311,15 +311,15 @@ pub unsafe fn pselect(
         // through, as the kernel's pselect does for a pending one.
         // SAFETY: as pselect's contract has them.
         let n = unsafe { super::pselect(nfds, r, w, e, t, m) };
-        if n != 0 || !delivery::holds_signal_outside(me, call_mask) {
+        if n != 0 || !donor_waits::holds_signal_outside(me, call_mask) {
             return n;
         }
     }
     begin_blocking_call();
-    let before = delivery::install_call_mask(me, call_mask);
+    let before = donor_waits::install_call_mask(me, call_mask);
     // SAFETY: as above.
     let n = if ms == 0 { interrupted_or(me, 0) } else { unsafe { select_begun(me, nfds, FdSets { r, w, e }, tv_ptr) } };
-    delivery::restore_call_mask(me, before);
+    donor_waits::restore_call_mask(me, before);
     n
 }
 
@@ -353,10 +353,10 @@ pub unsafe fn epoll_pwait(
         // SAFETY: as this fn's.
         return unsafe { epoll_wait_begun(me, ep, ev, max, timeout_ms) };
     };
-    let before = delivery::install_call_mask(me, m);
+    let before = donor_waits::install_call_mask(me, m);
     // SAFETY: as this fn's.
     let r = unsafe { epoll_wait_begun(me, ep, ev, max, timeout_ms) };
-    delivery::restore_call_mask(me, before);
+    donor_waits::restore_call_mask(me, before);
     r
 }
 
@@ -405,7 +405,7 @@ unsafe fn epoll_wait_begun(me: &fiber::Fiber, ep: c_int, ev: *mut libc::epoll_ev
         }
     }
     // SAFETY: as above; `m` is wait_on_donor's mask.
-    delivery::wait_on_donor(me, deadline, |ts, m| unsafe {
+    donor_waits::wait_on_donor(me, deadline, |ts, m| unsafe {
         super::epoll_pwait(ep, ev, max, ts.and_then(poll_ms).unwrap_or(-1), m)
     })
 }

@@ -330,18 +330,21 @@ pub fn runtime() -> &'static Runtime {
 /// first workers and its monitor) and its optional observers, started when the
 /// program's first `pthread_create` starts the pool or when a setting asks for them.
 pub(crate) fn spawn_runtime_thread(f: extern "C" fn(*mut libc::c_void) -> *mut libc::c_void, arg: *mut libc::c_void) {
-    if !try_spawn_runtime_thread(f, arg) {
+    if try_spawn_runtime_thread(f, arg).is_err() {
         crate::fatal(&["cannot create a worker thread"]);
     }
 }
 
-/// [`spawn_runtime_thread`], false if the thread could not be made (`pthread_create`
-/// failed: the group's `pids.max`, `RLIMIT_NPROC`, memory), for a thread the pool can
-/// do without ([`monitor::bring_in_worker`]).
-#[must_use]
-pub(crate) fn try_spawn_runtime_thread(f: extern "C" fn(*mut libc::c_void) -> *mut libc::c_void, arg: *mut libc::c_void) -> bool {
+/// [`spawn_runtime_thread`] that reports a failure (`pthread_create`'s error number:
+/// the group's `pids.max`, `RLIMIT_NPROC`, memory), for a thread the pool can do
+/// without ([`monitor::bring_in_worker`], the timer relay of `thread::timers`). `arg`
+/// must stay valid for as long as `f` uses it.
+pub(crate) fn try_spawn_runtime_thread(
+    f: extern "C" fn(*mut libc::c_void) -> *mut libc::c_void,
+    arg: *mut libc::c_void,
+) -> Result<(), libc::c_int> {
     // SAFETY: plain libc calls with valid out-parameters; the new thread receives `arg`,
-    // which points into the leaked runtime.
+    // which the caller keeps valid.
     unsafe {
         let mut all: libc::sigset_t = core::mem::zeroed();
         let mut old: libc::sigset_t = core::mem::zeroed();
@@ -351,11 +354,11 @@ pub(crate) fn try_spawn_runtime_thread(f: extern "C" fn(*mut libc::c_void) -> *m
         let r = crate::base::real::pthread_create(&mut t, ptr::null(), f, arg);
         crate::base::real::pthread_sigmask(libc::SIG_SETMASK, &old, ptr::null_mut());
         if r != 0 {
-            return false;
+            return Err(r);
         }
         crate::base::real::pthread_detach(t);
     }
-    true
+    Ok(())
 }
 
 impl Runtime {

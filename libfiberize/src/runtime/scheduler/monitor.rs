@@ -365,7 +365,7 @@ pub(super) fn bring_in_worker(rt: &Runtime) -> bool {
     }
     rt.active.fetch_add(1, Ordering::AcqRel);
     rt.started.store(idx + 1, Ordering::Release);
-    if !try_spawn_runtime_thread(worker::worker_main, &rt.workers[idx] as *const WorkerShared as *mut libc::c_void) {
+    if try_spawn_runtime_thread(worker::worker_main, &rt.workers[idx] as *const WorkerShared as *mut libc::c_void).is_err() {
         return no_worker_started(rt, idx);
     }
     bump(&STATS.workers_spawned);
