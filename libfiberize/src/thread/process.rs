@@ -62,6 +62,8 @@ extern "C" fn parent_after_fork() {
 
 extern "C" fn child_after_fork() {
     let was_forked_child = config::in_forked_child();
+    // A thread of the parent may have been inside the descriptor gate at the fork.
+    crate::base::own_fds::reset_gate_in_forked_child();
     crate::sync::futex_shared::reset_in_forked_child();
     config::record_pid();
     if !was_forked_child && crate::runtime::scheduler::pool_never_started() {
@@ -94,6 +96,11 @@ extern "C" fn child_after_fork() {
     }
     crate::runtime::poller::detach_in_forked_child();
     crate::observe::metrics::let_go_in_forked_child();
+    // The rest of the parent's descriptors (workers' eventfds, kept files) are not the
+    // child's runtime's: closed and forgotten, so that the child's `dup2` onto such a
+    // number and its `close` succeed as natively, and its maps file is its own.
+    crate::base::own_fds::close_all_in_forked_child();
+    crate::sync::futex_maps::reopen_in_forked_child();
     if let Some(f) = forking_fiber {
         crate::thread::donor_sleep::move_to_donor_in_forked_child(f);
     }
@@ -161,6 +168,9 @@ extern "C" fn on_dump_signal(_: libc::c_int) {
 /// Called once, right after the worker pool started.
 pub fn after_pool_started() {
     install_fork_hooks();
+    // Kept from now on, opened while no program thread can open (the program's first
+    // `pthread_create` has not made its thread yet).
+    crate::sync::futex_maps::keep_maps_open();
     let cfg = config::config();
     crate::observe::report::start_if_wanted();
     crate::observe::metrics::start_if_wanted();

@@ -102,12 +102,16 @@ impl QuotaFollow {
 /// are opened by path at each read, as before. -1: it could not be opened at the first
 /// read (no limit file at that level), and it is not tried again.
 struct KeptFiles {
-    fds: [i32; KEPT_FILES],
-    /// Files kept so far.
+    /// Files kept so far (their descriptors are [`KEPT_FDS`]'s first).
     kept: usize,
     /// The file the current read asks for next.
     next: usize,
 }
+
+/// The kept files' descriptors: cells of the process (there is one `KeptFiles`, the
+/// monitor's, which moves), held for `base::own_fds` (a program's `dup2` onto one of
+/// the numbers moves the file and points the cell at its new number).
+static KEPT_FDS: [AtomicI32; KEPT_FILES] = [const { AtomicI32::new(-1) }; KEPT_FILES];
 
 /// Two files (v1) per level for 8 levels of groups. Origin: systemd's deepest slices
 /// (`/system.slice/x.service/y`) are 3 or 4 levels; containers add 2 or 3.
@@ -115,20 +119,27 @@ const KEPT_FILES: usize = 16;
 
 impl KeptFiles {
     fn new() -> KeptFiles {
-        KeptFiles { fds: [-1; KEPT_FILES], kept: 0, next: 0 }
+        KeptFiles { kept: 0, next: 0 }
     }
 
     fn read(&mut self, path_nul: &[u8], buf: &mut [u8]) -> Option<usize> {
         let k = self.next;
         self.next += 1;
         if k >= KEPT_FILES {
-            return sys::read_file_nul(path_nul, buf);
+            // Deeper than any group seen: open for the read (marked and closed with
+            // the program's closes kept out; an `open` of the program's at that instant
+            // gets the number above).
+            return crate::base::own_fds::read_file_nul(path_nul, buf);
         }
         if k == self.kept {
-            self.fds[k] = sys::open_nul_out_of_the_way(path_nul, libc::O_RDONLY).unwrap_or(-1);
+            let fd = crate::base::own_fds::open_nul_out_of_the_way(path_nul, libc::O_RDONLY).unwrap_or(-1);
+            KEPT_FDS[k].store(fd, Ordering::Release);
+            if fd >= 0 {
+                crate::base::own_fds::hold(&KEPT_FDS[k]);
+            }
             self.kept += 1;
         }
-        let fd = self.fds[k];
+        let fd = KEPT_FDS[k].load(Ordering::Acquire);
         if fd < 0 {
             return None;
         }

@@ -92,11 +92,15 @@ fn start_pool() {
     // (see `sys::eventfd_new_out_of_the_way`). Only a spare's are made later.
     if cfg.direct_wait {
         for w in &rt.workers[..n] {
-            w.wake_fd.store(sys::eventfd_new_out_of_the_way(), Ordering::Release);
+            w.wake_fd.store(crate::base::own_fds::eventfd_new_out_of_the_way(), Ordering::Release);
         }
     }
     let quota = Box::into_raw(Box::new(quota::QuotaFollow::new()));
     RUNTIME.store(rt, Ordering::Release);
+    let rt = runtime_unchecked();
+    for w in &rt.workers[..n] {
+        crate::base::own_fds::hold(&w.wake_fd); // -1 without direct waits: never matches
+    }
     for i in 0..n {
         spawn_runtime_thread(worker::worker_main, &rt.workers[i] as *const WorkerShared as *mut libc::c_void);
     }
