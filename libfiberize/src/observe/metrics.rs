@@ -143,6 +143,8 @@ const METRICS: &[Metric] = &[
     stat!(migrations, "Runs of a fiber on another worker than its previous run."),
     stat!(cross_worker_wakes, "Fibers made runnable by code on another worker than the one they last ran on."),
     stat!(eventfd_writes, "Writes to an eventfd to wake a sleeping worker or end a direct wait."),
+    stat!(own_fds_moved, "The runtime's descriptors moved because the program dup2ed onto their numbers."),
+    stat!(closefrom_walks, "closefrom calls made by walking /proc/self/fd, where close_range failed."),
     stat!(lock_wakes_yielded, "Mutex unlocks that woke a waiter others queued behind and gave it the worker."),
     stat!(epoll_waits, "epoll_wait calls on the runtime's readiness sets."),
     stat!(epoll_events, "Events those epoll_wait calls returned (wake-up eventfds included)."),
