@@ -45,6 +45,11 @@ static int open_descriptors(const int *known, int *out, int max) {
 
 static void *nothing(void *a) { return a; }
 
+static void *read_a_byte(void *a) {
+    char c;
+    return (void *)(long)(read(((int *)a)[0], &c, 1) == 1 && c == 'w');
+}
+
 int main(int argc, char **argv) {
     alarm(20);
     setvbuf(stdout, 0, _IOLBF, 0);
@@ -78,10 +83,21 @@ int main(int argc, char **argv) {
     CHECK(waitpid(child, &st, 0) == child && WIFEXITED(st));
     printf("forked child: dup2 then close failed=%d\n", WEXITSTATUS(st));
 
-    /* The parent: dup2 its file onto each number, and keep it there while threads run. */
+    /* The parent: dup2 its file onto each number, and keep it there while threads run;
+     * a thread waits in a read meanwhile (the library's eventfds move under it). */
+    int wp[2];
+    CHECK(pipe(wp) == 0);
+    pthread_t reader;
+    CHECK(pthread_create(&reader, 0, read_a_byte, wp) == 0);
+    usleep(20000);
     int dup_failed = 0;
     for (int i = 0; i < ntargets; i++) dup_failed += dup2(file, targets[i]) != targets[i];
     printf("dup2 failed=%d\n", dup_failed);
+    usleep(20000);
+    CHECK(write(wp[1], "w", 1) == 1);
+    void *byte;
+    CHECK(pthread_join(reader, &byte) == 0);
+    printf("the reader waiting meanwhile got its byte=%d\n", byte == (void *)1);
     pthread_t s[4];
     for (int i = 0; i < 4; i++) CHECK(pthread_create(&s[i], 0, sleeper_thread, 0) == 0);
     printf("ping-pong=%d\n", ping_pong_rounds(40));

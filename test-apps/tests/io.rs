@@ -423,12 +423,13 @@ fn descriptor_numbers_are_the_native_ones() {
 /// /proc/self/fd; none natively) and onto two free numbers. Before, the call replaced
 /// the library's descriptor silently and left the number marked as the library's: the
 /// program's `close` of it failed (EBADF), in a forked child too (10 of 10). Now the
-/// library's descriptor moves to another number first, and in a forked child the
-/// parent's are closed and forgotten; threads still sleep and pass bytes afterwards.
+/// library's descriptor moves to another number first (a thread waiting in a read
+/// meanwhile still gets its byte), and in a forked child the parent's are closed and
+/// forgotten; threads still sleep and pass bytes afterwards.
 #[test]
 fn dup2_onto_the_runtimes_numbers_moves_them() {
     let bin = build_c("io_dup2_own");
-    let (_, pre) = same_both_ways_bin("io_dup2_own", &bin, &[]);
+    let (native, pre) = same_both_ways_bin("io_dup2_own", &bin, &[]);
     let held: u64 = pre
         .stderr
         .lines()
@@ -437,4 +438,9 @@ fn dup2_onto_the_runtimes_numbers_moves_them() {
         .expect("count line");
     assert!(held >= 3, "{}", pre.stderr);
     assert_eq!(stat(&pre, "own_fds_moved"), held, "{}", pre.stderr);
+    // A readiness set per worker (more epoll sets and eventfds), and one worker.
+    for env in [&[("FIBERIZE_TUNE", "poll_per_worker=1"), ("FIBERIZE_WORKERS", "4")][..], &[("FIBERIZE_WORKERS", "1")][..]] {
+        let run = run_env(&bin, &[], env);
+        assert_eq!(run.stdout, native.stdout, "{env:?}; stderr:\n{}", run.stderr);
+    }
 }

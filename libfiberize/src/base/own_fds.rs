@@ -334,24 +334,35 @@ static HOLDERS_USED: AtomicUsize = AtomicUsize::new(0);
 /// program takes the number, the descriptor moves and the cell is pointed at its new
 /// number. Each cell once (a cell registered twice is harmless, only wasted).
 pub fn hold(cell: &'static AtomicI32) {
+    register(cell, 0);
+}
+
+/// [`hold`] for a wake-up eventfd: when it moves, it is also signalled once, which ends
+/// a direct wait that published the old number to its wakers (the waiter then looks
+/// again, and publishes the new number next time).
+pub fn hold_eventfd(cell: &'static AtomicI32) {
+    register(cell, EVENTFD_TAG);
+}
+
+/// Set in a registered cell's address (cells are 4-aligned): the cell holds an eventfd.
+const EVENTFD_TAG: usize = 1;
+
+fn register(cell: &'static AtomicI32, tag: usize) {
     let k = HOLDERS_USED.fetch_add(1, Ordering::AcqRel);
     if k < HOLDERS {
-        HOLDER_CELLS[k].store(cell as *const AtomicI32 as *mut AtomicI32, Ordering::Release);
+        let tagged = (cell as *const AtomicI32 as usize | tag) as *mut AtomicI32;
+        HOLDER_CELLS[k].store(tagged, Ordering::Release);
     }
 }
 
-/// Points every holder of `from` at `to`; whether there was one.
-fn repoint_holders(from: i32, to: i32) -> bool {
+/// The registered cells, each with whether it holds an eventfd.
+fn holders() -> impl Iterator<Item = (&'static AtomicI32, bool)> {
     let used = HOLDERS_USED.load(Ordering::Acquire).min(HOLDERS);
-    let mut found = false;
-    for cell in &HOLDER_CELLS[..used] {
-        let p = cell.load(Ordering::Acquire);
-        // SAFETY: registered cells are 'static (`hold`).
-        if !p.is_null() && unsafe { &*p }.compare_exchange(from, to, Ordering::AcqRel, Ordering::Relaxed).is_ok() {
-            found = true;
-        }
-    }
-    found
+    HOLDER_CELLS[..used].iter().filter_map(|c| {
+        let p = c.load(Ordering::Acquire) as usize;
+        // SAFETY: registered cells are 'static (`hold`); the tag is the low bit only.
+        (p != 0).then(|| (unsafe { &*((p & !EVENTFD_TAG) as *const AtomicI32) }, p & EVENTFD_TAG != 0))
+    })
 }
 
 /// How long a program call waits for the close of a descriptor the runtime opened
@@ -397,23 +408,28 @@ pub fn program_replaces<R>(fd: i32, call: impl FnOnce() -> R) -> Result<R, i32> 
     }
 }
 
+/// Moves the runtime's `fd`, if a cell holds it, and points its holders at the new
+/// number: whether it was held (a descriptor opened for a moment is not).
 #[cold]
 fn move_held(fd: i32) -> Result<bool, i32> {
-    let used = HOLDERS_USED.load(Ordering::Acquire).min(HOLDERS);
-    let held = HOLDER_CELLS[..used].iter().any(|c| {
-        let p = c.load(Ordering::Acquire);
-        // SAFETY: registered cells are 'static (`hold`).
-        !p.is_null() && unsafe { &*p }.load(Ordering::Acquire) == fd
-    });
-    if !held {
+    if !holders().any(|(cell, _)| cell.load(Ordering::Acquire) == fd) {
         return Ok(false);
     }
     let high = sys::fcntl_dupfd_cloexec(fd, sys::late_fd_floor().max(fd + 1));
     if high < 0 {
         return Err(libc::EBUSY);
     }
-    mark(high as i32);
-    repoint_holders(fd, high as i32);
+    let high = high as i32;
+    mark(high);
+    let mut eventfd = false;
+    for (cell, is_eventfd) in holders() {
+        if cell.compare_exchange(fd, high, Ordering::AcqRel, Ordering::Relaxed).is_ok() {
+            eventfd |= is_eventfd;
+        }
+    }
+    if eventfd {
+        sys::eventfd_signal(high);
+    }
     crate::base::stats::bump(&crate::base::stats::STATS.own_fds_moved);
     // The program's call replaces (closes) the old number.
     unmark(fd);

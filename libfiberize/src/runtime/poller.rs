@@ -159,7 +159,7 @@ pub fn init(workers: usize, per_worker: bool) {
         sys::epoll_ctl(ep, libc::EPOLL_CTL_ADD, ev, Some(&e));
         set.wake_fd.store(ev, Ordering::Release);
         set.epfd.store(ep, Ordering::Release);
-        crate::base::own_fds::hold(&set.wake_fd);
+        crate::base::own_fds::hold_eventfd(&set.wake_fd);
         crate::base::own_fds::hold(&set.epfd);
     }
     NUM_SETS.store(n, Ordering::Release);

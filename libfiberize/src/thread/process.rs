@@ -83,7 +83,11 @@ extern "C" fn child_after_fork() {
     // as a thread (docs/DESIGN.md §2.14).
     config::mark_forked_child();
     if was_forked_child {
-        return; // a grandchild: the tables were reset in its parent already
+        // A grandchild: the tables were reset in its parent already; its maps file
+        // (reopened there) names that parent.
+        crate::base::own_fds::close_all_in_forked_child();
+        crate::sync::futex_maps::reopen_in_forked_child();
+        return;
     }
     crate::signal::handlers::unlock_table_after_fork();
     // SAFETY: we are the child's only thread, inside fork, before any other code.
