@@ -449,6 +449,16 @@ fn replace_with(a: c_int, b: c_int, call: impl FnOnce() -> libc::c_long) -> libc
     if a != b {
         release(b);
     }
+    if own_fds::is_own(b) && (crate::runtime::fiber::in_vfork_child() || crate::base::config::in_unannounced_child()) {
+        // A child that shares our memory but not our descriptor table: the runtime's
+        // descriptor under `b` is the parent's and stays where it is, and the holders
+        // (the parent's memory) must not be pointed at a number of the child's table.
+        let r = call();
+        if r >= 0 {
+            copy_state(a, r as c_int);
+        }
+        return r;
+    }
     match own_fds::program_replaces(b, call) {
         Ok(r) => {
             if r >= 0 {
