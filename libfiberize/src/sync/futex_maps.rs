@@ -58,41 +58,50 @@ pub fn reopen_in_forked_child() {
     }
 }
 
+/// Reads `/proc/self/maps` into `t` (only its shared ranges if `shared_only`):
+/// whether it was read whole and well formed.
 pub fn read_maps(t: &mut Ranges, shared_only: bool) -> bool {
-    t.clear(shared_only);
     let kept = KEPT_MAPS.load(Ordering::Acquire);
-    // Not kept: before the pool starts (the program's only thread is the caller, so no
-    // other thread of it can open a descriptor meanwhile), or the open at the start
-    // failed (no room for a descriptor: then this one fails as well, most likely).
-    let fd = if kept >= 0 {
-        kept
-    } else {
-        match crate::base::own_fds::open_nul(MAPS_PATH, libc::O_RDONLY) {
-            Some(fd) => fd,
-            None => return false,
-        }
-    };
+    if kept < 0 {
+        // Not kept: before the pool starts (the program's only thread is the caller, so
+        // no other thread of it can open a descriptor meanwhile), or the open at the
+        // start failed (no room for a descriptor: then this one fails as well, most
+        // likely).
+        let Some(fd) = crate::base::own_fds::open_nul(MAPS_PATH, libc::O_RDONLY) else {
+            t.clear(shared_only);
+            return false;
+        };
+        let ok = read_maps_from(fd, t, shared_only);
+        crate::base::own_fds::close(fd);
+        return ok;
+    }
+    // The program's `dup2` onto the kept number moves the file (`base::own_fds`): a read
+    // that began on the old number read the program's file, so it is made again once.
+    read_maps_from(kept, t, shared_only) || {
+        let now = KEPT_MAPS.load(Ordering::Acquire);
+        now != kept && now >= 0 && read_maps_from(now, t, shared_only)
+    }
+}
+
+fn read_maps_from(fd: i32, t: &mut Ranges, shared_only: bool) -> bool {
+    t.clear(shared_only);
     let mut parser = Parser::new();
     let mut buf = [0u8; 4096];
     let mut offset = 0u64;
-    let ok = loop {
+    loop {
         let n = sys::pread64(fd, &mut buf, offset);
         if n == -(libc::EINTR as isize) {
             continue;
         }
         if n < 0 {
-            break false;
+            return false;
         }
         if n == 0 {
-            break parser.finish(t);
+            return parser.finish(t);
         }
         offset += n as u64;
         parser.feed(&buf[..n as usize], t);
-    };
-    if kept < 0 {
-        crate::base::own_fds::close(fd);
     }
-    ok
 }
 
 /// A table of merged, sorted ranges being built.
