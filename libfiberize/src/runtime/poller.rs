@@ -146,7 +146,7 @@ pub fn init(workers: usize, per_worker: bool) {
     for set in &SETS[..n] {
         // The program's close/close_range/closefrom leave them open, and its `dup2`
         // onto their numbers moves them (base::own_fds); out of the way of the numbers
-        // the program gets next, as natively (`sys::eventfd_new_out_of_the_way`).
+        // the program gets next, as natively (`own_fds::eventfd_new_out_of_the_way`).
         let ep = crate::base::own_fds::epoll_new_out_of_the_way();
         if ep < 0 {
             crate::fatal(&["epoll_create1 failed"]);

@@ -93,7 +93,7 @@ impl QuotaFollow {
 }
 
 /// The group's limit files, opened at the first read, out of the way of the program's
-/// numbers (`sys::open_nul_out_of_the_way`), and read again with `pread` at offset 0.
+/// numbers (`own_fds::open_nul_out_of_the_way`), and read again with `pread` at offset 0.
 /// Opening them once a second took the lowest free number for a moment, and a program
 /// that made descriptors then (a socketpair and a pipe) got numbers above it, which
 /// its `close_range` and `open` did not give back (`io_fdreuse`'s `reused=0`). A read

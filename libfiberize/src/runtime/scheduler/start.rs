@@ -89,7 +89,7 @@ fn start_pool() {
     // The descriptors the runtime keeps are made here, inside the program's first
     // `pthread_create`, while no other program thread can make one: opened later,
     // beside the program's threads, each took the lowest free number for a moment
-    // (see `sys::eventfd_new_out_of_the_way`). Only a spare's are made later.
+    // (see `own_fds::eventfd_new_out_of_the_way`). Only a spare's are made later.
     if cfg.direct_wait {
         for w in &rt.workers[..n] {
             w.wake_fd.store(crate::base::own_fds::eventfd_new_out_of_the_way(), Ordering::Release);

@@ -27,7 +27,7 @@ impl TaskFile {
 }
 
 /// A worker's `/proc/self/task/TID/{stat,schedstat,syscall}`, opened once, out of the
-/// way of the program's numbers (`sys::open_nul_out_of_the_way`), and read by the
+/// way of the program's numbers (`own_fds::open_nul_out_of_the_way`), and read by the
 /// monitor with `pread` at offset 0, which makes the kernel format the file afresh.
 /// Opening them at each look took the lowest free number for a moment, once a tick
 /// while a worker looked stuck, and a program that made descriptors then got numbers
