@@ -406,3 +406,79 @@ fn queued_signals_and_thread_timers_reach_a_fiber_with_their_siginfo() {
     assert!(pre.stderr.contains("demoted=1"), "the thread was not demoted:\n{}", pre.stderr);
     assert!(stat(&pre, "fibers_demoted") >= 1, "{}", pre.stderr);
 }
+
+/// Issue 59, finding 6: `closefrom` where the `close_range` system call is denied (a
+/// seccomp filter in the program answers ENOSYS, as a kernel before 5.9 or a
+/// container's profile would). glibc's fallback walks `/proc/self/fd` and closed the
+/// library's epoll sets and eventfds too: the threads after it never woke (the alarm
+/// ended the program). The library walks the directory itself, leaving its own open.
+#[test]
+fn closefrom_without_close_range_keeps_the_runtime_running() {
+    let bin = build_c("io_closefrom_fallback");
+    let (native, pre) = same_both_ways_bin("io_closefrom_fallback", &bin, &[]);
+    if native.stdout.contains("seccomp unavailable") {
+        return; // no seccomp filters here (qemu-user): nothing to deny close_range with
+    }
+    assert!(native.stdout.contains("after: ping-pong=80"), "{}", native.stdout);
+    assert!(stat(&pre, "closefrom_walks") > 0, "{}", pre.stderr);
+}
+
+/// Issue 59, finding 7 (and the limits of its "also"): the descriptor numbers the
+/// program gets are the native ones whatever the library opens. The library's epoll
+/// sets took the numbers after the program's first `pthread_create`, and its read of
+/// `/proc/self/maps` (each non-private futex wait after a shared `mmap`) took the
+/// lowest free number while another thread opened files (thousands of other numbers in
+/// 300 reads). Its descriptors are now made out of the way, the maps file kept open.
+/// Also under `RLIMIT_NOFILE` 64 (the library's floor comes down to 32) and raised
+/// (to 1 M where allowed, else the hard limit), and after `close_range(0, ~0U, 0)` as
+/// the program's first act (its output then goes to a file).
+#[test]
+fn descriptor_numbers_are_the_native_ones() {
+    let bin = build_c("io_fdnumbers");
+    for args in [&[][..], &["limit=64"][..], &["limit=1048576"][..]] {
+        let (native, pre) = same_both_ways_bin("io_fdnumbers", &bin, args);
+        assert!(native.stdout.contains("other numbers=0 (of some)"), "{args:?}: {}", native.stdout);
+        assert!(stat(&pre, "futex_maps_reads") >= 300, "{args:?}: {}", pre.stderr);
+    }
+    let out = |preload: bool| {
+        let path = std::env::temp_dir().join(format!("io_fdnumbers.{}.{preload}", std::process::id()));
+        let arg = format!("closeall={}", path.display());
+        let run = run(&bin, &[&arg], preload, std::time::Duration::from_secs(60));
+        let text = std::fs::read_to_string(&path).unwrap_or_default();
+        let _ = std::fs::remove_file(&path);
+        assert_eq!(run.status, Some(0), "preload={preload}: {text}{}", run.stderr);
+        text
+    };
+    let (native, pre) = (out(false), out(true));
+    assert!(pre.contains("preloaded=1") && pre.contains("fiberize: stats"), "{pre}");
+    let program_lines =
+        |t: &str| t.lines().filter(|l| !l.starts_with("fiberize") && !l.starts_with("preloaded")).collect::<Vec<_>>().join("\n");
+    assert_eq!(program_lines(&pre), program_lines(&native));
+    assert!(native.contains("close_range(0, ~0U, 0)=0"), "{native}");
+}
+
+/// Issue 59, finding 10: `dup2` onto each number the library holds (found in
+/// /proc/self/fd; none natively) and onto two free numbers. Before, the call replaced
+/// the library's descriptor silently and left the number marked as the library's: the
+/// program's `close` of it failed (EBADF), in a forked child too (10 of 10). Now the
+/// library's descriptor moves to another number first (a thread waiting in a read
+/// meanwhile still gets its byte), and in a forked child the parent's are closed and
+/// forgotten; threads still sleep and pass bytes afterwards.
+#[test]
+fn dup2_onto_the_runtimes_numbers_moves_them() {
+    let bin = build_c("io_dup2_own");
+    let (native, pre) = same_both_ways_bin("io_dup2_own", &bin, &[]);
+    let held: u64 = pre
+        .stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("the library's descriptors: "))
+        .and_then(|n| n.trim().parse().ok())
+        .expect("count line");
+    assert!(held >= 3, "{}", pre.stderr);
+    assert_eq!(stat(&pre, "own_fds_moved"), held, "{}", pre.stderr);
+    // A readiness set per worker (more epoll sets and eventfds), and one worker.
+    for env in [&[("FIBERIZE_TUNE", "poll_per_worker=1"), ("FIBERIZE_WORKERS", "4")][..], &[("FIBERIZE_WORKERS", "1")][..]] {
+        let run = run_env(&bin, &[], env);
+        assert_eq!(run.stdout, native.stdout, "{env:?}; stderr:\n{}", run.stderr);
+    }
+}

@@ -129,6 +129,12 @@ counters! {
     cross_worker_wakes,
     /// Writes to an eventfd to wake a sleeping worker or end a direct wait.
     eventfd_writes,
+    /// The runtime's descriptors moved to another number because the program
+    /// `dup2`ed onto theirs (`base::own_fds::program_replaces`).
+    own_fds_moved,
+    /// `closefrom`s made by the library's own walk of `/proc/self/fd`, where
+    /// `close_range` failed (`io::ops::lifecycle::closefrom`).
+    closefrom_walks,
     /// `epoll_wait` calls on the readiness set, and the events they returned (the
     /// wake-up eventfd's included).
     epoll_waits,

@@ -148,6 +148,8 @@ const METRICS: &[Metric] = &[
     stat!(migrations, "Runs of a fiber on another worker than its previous run."),
     stat!(cross_worker_wakes, "Fibers made runnable by code on another worker than the one they last ran on."),
     stat!(eventfd_writes, "Writes to an eventfd to wake a sleeping worker or end a direct wait."),
+    stat!(own_fds_moved, "The runtime's descriptors moved because the program dup2ed onto their numbers."),
+    stat!(closefrom_walks, "closefrom calls made by walking /proc/self/fd, where close_range failed."),
     stat!(lock_wakes_yielded, "Mutex unlocks that woke a waiter others queued behind and gave it the worker."),
     stat!(epoll_waits, "epoll_wait calls on the runtime's readiness sets."),
     stat!(epoll_events, "Events those epoll_wait calls returned (wake-up eventfds included)."),
@@ -194,14 +196,18 @@ pub fn start_if_wanted() {
 fn lock_file(m: Metrics) -> bool {
     let mut lock = m.path.to_vec();
     lock.extend_from_slice(b".lock\0");
-    let Some(fd) = sys::open_nul(&lock, libc::O_WRONLY | libc::O_CREAT) else { return true };
+    // Kept until the process ends: out of the way of the program's numbers.
+    let Some(fd) = crate::base::own_fds::open_nul_out_of_the_way(&lock, libc::O_WRONLY | libc::O_CREAT) else {
+        return true;
+    };
     // On our own descriptor, which we keep open on purpose.
     let r = sys::flock(fd, libc::LOCK_EX | libc::LOCK_NB);
     if r == -(libc::EWOULDBLOCK as isize) {
-        sys::close(fd);
+        crate::base::own_fds::close(fd);
         return false;
     }
     LOCK_FD.store(fd, Ordering::Relaxed);
+    crate::base::own_fds::hold(&LOCK_FD);
     true
 }
 
@@ -213,7 +219,7 @@ pub fn let_go_in_forked_child() {
     OWNS_FILE.store(false, Ordering::Relaxed);
     let fd = LOCK_FD.swap(-1, Ordering::Relaxed);
     if fd >= 0 {
-        sys::close(fd); // the child's copy
+        crate::base::own_fds::close(fd); // the child's copy
     }
 }
 
@@ -255,15 +261,19 @@ extern "C" fn writer_main(_: *mut libc::c_void) -> *mut libc::c_void {
 }
 
 /// Writes `text` to `PATH.tmp.PID` and renames it over PATH (raw system calls: `open`
-/// and `rename` may be our exports). A failure leaves the old file.
+/// and `rename` may be our exports). A failure leaves the old file. The descriptor is
+/// transient (opt-in metrics, a write a second): marked and closed with the program's
+/// closes kept out, but a program `open` meanwhile gets the number above.
 fn write_file(m: Metrics, text: &str) {
     let mut tmp = m.path.to_vec();
     // SAFETY: getpid has no preconditions.
     let _ = write!(Bytes(&mut tmp), ".tmp.{}", unsafe { libc::getpid() });
-    let Some(fd) = sys::open_nul(&nul_terminated(&tmp), libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC) else { return };
+    let Some(fd) = crate::base::own_fds::open_nul(&nul_terminated(&tmp), libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC) else {
+        return;
+    };
     crate::observe::dump::write_all(fd, text.as_bytes());
     let (tmp_nul, path_nul) = (nul_terminated(&tmp), nul_terminated(m.path));
-    sys::close(fd);
+    crate::base::own_fds::close(fd);
     if sys::renameat(&tmp_nul, &path_nul) < 0 {
         sys::unlinkat(&tmp_nul);
     }

@@ -57,9 +57,10 @@ pub fn emit(out: Output, text: &str) {
     match out {
         Output::Stderr => crate::observe::dump::write_all(2, text.as_bytes()),
         Output::File(path) => {
-            if let Some(fd) = sys::open_append(path) {
+            // Transient (an opt-in report): see `metrics::write_file`.
+            if let Some(fd) = crate::base::own_fds::open_append(path) {
                 crate::observe::dump::write_all(fd, text.as_bytes());
-                sys::close(fd);
+                crate::base::own_fds::close(fd);
             }
         }
     }

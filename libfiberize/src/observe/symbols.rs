@@ -79,10 +79,11 @@ fn u64_at(b: &[u8], o: usize) -> usize {
 }
 
 /// The function symbols of the ELF64 little-endian file at `path`, from `.symtab`.
+/// (A transient descriptor, for a stall report's symbols: see `metrics::write_file`.)
 fn read_functions(path: &str) -> Option<Functions> {
-    let fd = sys::open_read(path.as_bytes())?;
+    let fd = crate::base::own_fds::open_read(path.as_bytes())?;
     let r = read_functions_fd(fd);
-    sys::close(fd);
+    crate::base::own_fds::close(fd);
     r
 }
 

@@ -40,12 +40,12 @@ pub fn start() {
 }
 
 /// Opens `FIBERIZE_WATCHDOG_FILE` for appending (raw system calls: `open` may be one
-/// of our exports), or stderr.
+/// of our exports), or stderr. Transient (an opt-in report): see `metrics::write_file`.
 fn output_fd() -> (i32, bool) {
     let Some(path) = crate::base::config::config().watchdog_file else {
         return (2, false);
     };
-    match sys::open_append(path) {
+    match crate::base::own_fds::open_append(path) {
         Some(fd) => (fd, true),
         None => (2, false),
     }
@@ -55,7 +55,7 @@ fn report(reason: &str) {
     let (fd, close) = output_fd();
     crate::observe::dump::write_dump(fd, Some(reason));
     if close {
-        sys::close(fd);
+        crate::base::own_fds::close(fd);
     }
 }
 

@@ -144,14 +144,14 @@ pub fn per_worker_by_default(workers: usize) -> bool {
 pub fn init(workers: usize, per_worker: bool) {
     let n = if per_worker { workers.clamp(1, MAX_SETS) } else { 1 };
     for set in &SETS[..n] {
-        let ep = sys::epoll_create1(libc::EPOLL_CLOEXEC);
+        // The program's close/close_range/closefrom leave them open, and its `dup2`
+        // onto their numbers moves them (base::own_fds); out of the way of the numbers
+        // the program gets next, as natively (`own_fds::eventfd_new_out_of_the_way`).
+        let ep = crate::base::own_fds::epoll_new_out_of_the_way();
         if ep < 0 {
             crate::fatal(&["epoll_create1 failed"]);
         }
-        let ep = ep as i32;
-        // The program's close/close_range/closefrom leave it open (base::own_fds).
-        crate::base::own_fds::mark(ep);
-        let ev = sys::eventfd_new();
+        let ev = crate::base::own_fds::eventfd_new_out_of_the_way();
         if ev < 0 {
             crate::fatal(&["eventfd failed"]);
         }
@@ -159,6 +159,8 @@ pub fn init(workers: usize, per_worker: bool) {
         sys::epoll_ctl(ep, libc::EPOLL_CTL_ADD, ev, Some(&e));
         set.wake_fd.store(ev, Ordering::Release);
         set.epfd.store(ep, Ordering::Release);
+        crate::base::own_fds::hold_eventfd(&set.wake_fd);
+        crate::base::own_fds::hold(&set.epfd);
     }
     NUM_SETS.store(n, Ordering::Release);
 }
@@ -172,9 +174,8 @@ pub fn detach_in_forked_child() {
     for set in &SETS[..n] {
         let ep = set.epfd.swap(-1, Ordering::AcqRel);
         if ep >= 0 {
-            crate::base::own_fds::unmark(ep);
             // Our own descriptor (the child's copy); the parent's stays.
-            sys::close(ep);
+            crate::base::own_fds::close(ep);
         }
     }
 }

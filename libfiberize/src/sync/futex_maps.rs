@@ -2,6 +2,8 @@
 //! into merged, sorted ranges, each shared (`s`) or private (`p`), and the search of
 //! such a table. No locks here: the caller publishes and guards it.
 
+use core::sync::atomic::{AtomicI32, Ordering};
+
 use crate::base::sys;
 use crate::sync::futex_shared::{Class, CAP};
 
@@ -25,28 +27,81 @@ pub fn search(len: usize, at: impl Fn(usize) -> (usize, usize), addr: usize) -> 
     Class::Unknown
 }
 
+/// `/proc/self/maps`, kept open from the pool's start ([`keep_maps_open`]) out of the
+/// way of the program's numbers, and read with `pread` from offset 0, which makes the
+/// kernel walk the mappings afresh; -1: not kept. Opened at each read, it took the
+/// lowest free number for the length of the read, while the program's other threads
+/// ran: one of them that opened a file then got a number it would not natively.
+static KEPT_MAPS: AtomicI32 = AtomicI32::new(-1);
+
+const MAPS_PATH: &[u8] = b"/proc/self/maps\0";
+
+/// Opens the kept `/proc/self/maps` ([`KEPT_MAPS`]). Called where no program thread
+/// can open a descriptor at the same moment: when the pool starts (inside the
+/// program's first `pthread_create`) and in a forked child's fork hook.
+pub fn keep_maps_open() {
+    if KEPT_MAPS.load(Ordering::Acquire) >= 0 {
+        return;
+    }
+    if let Some(fd) = crate::base::own_fds::open_nul_out_of_the_way(MAPS_PATH, libc::O_RDONLY) {
+        KEPT_MAPS.store(fd, Ordering::Release);
+        crate::base::own_fds::hold(&KEPT_MAPS);
+    }
+}
+
+/// In a forked child, after `base::own_fds` closed the parent's descriptors: the kept
+/// file named the parent (`/proc/self` is resolved at the open), so the child's own
+/// is opened, if the parent kept one.
+pub fn reopen_in_forked_child() {
+    if KEPT_MAPS.swap(-1, Ordering::AcqRel) >= 0 {
+        keep_maps_open();
+    }
+}
+
+/// Reads `/proc/self/maps` into `t` (only its shared ranges if `shared_only`):
+/// whether it was read whole and well formed.
 pub fn read_maps(t: &mut Ranges, shared_only: bool) -> bool {
+    let kept = KEPT_MAPS.load(Ordering::Acquire);
+    if kept < 0 {
+        // Not kept: before the pool starts (the program's only thread is the caller, so
+        // no other thread of it can open a descriptor meanwhile), or the open at the
+        // start failed (no room for a descriptor: then this one fails as well, most
+        // likely).
+        let Some(fd) = crate::base::own_fds::open_nul(MAPS_PATH, libc::O_RDONLY) else {
+            t.clear(shared_only);
+            return false;
+        };
+        let ok = read_maps_from(fd, t, shared_only);
+        crate::base::own_fds::close(fd);
+        return ok;
+    }
+    // The program's `dup2` onto the kept number moves the file (`base::own_fds`): a read
+    // that began on the old number read the program's file, so it is made again once.
+    read_maps_from(kept, t, shared_only) || {
+        let now = KEPT_MAPS.load(Ordering::Acquire);
+        now != kept && now >= 0 && read_maps_from(now, t, shared_only)
+    }
+}
+
+fn read_maps_from(fd: i32, t: &mut Ranges, shared_only: bool) -> bool {
     t.clear(shared_only);
-    let Some(fd) = sys::open_nul(b"/proc/self/maps\0", libc::O_RDONLY) else {
-        return false;
-    };
     let mut parser = Parser::new();
     let mut buf = [0u8; 4096];
-    let ok = loop {
-        let n = sys::read(fd, &mut buf);
+    let mut offset = 0u64;
+    loop {
+        let n = sys::pread64(fd, &mut buf, offset);
         if n == -(libc::EINTR as isize) {
             continue;
         }
         if n < 0 {
-            break false;
+            return false;
         }
         if n == 0 {
-            break parser.finish(t);
+            return parser.finish(t);
         }
+        offset += n as u64;
         parser.feed(&buf[..n as usize], t);
-    };
-    sys::close(fd);
-    ok
+    }
 }
 
 /// A table of merged, sorted ranges being built.

@@ -62,6 +62,8 @@ extern "C" fn parent_after_fork() {
 
 extern "C" fn child_after_fork() {
     let was_forked_child = config::in_forked_child();
+    // A thread of the parent may have been inside the descriptor gate at the fork.
+    crate::base::own_fds::reset_gate_in_forked_child();
     crate::sync::futex_shared::reset_in_forked_child();
     config::record_pid();
     if !was_forked_child && crate::runtime::scheduler::pool_never_started() {
@@ -81,7 +83,11 @@ extern "C" fn child_after_fork() {
     // as a thread (docs/DESIGN.md §2.14).
     config::mark_forked_child();
     if was_forked_child {
-        return; // a grandchild: the tables were reset in its parent already
+        // A grandchild: the tables were reset in its parent already; its maps file
+        // (reopened there) names that parent.
+        crate::base::own_fds::close_all_in_forked_child();
+        crate::sync::futex_maps::reopen_in_forked_child();
+        return;
     }
     crate::signal::handlers::unlock_table_after_fork();
     // SAFETY: we are the child's only thread, inside fork, before any other code.
@@ -96,6 +102,11 @@ extern "C" fn child_after_fork() {
     }
     crate::runtime::poller::detach_in_forked_child();
     crate::observe::metrics::let_go_in_forked_child();
+    // The rest of the parent's descriptors (workers' eventfds, kept files) are not the
+    // child's runtime's: closed and forgotten, so that the child's `dup2` onto such a
+    // number and its `close` succeed as natively, and its maps file is its own.
+    crate::base::own_fds::close_all_in_forked_child();
+    crate::sync::futex_maps::reopen_in_forked_child();
     if let Some(f) = forking_fiber {
         crate::thread::donor_sleep::move_to_donor_in_forked_child(f);
     }
@@ -163,6 +174,9 @@ extern "C" fn on_dump_signal(_: libc::c_int) {
 /// Called once, right after the worker pool started.
 pub fn after_pool_started() {
     install_fork_hooks();
+    // Kept from now on, opened while no program thread can open (the program's first
+    // `pthread_create` has not made its thread yet).
+    crate::sync::futex_maps::keep_maps_open();
     let cfg = config::config();
     crate::observe::report::start_if_wanted();
     crate::observe::metrics::start_if_wanted();

@@ -248,9 +248,12 @@ impl Group {
         }
     }
 
-    /// The limit, read with raw system calls.
+    /// The limit, read with raw system calls. Each file is open for the length of its
+    /// read (a transient descriptor): this is the configuration's read, when the
+    /// library starts, before the program has threads (the quota follower keeps its
+    /// files instead: `runtime::scheduler::quota`).
     pub fn cpu_limit(&self) -> Option<usize> {
-        self.cpu_limit_with(&mut |path, buf| sys::read_file_nul(path, buf))
+        self.cpu_limit_with(&mut |path, buf| crate::base::own_fds::read_file_nul(path, buf))
     }
 }
 
@@ -374,11 +377,13 @@ pub fn each_line(mut read: impl FnMut(&mut [u8]) -> isize, buf: &mut [u8], mut f
     }
 }
 
-/// [`each_line`] over a file read with raw system calls.
+/// [`each_line`] over a file read with raw system calls (a transient descriptor: read
+/// when the library starts and when the quota follower is made, inside the program's
+/// first `pthread_create`, where no other program thread opens).
 fn each_line_of(path_nul: &[u8], buf: &mut [u8], f: impl FnMut(&[u8])) -> Option<bool> {
-    let fd = sys::open_nul(path_nul, libc::O_RDONLY)?;
+    let fd = crate::base::own_fds::open_nul(path_nul, libc::O_RDONLY)?;
     let r = each_line(|b| sys::read(fd, b), buf, f);
-    sys::close(fd);
+    crate::base::own_fds::close(fd);
     r
 }
 

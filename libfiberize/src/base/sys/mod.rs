@@ -9,6 +9,8 @@
 //!   its TLS block with that fiber, which may already run on a worker. The donor's code
 //!   from that point on may only use these functions: they touch neither `errno` nor any
 //!   `thread_local`, and they never allocate. Errors come back as `-errno` values.
+//!   (The runtime's own descriptors are made and closed by `base::own_fds`, with the
+//!   raw calls here: that takes a lock, shielded, and a donor never makes them.)
 //!
 //! The system call instruction, the thread pointer and everything else that depends on
 //! the processor come from [`crate::base::arch`]; a call that one architecture lacks
@@ -216,61 +218,14 @@ pub fn sched_yield_raw() {
     unsafe { syscall6(libc::SYS_sched_yield as usize, 0, 0, 0, 0, 0, 0) };
 }
 
-/// A new non-blocking, close-on-exec eventfd (raw: `eventfd` is one of our exports),
-/// or -1; one of the runtime's own descriptors ([`crate::base::own_fds`]).
-pub fn eventfd_new() -> i32 {
-    // SAFETY: eventfd2 takes no pointers.
-    let r = unsafe { syscall6(libc::SYS_eventfd2 as usize, 0, (libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) as usize, 0, 0, 0, 0) };
-    if r < 0 {
-        -1
-    } else {
-        crate::base::own_fds::mark(r as i32);
-        r as i32
-    }
+/// Where the runtime's kept descriptors go (`base::own_fds`'s `move_out_of_the_way`):
+/// [`LATE_FD_FLOOR`], or half the descriptor limit if that is lower.
+pub fn late_fd_floor() -> i32 {
+    nofile_soft_limit().map_or(LATE_FD_FLOOR, |limit| LATE_FD_FLOOR.min((limit / 2).min(i32::MAX as u64) as i32))
 }
 
-/// [`eventfd_new`] for a descriptor the runtime makes while the program runs (a worker
-/// that starts when another blocked): moved out of the way of the low numbers, to the
-/// lowest free one from [`LATE_FD_FLOOR`] (or half the descriptor limit, if that is
-/// lower). POSIX gives `open`, `socket`, `dup` the lowest free number, and programs
-/// count on it: one that closes a descriptor and opens another expects the same number
-/// back (varnishd's `close_range` then `open`; `test-apps/c/io_fdreuse.c`), which a
-/// worker's eventfd made in between took (`close_range reused=0` under qemu, with a
-/// spare started, 2026-11-28). Where no higher number is allowed it stays where it is.
-pub fn eventfd_new_out_of_the_way() -> i32 {
-    let fd = eventfd_new();
-    if fd < 0 {
-        return fd;
-    }
-    move_out_of_the_way(fd)
-}
-
-/// [`open_nul`] for a descriptor the runtime keeps while the program runs (a worker's
-/// `/proc/thread-self` files): moved out of the way as [`eventfd_new_out_of_the_way`]
-/// says, and for the same reason.
-pub fn open_nul_out_of_the_way(path_nul: &[u8], flags: i32) -> Option<i32> {
-    open_nul(path_nul, flags).map(move_out_of_the_way)
-}
-
-/// Moves the runtime's descriptor `fd` to the lowest free number from
-/// [`LATE_FD_FLOOR`] (or half the descriptor limit, if that is lower), giving the low
-/// number back; `fd` itself where no higher number is allowed.
-fn move_out_of_the_way(fd: i32) -> i32 {
-    let floor = nofile_soft_limit().map_or(LATE_FD_FLOOR, |limit| LATE_FD_FLOOR.min((limit / 2) as i32));
-    if fd >= floor {
-        return fd;
-    }
-    let high = fcntl_dupfd_cloexec(fd, floor);
-    if high < 0 {
-        return fd;
-    }
-    crate::base::own_fds::mark(high as i32);
-    close(fd); // also gives the low number up as the runtime's
-    high as i32
-}
-
-/// Where the runtime's late descriptors go ([`eventfd_new_out_of_the_way`]): above the
-/// numbers a program with a default limit of 1024 descriptors uses first.
+/// Where the runtime's kept descriptors go: above the numbers a program with a default
+/// limit of 1024 descriptors uses first.
 const LATE_FD_FLOOR: i32 = 512;
 
 /// Adds 1 to an eventfd counter (makes it readable).
@@ -348,62 +303,4 @@ pub fn errno() -> i32 {
 pub fn set_errno(e: i32) {
     // SAFETY: as above.
     unsafe { *libc::__errno_location() = e };
-}
-
-/// Opens `path` (no NUL needed) for appending, creating it (mode 0644), with raw system
-/// calls (`open` may be one of our exports). The descriptor, or None.
-pub fn open_append(path: &[u8]) -> Option<i32> {
-    open_raw(path, libc::O_WRONLY | libc::O_CREAT | libc::O_APPEND)
-}
-
-/// Opens `path` (no NUL needed) for reading, with raw system calls.
-pub fn open_read(path: &[u8]) -> Option<i32> {
-    open_raw(path, libc::O_RDONLY)
-}
-
-fn open_raw(path: &[u8], flags: i32) -> Option<i32> {
-    let mut buf = Vec::with_capacity(path.len() + 1);
-    buf.extend_from_slice(path);
-    buf.push(0);
-    open_nul(&buf, flags)
-}
-
-/// Opens the NUL-terminated `path_nul` with `flags | O_CLOEXEC` (mode 0644 if it
-/// creates the file) by a raw system call: `open` may be one of our exports. No
-/// allocation, so the monitor and the tz cache can use it.
-pub fn open_nul(path_nul: &[u8], flags: i32) -> Option<i32> {
-    if path_nul.last() != Some(&0) {
-        return None; // not a C string: the kernel would read past the slice
-    }
-    // SAFETY: `path_nul` is NUL-terminated (checked) and outlives the call.
-    let fd = unsafe {
-        syscall6(
-            libc::SYS_openat as usize,
-            libc::AT_FDCWD as usize,
-            path_nul.as_ptr() as usize,
-            (flags | libc::O_CLOEXEC) as usize,
-            0o644,
-            0,
-            0,
-        )
-    };
-    if fd < 0 {
-        return None;
-    }
-    // The runtime's while it is open: the program's `close_range(3, ~0U, 0)` or
-    // `closefrom` between this open and its close (a monitor's read of /proc, once a
-    // tick) closed it, the program's next descriptor got the number, and the runtime's
-    // close closed that: a thread of `io_fdreuse from3` then waited in a read for good
-    // (twice in four clean-clone suites, 2026-11-28). [`close`] gives it up.
-    crate::base::own_fds::mark(fd as i32);
-    Some(fd as i32)
-}
-
-/// Reads the start of the small file `path_nul` (NUL-terminated) into `buf` with one
-/// raw `read`; the length read, or None if it cannot be opened or is empty.
-pub fn read_file_nul(path_nul: &[u8], buf: &mut [u8]) -> Option<usize> {
-    let fd = open_nul(path_nul, libc::O_RDONLY)?;
-    let n = read(fd, buf);
-    close(fd);
-    (n > 0).then_some(n as usize)
 }

@@ -10,14 +10,54 @@ pub fn getpid() -> i32 {
     unsafe { syscall6(libc::SYS_getpid as usize, 0, 0, 0, 0, 0, 0) as i32 }
 }
 
-/// `close(fd)` of one of the runtime's descriptors: no longer its own
-/// ([`crate::base::own_fds::unmark`], before the close: the number may be reused at
-/// once), then closed.
+/// `close(fd)` as a raw system call (the runtime's own descriptors are closed by
+/// `base::own_fds::close`, which also forgets the mark).
 #[inline]
-pub fn close(fd: i32) -> isize {
-    crate::base::own_fds::unmark(fd);
+pub fn close_unmarked(fd: i32) -> isize {
     // SAFETY: close takes no pointers; the caller names a descriptor it owns.
     unsafe { syscall6(libc::SYS_close as usize, fd as usize, 0, 0, 0, 0, 0) }
+}
+
+/// `openat(AT_FDCWD, path_nul, flags | O_CLOEXEC, 0644)`; `-EINVAL` for a path that is
+/// not NUL-terminated.
+#[inline]
+pub fn openat(path_nul: &[u8], flags: i32) -> isize {
+    if path_nul.last() != Some(&0) {
+        return -(libc::EINVAL as isize); // not a C string: the kernel would read past it
+    }
+    // SAFETY: `path_nul` is NUL-terminated (checked) and outlives the call.
+    unsafe {
+        syscall6(
+            libc::SYS_openat as usize,
+            libc::AT_FDCWD as usize,
+            path_nul.as_ptr() as usize,
+            (flags | libc::O_CLOEXEC) as usize,
+            0o644,
+            0,
+            0,
+        )
+    }
+}
+
+/// `eventfd2(0, flags)`.
+#[inline]
+pub fn eventfd2(flags: i32) -> isize {
+    // SAFETY: eventfd2 takes no pointers.
+    unsafe { syscall6(libc::SYS_eventfd2 as usize, 0, flags as usize, 0, 0, 0, 0) }
+}
+
+/// `getdents64(fd, buf, buf.len())`: directory entries into `buf`, the bytes written.
+#[inline]
+pub fn getdents64(fd: i32, buf: &mut [u8]) -> isize {
+    // SAFETY: `buf` is writable for its length.
+    unsafe { syscall6(libc::SYS_getdents64 as usize, fd as usize, buf.as_mut_ptr() as usize, buf.len(), 0, 0, 0) }
+}
+
+/// `lseek(fd, offset, SEEK_SET)`.
+#[inline]
+pub fn lseek_set(fd: i32, offset: u64) -> isize {
+    // SAFETY: lseek takes no pointers.
+    unsafe { syscall6(libc::SYS_lseek as usize, fd as usize, offset as usize, libc::SEEK_SET as usize, 0, 0, 0) }
 }
 
 /// `close_range(first, last, flags)`.

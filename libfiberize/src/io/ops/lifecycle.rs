@@ -158,15 +158,30 @@ pub unsafe fn epoll_create1(flags: c_int) -> c_int {
 /// # Safety
 /// As `close`.
 pub unsafe fn close(fd: c_int) -> c_int {
+    // SAFETY: the real close gets the program's descriptor, as its contract has it.
+    unsafe { close_with(fd, |fd| super::close(fd) as libc::c_long) as c_int }
+}
+
+/// [`close`] with the kernel call `close(fd)` (the real function, or `syscall`): a
+/// number that is the runtime's is not open in the program's view (EBADF); the check
+/// and the call are made inside the descriptor gate ([`own_fds::program_closing`]), so
+/// that a descriptor the runtime is making cannot be closed before its mark.
+///
+/// # Safety
+/// `close` is close.
+unsafe fn close_with(fd: c_int, close: impl FnOnce(c_int) -> libc::c_long) -> libc::c_long {
     if own_fds::is_own(fd) {
         // Not open in the program's view.
         set_errno(libc::EBADF);
         return -1;
     }
     release(fd);
-    // SAFETY: close takes no pointers; the real close gets the program's descriptor, as its
-    // contract has it.
-    unsafe { super::close(fd) }
+    let _inside = own_fds::program_closing(fd as u32);
+    if own_fds::is_own(fd) {
+        set_errno(libc::EBADF);
+        return -1;
+    }
+    close(fd)
 }
 
 /// `close_range(first, last, flags)`: the numbers it closes are forgotten first, as
@@ -216,6 +231,8 @@ pub unsafe fn close_range_with(
         if flags & libc::CLOSE_RANGE_CLOEXEC as c_int == 0 {
             release_range(first, last);
         }
+        // The runtime's descriptors are the marked ones for the length of the call.
+        let _inside = own_fds::program_closing(first);
         let mut from = first;
         while let Some(own) = own_fds::first_in(from, last) {
             if own > from {
@@ -246,11 +263,95 @@ pub unsafe fn closefrom(low: c_int) {
             sys::close_range(a, b, f as u32) as libc::c_long
         })
     };
-    if closed != 0 {
-        // A kernel without close_range (before 5.9): glibc's own way, through /proc.
+    if closed != 0 && !closefrom_by_walk(low.max(0)) {
+        // No /proc: glibc's own way fails the same way (it ends the process) before it
+        // closes anything.
         // SAFETY: closefrom takes no pointers.
         unsafe { super::closefrom(low) }
     }
+}
+
+/// `closefrom(low)` where `close_range` failed (a kernel before 5.9, a seccomp profile
+/// that denies it): glibc's fallback walks `/proc/self/fd` and closes every number it
+/// lists (its own internal `close`, which we do not see), the runtime's epoll sets,
+/// eventfds and kept files among them. This walk is the same, but leaves those open: a
+/// number is closed inside the descriptor gate, unless it is the runtime's (the
+/// directory's own descriptor is). As glibc's: the listing is read again from the
+/// start after a pass that closed something, and where no descriptor is left to open
+/// the directory with, numbers from `low` up are closed until one was open. False if
+/// `/proc/self/fd` cannot be read.
+fn closefrom_by_walk(low: c_int) -> bool {
+    crate::base::stats::bump(&crate::base::stats::STATS.closefrom_walks);
+    const DIR: &[u8] = b"/proc/self/fd\0";
+    let dir_flags = libc::O_RDONLY | libc::O_DIRECTORY;
+    let dir = match crate::base::own_fds::open_nul_or_errno(DIR, dir_flags) {
+        Ok(dir) => dir,
+        Err(libc::EMFILE) => {
+            for fd in low..c_int::MAX {
+                let r = close_unless_own(fd);
+                if r == 0 || (r < 0 && r != -(libc::EBADF as libc::c_long)) {
+                    break;
+                }
+            }
+            match crate::base::own_fds::open_nul(DIR, dir_flags) {
+                Some(dir) => dir,
+                None => return false,
+            }
+        }
+        Err(_) => return false,
+    };
+    let mut buf = [0u8; 1024];
+    let ok = loop {
+        let n = sys::getdents64(dir, &mut buf);
+        if n < 0 {
+            break false;
+        }
+        if n == 0 {
+            break true;
+        }
+        let mut closed = false;
+        let mut at = 0usize;
+        while at + 19 < n as usize {
+            // struct linux_dirent64: d_ino u64, d_off i64, d_reclen u16, d_type u8, d_name.
+            let reclen = u16::from_ne_bytes([buf[at + 16], buf[at + 17]]) as usize;
+            let name = &buf[at + 19..(at + reclen).min(n as usize)];
+            at += reclen.max(1);
+            let Some(fd) = parse_fd(name) else { continue };
+            if fd < low || fd == dir {
+                continue;
+            }
+            release(fd);
+            // Errors are ignored, as glibc does: EBADF, EINTR and EIO all leave the
+            // number closed.
+            if close_unless_own(fd) != 1 {
+                closed = true;
+            }
+        }
+        if closed && sys::lseek_set(dir, 0) < 0 {
+            break false;
+        }
+    };
+    crate::base::own_fds::close(dir);
+    ok
+}
+
+/// Closes the program's `fd` inside the descriptor gate: the kernel's result, or 1
+/// where `fd` is the runtime's (left open).
+fn close_unless_own(fd: c_int) -> libc::c_long {
+    let _inside = own_fds::program_closing(fd as u32);
+    if own_fds::is_own(fd) {
+        return 1;
+    }
+    sys::close_unmarked(fd) as libc::c_long
+}
+
+/// The descriptor number a `/proc/self/fd` entry names (None for `.` and `..`).
+fn parse_fd(name: &[u8]) -> Option<c_int> {
+    let digits = name.iter().take_while(|b| b.is_ascii_digit()).count();
+    if digits == 0 || digits > 9 {
+        return None;
+    }
+    Some(name[..digits].iter().fold(0, |n, d| n * 10 + (d - b'0') as c_int))
 }
 
 /// `fclose`: glibc closes the stream's descriptor by itself, out of our sight, so it is
@@ -291,30 +392,15 @@ pub unsafe fn fd_syscall(
 ) -> Option<libc::c_long> {
     let (a, b) = (a1 as c_int, a2 as c_int);
     Some(match nr {
-        libc::SYS_close => {
-            if own_fds::is_own(a) {
-                set_errno(libc::EBADF);
-                return Some(-1);
-            }
-            release(a);
-            raw(a1, a2, a3)
-        }
+        // SAFETY: `raw` is the close system call of the arguments it is given.
+        libc::SYS_close => unsafe { close_with(a, |_| raw(a1, a2, a3)) },
         // SAFETY: `raw` is the close_range system call of the arguments it is given.
         libc::SYS_close_range => unsafe {
             close_range_with(a1 as libc::c_uint, a2 as libc::c_uint, a3 as c_int, |a, b, f| {
                 raw(a as libc::c_long, b as libc::c_long, f as libc::c_long)
             })
         },
-        SYS_DUP2 | libc::SYS_dup3 => {
-            if a != b {
-                release(b);
-            }
-            let r = raw(a1, a2, a3);
-            if r >= 0 {
-                copy_state(a, r as c_int);
-            }
-            r
-        }
+        SYS_DUP2 | libc::SYS_dup3 => replace_with(a, b, || raw(a1, a2, a3)),
         _ => return None,
     })
 }
@@ -340,21 +426,51 @@ pub unsafe fn dup(fd: c_int) -> c_int {
 /// # Safety
 /// As `dup3`.
 pub unsafe fn dup3(a: c_int, b: c_int, flags: Option<c_int>) -> c_int {
-    if a != b {
-        release(b);
-    }
     // SAFETY: dup2/dup3 take no pointers; the real calls get the program's descriptors and
     // flags.
-    let r = unsafe {
+    let call = || unsafe {
         match flags {
             None => super::dup2(a, b),
             Some(f) => super::dup3(a, b, f),
         }
-    };
-    if r >= 0 {
-        copy_state(a, r);
+    } as libc::c_long;
+    replace_with(a, b, call) as c_int
+}
+
+/// `dup2(a, b)`/`dup3(a, b, …)` made by `call`: `a` must be the program's (the
+/// runtime's is not open in its view: EBADF); a descriptor of the runtime's under `b`
+/// is moved out of the way first (`own_fds::program_replaces`: natively `b` is free, and
+/// the call succeeds), and what the fd table held under `b` is forgotten.
+fn replace_with(a: c_int, b: c_int, call: impl FnOnce() -> libc::c_long) -> libc::c_long {
+    if own_fds::is_own(a) {
+        set_errno(libc::EBADF);
+        return -1;
     }
-    r
+    if a != b {
+        release(b);
+    }
+    if own_fds::is_own(b) && (crate::runtime::fiber::in_vfork_child() || crate::base::config::in_unannounced_child()) {
+        // A child that shares our memory but not our descriptor table: the runtime's
+        // descriptor under `b` is the parent's and stays where it is, and the holders
+        // (the parent's memory) must not be pointed at a number of the child's table.
+        let r = call();
+        if r >= 0 {
+            copy_state(a, r as c_int);
+        }
+        return r;
+    }
+    match own_fds::program_replaces(b, call) {
+        Ok(r) => {
+            if r >= 0 {
+                copy_state(a, r as c_int);
+            }
+            r
+        }
+        Err(e) => {
+            set_errno(e);
+            -1
+        }
+    }
 }
 
 /// `fcntl`: passes through, noting the program's `O_NONBLOCK` and duplicates.

@@ -97,7 +97,7 @@ impl QuotaFollow {
 }
 
 /// The group's limit files, kept open by path, out of the way of the program's numbers
-/// (`sys::open_nul_out_of_the_way`), and read again with `pread` at offset 0. Opening
+/// (`own_fds::open_nul_out_of_the_way`), and read again with `pread` at offset 0. Opening
 /// them once a second took the lowest free number for a moment, and a program that
 /// made descriptors then (a socketpair and a pipe) got numbers above it, which its
 /// `close_range` and `open` did not give back (`io_fdreuse`'s `reused=0`). The first
@@ -112,8 +112,13 @@ impl QuotaFollow {
 /// missing path costs one failed `openat` a second and takes no descriptor. Past
 /// [`KEPT_FILES`] files or [`KEPT_PATH_BYTES`] bytes of paths, a file is opened by
 /// path at each read, as before.
+///
+/// The descriptors live in cells of the process ([`KEPT_FDS`]), held for
+/// `base::own_fds`: a program's `dup2` onto one of the numbers moves the file and points
+/// the cell at its new number. The n-th entry's descriptor is `fds[n]`.
 struct KeptFiles {
     files: [KeptFile; KEPT_FILES],
+    fds: &'static [AtomicI32; KEPT_FILES],
     /// Entries of `files` in use.
     kept: usize,
     /// The kept files' paths (NUL included), back to back; `paths[..paths_len]` in use.
@@ -126,8 +131,24 @@ struct KeptFile {
     /// Its path: `paths[path_at..path_at + path_len]`.
     path_at: usize,
     path_len: usize,
-    /// Its descriptor; -1 while it could not be opened.
-    fd: i32,
+}
+
+/// The kept files' descriptors: cells of the process (there is one `KeptFiles`, the
+/// monitor's, which moves), held for `base::own_fds` (a program's `dup2` onto one of
+/// the numbers moves the file and points the cell at its new number).
+#[cfg_attr(test, allow(dead_code))]
+static KEPT_FDS: [AtomicI32; KEPT_FILES] = [const { AtomicI32::new(-1) }; KEPT_FILES];
+
+/// The cells of [`KeptFiles`]: the process's one table (the monitor's). A unit test
+/// makes tables of its own, each with cells of its own.
+#[cfg(not(test))]
+fn kept_fd_cells() -> &'static [AtomicI32; KEPT_FILES] {
+    &KEPT_FDS
+}
+
+#[cfg(test)]
+fn kept_fd_cells() -> &'static [AtomicI32; KEPT_FILES] {
+    Box::leak(Box::new([const { AtomicI32::new(-1) }; KEPT_FILES]))
 }
 
 /// Two files (v1) per level for 8 levels of groups. Origin: systemd's deepest slices
@@ -141,7 +162,8 @@ const KEPT_PATH_BYTES: usize = 4096;
 impl KeptFiles {
     fn new() -> KeptFiles {
         KeptFiles {
-            files: [KeptFile { path_at: 0, path_len: 0, fd: -1 }; KEPT_FILES],
+            files: [KeptFile { path_at: 0, path_len: 0 }; KEPT_FILES],
+            fds: kept_fd_cells(),
             kept: 0,
             paths: [0; KEPT_PATH_BYTES],
             paths_len: 0,
@@ -152,13 +174,18 @@ impl KeptFiles {
     /// could not be opened or read or is empty.
     fn read(&mut self, path_nul: &[u8], buf: &mut [u8]) -> Option<usize> {
         let Some(file) = self.find(path_nul).or_else(|| self.keep(path_nul)) else {
-            return sys::read_file_nul(path_nul, buf);
+            // Past the table: open for the read (marked and closed with the program's
+            // closes kept out; an `open` of the program's at that instant gets the
+            // number above).
+            return crate::base::own_fds::read_file_nul(path_nul, buf);
         };
-        let file = &mut self.files[file];
-        if file.fd < 0 {
-            file.fd = sys::open_nul_out_of_the_way(path_nul, libc::O_RDONLY)?;
+        let cell = &self.fds[file];
+        if cell.load(Ordering::Acquire) < 0 {
+            let fd = crate::base::own_fds::open_nul_out_of_the_way(path_nul, libc::O_RDONLY)?;
+            cell.store(fd, Ordering::Release);
+            crate::base::own_fds::hold(cell);
         }
-        let n = sys::pread64(file.fd, buf, 0);
+        let n = sys::pread64(cell.load(Ordering::Acquire), buf, 0);
         (n > 0).then_some(n as usize)
     }
 
@@ -176,7 +203,7 @@ impl KeptFiles {
         }
         self.paths[at..at + path_nul.len()].copy_from_slice(path_nul);
         self.paths_len += path_nul.len();
-        self.files[self.kept] = KeptFile { path_at: at, path_len: path_nul.len(), fd: -1 };
+        self.files[self.kept] = KeptFile { path_at: at, path_len: path_nul.len() };
         self.kept += 1;
         Some(self.kept - 1)
     }

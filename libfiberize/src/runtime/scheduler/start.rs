@@ -89,14 +89,18 @@ fn start_pool() {
     // The descriptors the runtime keeps are made here, inside the program's first
     // `pthread_create`, while no other program thread can make one: opened later,
     // beside the program's threads, each took the lowest free number for a moment
-    // (see `sys::eventfd_new_out_of_the_way`). Only a spare's are made later.
+    // (see `own_fds::eventfd_new_out_of_the_way`). Only a spare's are made later.
     if cfg.direct_wait {
         for w in &rt.workers[..n] {
-            w.wake_fd.store(sys::eventfd_new_out_of_the_way(), Ordering::Release);
+            w.wake_fd.store(crate::base::own_fds::eventfd_new_out_of_the_way(), Ordering::Release);
         }
     }
     let quota = Box::into_raw(Box::new(quota::QuotaFollow::new()));
     RUNTIME.store(rt, Ordering::Release);
+    let rt = runtime_unchecked();
+    for w in &rt.workers[..n] {
+        crate::base::own_fds::hold_eventfd(&w.wake_fd); // -1 without direct waits: never matches
+    }
     for i in 0..n {
         spawn_runtime_thread(worker::worker_main, &rt.workers[i] as *const WorkerShared as *mut libc::c_void);
     }

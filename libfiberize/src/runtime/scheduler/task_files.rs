@@ -27,7 +27,7 @@ impl TaskFile {
 }
 
 /// A worker's `/proc/self/task/TID/{stat,schedstat,syscall}`, opened once, out of the
-/// way of the program's numbers (`sys::open_nul_out_of_the_way`), and read by the
+/// way of the program's numbers (`own_fds::open_nul_out_of_the_way`), and read by the
 /// monitor with `pread` at offset 0, which makes the kernel format the file afresh.
 /// Opening them at each look took the lowest free number for a moment, once a tick
 /// while a worker looked stuck, and a program that made descriptors then got numbers
@@ -56,9 +56,15 @@ impl TaskFiles {
     pub(super) fn open(&self, tid: u32) {
         for (file, slot) in TaskFile::ALL.into_iter().zip(&self.fds) {
             let mut path = [0u8; 64];
-            let fd =
-                task_file_path(tid, file, &mut path).and_then(|p| sys::open_nul_out_of_the_way(p, libc::O_RDONLY)).unwrap_or(-1);
+            let fd = task_file_path(tid, file, &mut path)
+                .and_then(|p| crate::base::own_fds::open_nul_out_of_the_way(p, libc::O_RDONLY))
+                .unwrap_or(-1);
             slot.store(fd, Ordering::Release);
+            if fd >= 0 {
+                // SAFETY: a TaskFiles is a field of a worker of the runtime, which is
+                // leaked (`start::start_pool`): the cell lives as long as the process.
+                crate::base::own_fds::hold(unsafe { &*(slot as *const AtomicI32) });
+            }
         }
     }
 
@@ -108,7 +114,9 @@ fn task_file_path(tid: u32, file: TaskFile, path: &mut [u8; 64]) -> Option<&[u8]
 }
 
 /// Reads `/proc/self/task/TID/<file>` into `buf` with raw system calls; the length read.
+/// Only where the kept file could not be opened (no descriptor left): a transient
+/// descriptor, marked and closed with the program's closes kept out.
 pub(super) fn read_task_file(tid: u32, file: TaskFile, buf: &mut [u8]) -> Option<usize> {
     let mut path = [0u8; 64];
-    sys::read_file_nul(task_file_path(tid, file, &mut path)?, buf)
+    crate::base::own_fds::read_file_nul(task_file_path(tid, file, &mut path)?, buf)
 }

@@ -23,7 +23,8 @@ pub(super) extern "C" fn worker_main(arg: *mut libc::c_void) -> *mut libc::c_voi
     w.times.born_ns.store(sys::now_ns(), Ordering::Relaxed);
     if crate::base::config::config().direct_wait && w.wake_fd.load(Ordering::Relaxed) < 0 {
         // A spare's (the first workers' are made by `start::start_pool`).
-        w.wake_fd.store(sys::eventfd_new_out_of_the_way(), Ordering::Release);
+        w.wake_fd.store(crate::base::own_fds::eventfd_new_out_of_the_way(), Ordering::Release);
+        crate::base::own_fds::hold_eventfd(&w.wake_fd);
     }
     wake::WORKER.with(|c| c.set(w));
     w.readiness_set.store(poller::claim_set(w.index), Ordering::Relaxed);

@@ -56,12 +56,16 @@ fn zone_path(buf: &mut [u8; 4096]) -> Option<usize> {
     Some(n)
 }
 
+/// Opens a zone file for the length of its read, at the lowest free number: glibc's
+/// own `localtime` opens it there natively too, so a program thread that opens a file
+/// meanwhile gets the number it would get natively beside glibc's read. Opened and
+/// closed with the program's closes kept out (`own_fds::runtime_alone`).
 fn open(path_nul: &[u8]) -> Option<usize> {
-    crate::base::sys::open_nul(path_nul, libc::O_RDONLY).map(|fd| fd as usize)
+    crate::base::own_fds::open_nul(path_nul, libc::O_RDONLY).map(|fd| fd as usize)
 }
 
 fn close(fd: usize) {
-    sys::close(fd as i32);
+    crate::base::own_fds::close(fd as i32);
 }
 
 fn load(fd: usize) -> *const Zone {
