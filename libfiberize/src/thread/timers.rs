@@ -152,8 +152,9 @@ extern "C" fn relay_main(_: *mut libc::c_void) -> *mut libc::c_void {
 /// Hands one expiry to the fiber its timer is aimed at, with the program's signal.
 fn relay(info: &mut libc::siginfo_t) {
     let id = crate::runtime::queued_signals::timer_id(info);
-    let Some(t) = TIMERS.lock().get(&id).copied() else { return }; // deleted meanwhile
-                                                                   // A fiber that ended: natively a signal for a thread that exited goes nowhere.
+    // Deleted meanwhile: the expiry goes nowhere.
+    let Some(t) = TIMERS.lock().get(&id).copied() else { return };
+    // A fiber that ended: natively a signal for a thread that exited goes nowhere.
     let Some(target) = crate::runtime::registry::find_by_id(t.fiber) else { return };
     info.si_signo = t.sig;
     crate::signal::delivery::queue_to_fiber(&target, t.sig, info);
