@@ -65,7 +65,7 @@ fn cpp20_waits_run_as_fibers_without_spares() {
     assert_eq!(stat(&pre, "futex_shared_to_kernel"), 0, "a wait on private memory went to the kernel: {}", pre.stderr);
     let (spawned, blocked) = (stat(&pre, "workers_spawned"), stat(&pre, "workers_blocked"));
     // Under qemu-user the monitor cannot read a wait on the runtime's own locks and a
-    // worker also sleeps in qemu's locks (docs/DESIGN.md "Known limits"): spares may
+    // worker also sleeps in qemu's locks (docs/DESIGN.md "Known hazards"): spares may
     // start there, and the bound counts them, as cpp_std's does.
     let spares = if emulated() { spawned as usize } else { 0 };
     let tids = distinct_tids(&pre);

@@ -347,7 +347,7 @@ pub unsafe extern "C" fn sigaction(sig: c_int, act: *const libc::sigaction, old:
 
 /// `siginterrupt`: glibc's sets `SA_RESTART` through its internal `__sigaction`, which
 /// the library never sees, so a fiber's restart rule kept the old flag (found by
-/// CPython's `test_siginterrupt_off`, 889213e). Here it is a read and a write of the
+/// CPython's `test_siginterrupt_off`; docs/RESULTS.md#signal-fixes). Here it is a read and a write of the
 /// program's action through [`sigaction`], as POSIX describes it.
 ///
 /// # Safety

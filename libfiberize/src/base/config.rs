@@ -227,7 +227,7 @@ pub const TUNE_NAMES: [&str; 8] = [
 
 /// Variables that were knobs of their own: set, each gets one line saying so and is
 /// ignored. The second field is the `FIBERIZE_TUNE` name that replaced it ("" for none:
-/// the policy is gone; the run order by CPU time's three, docs/DESIGN.md §3).
+/// the policy is gone; the run order by CPU time's three, docs/RESULTS.md#run-order-by-cpu-time).
 pub const RETIRED: [(&[u8], &[u8]); 11] = [
     (b"FIBERIZE_FAIR\0", b""),
     (b"FIBERIZE_COORDINATING_FIRST\0", b""),

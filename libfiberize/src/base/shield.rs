@@ -173,7 +173,7 @@ pub fn postpone_held_signals() {
 /// itself left a shield, its nested `redeliver` took the deferred bits and unblocked
 /// them, and its return blocked them again, with nobody left to unblock them: the
 /// next instance of that signal queued to this thread waited there for good
-/// (`sig_handlers 5000 open`, a lost SIGUSR2, 2026-11-28). So the deferred bits are
+/// (`sig_handlers`, a lost signal: docs/RESULTS.md#signal-fixes). So the deferred bits are
 /// taken first and unblocked at once: a handler nested between the two restores a
 /// mask that the unblock after it then clears. The held signals are raised after.
 #[cold]

@@ -9,7 +9,7 @@
 //! 1 ms clock ([`now`]); the call site is captured (a stack scan, no symbol lookup) only when an
 //! entry is made, and names are looked up only when the report is written.
 //! (Walking frame pointers would be exact, but building the library with them cost the
-//! uncontended lock path ~15%: 0.84x of main on `bench_core uncontended`.)
+//! uncontended lock path: docs/RESULTS.md#report-clock.)
 //!
 //! # The table
 //!
@@ -89,7 +89,7 @@ impl Entry {
 }
 
 /// Entries in the table. Origin: a program's distinct contended locks and blocking
-/// call sites are tens to a few hundred (MariaDB under sysbench: under 200).
+/// call sites are tens to a few hundred (MariaDB under sysbench included).
 pub const SLOTS: usize = 2048;
 
 #[allow(clippy::declare_interior_mutable_const)]
@@ -123,9 +123,9 @@ pub fn start() {
 }
 
 /// The report's clock: CLOCK_MONOTONIC in ns as of the monitor's last tick (1 ms),
-/// so that timing a wait costs two relaxed loads. Reading a clock costs ~80 ns (and
-/// `rdtsc` ~120 ns, trapped by the hypervisor) on the 2-vCPU VM, and a condvar
-/// ping-pong ran at 0.7x of its rate with two reads per wait and per run. Waits
+/// so that timing a wait costs two relaxed loads. Reading a clock (or `rdtsc`, trapped
+/// by a hypervisor) on the hot paths cost a condvar ping-pong a large share of its rate
+/// with two reads per wait and per run (docs/RESULTS.md#report-clock). Waits
 /// shorter than a tick count as 0 or 1 tick with the probability of crossing one, so
 /// totals stay right on average; a longest wait is right to a tick.
 static NOW: AtomicU64 = AtomicU64::new(0);

@@ -4,8 +4,8 @@
 //!
 //! Workers bump these on their hottest paths (every switch, park, unpark). One shared
 //! atomic per counter made every bump a cross-core cache miss once more than two CPUs
-//! bump it: on the 16-core machine a single `switches` line took every worker's switch
-//! through the same line (c771516). So each counter is split into [`SHARDS`] slots, one
+//! bump it: on a many-core machine a single `switches` line took every worker's switch
+//! through the same line (docs/RESULTS.md#stats-sharding). So each counter is split into [`SHARDS`] slots, one
 //! group of cache lines per shard, and a bump picks its shard from the caller's stack
 //! address (see [`shard`] for the measured alternative). The choice is TLS-free and
 //! async-signal-safe (a donor's TLS may be borrowed by its fiber; a signal handler may
@@ -172,8 +172,7 @@ impl Counter {
 /// The caller's shard: a hash of its stack region (64 KiB granules). Fibers and threads
 /// that run at the same time run on different stacks, so they mostly bump different
 /// lines. Measured alternative: the CPU number from `rdtscp` keeps each CPU on its own
-/// lines, but costs ~40 cycles per bump on this VM (ping-pong of two fibers on 2 CPUs
-/// 451x of native with the stack hash, 235x with `rdtscp`).
+/// lines, but costs tens of cycles per bump on a VM (docs/RESULTS.md#stats-sharding).
 #[inline]
 fn shard() -> &'static Shard {
     &TABLE[shard_index()]

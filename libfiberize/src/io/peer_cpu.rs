@@ -2,7 +2,7 @@
 //! wait (`scheduler::direct_wait`) on the CPU its wake-up comes from.
 //!
 //! ```text
-//!   crossed (until e1c2119, 2026-11-27)          paired (the rule now)
+//!   crossed (the rule before)                     paired (the rule now)
 //!   CPU 0: worker W0 ─┐   ┌─ client C0            CPU 0: worker W0 <──> client C0
 //!                      ╳                          CPU 1: worker W1 <──> client C1
 //!   CPU 1: worker W1 ─┘   └─ client C1
@@ -44,22 +44,21 @@ pub fn socket_incoming_cpu(fd: c_int) -> Option<u32> {
 /// kernel moves neither. Declining such waits (the fiber parks the ordinary way), the
 /// pairs form within the first seconds and stay, and the fibers hardly wait at all:
 /// each worker is preempted by its own client's wake-up and finds the next request
-/// when it runs again, as native server threads do (0.62x → 0.98–1.05x native: MariaDB
-/// point selects @2 over TCP, 2 vCPUs, e1c2119; figures in docs/DESIGN.md §3). The
-/// pairs form at wake-ups: a parked fiber's readiness wakes a sleeping worker, and the
-/// kernel places a waking thread by its waker's CPU. A worker that spins instead and
-/// finds the readiness itself is never woken, and stays where it is: the slow rounds
-/// (0.75–0.86x native) had both workers on one CPU and both clients on the other, or
-/// both fibers on one worker, declining waits for a whole run (traced, same set-up,
-/// 66fb953; docs/DESIGN.md §2.5). So a worker that runs dry after a declined wait
-/// now sleeps without spinning wherever [`kernel_may_pair_with`] says a wake-up could
-/// move it (`scheduler::sleep_without_spin_next`).
+/// when it runs again, as native server threads do
+/// (docs/RESULTS.md#direct-wait-peer-cpu). The pairs form at wake-ups: a parked fiber's
+/// readiness wakes a sleeping worker, and the kernel places a waking thread by its
+/// waker's CPU. A worker that spins instead and finds the readiness itself is never
+/// woken, and stays where it is: the slow rounds had both workers on one CPU and both
+/// clients on the other, or both fibers on one worker, declining waits for a whole run
+/// (docs/RESULTS.md#sleep-without-spin). So a worker that runs dry after a declined wait
+/// sleeps without spinning wherever [`kernel_may_pair_with`] says a wake-up could move
+/// it (`scheduler::sleep_without_spin_next`).
 ///
 /// * TCP and UDP: the CPU the last segment came in on ([`socket_incoming_cpu`]); none
 ///   recorded yet (no segment so far): the direct wait goes ahead.
 /// * AF_UNIX: the kernel records no CPU, so a direct wait there can never be known to
 ///   be paired; it is declined: the pairs only form when the fibers park every time
-///   (same set-up over the unix socket, 1130439; figures in docs/DESIGN.md §3).
+///   (docs/RESULTS.md#direct-wait-unix-socket).
 ///
 /// Other descriptors (pipes, eventfds) are not asked about. The cost is one
 /// `getsockopt` and one `getcpu` per direct wait on a TCP or UDP socket.

@@ -7,9 +7,9 @@
 //! connection's thread was stolen by an idle worker: its readiness follows it, so the
 //! next edge is harvested where it runs). Toward a fuller set it stays: a fiber moved
 //! there by a lock's wake-up (the waker's lifo slot) goes home with its next wait.
-//! (When every move followed the fiber, MariaDB read_write @256 on 8 cores had p95
-//! 142 ms against 55 ms with this rule, at the same transactions/s: connections
-//! gathered on the workers where lock hand-offs had taken their fibers.) An fd with
+//! (When every move followed the fiber, read_write's tail on many cores was far longer
+//! at the same throughput: connections gathered on the workers where lock hand-offs had
+//! taken their fibers; docs/RESULTS.md#poll-sets-per-worker.) An fd with
 //! several waiters on different workers (a listening socket with many acceptors) stays
 //! where it is: moving it back and forth would cost two `epoll_ctl` per wait, and its
 //! edges wake all its waiters anyway.

@@ -12,9 +12,9 @@
 //!   futex (atomics and one system call: async-signal-safe whatever lock the
 //!   interrupted context holds). The dump thread is a runtime thread of its own with
 //!   every signal blocked, started with the pool when dumps are enabled. The monitor
-//!   used to print the dump itself: for as long as that took (with ~2000 MariaDB
-//!   fibers, two `dladdr` calls per fiber, each a linear scan of mariadbd's ~30 000
-//!   dynamic symbols), and *forever* when stderr blocked (a pipe nobody reads), nobody
+//!   used to print the dump itself: for as long as that took (thousands of fibers, two
+//!   `dladdr` calls per fiber, each a linear scan of the program's dynamic symbols:
+//!   docs/RESULTS.md#dump-cost), and *forever* when stderr blocked (a pipe nobody reads), nobody
 //!   moved fibers out of stuck workers' queues, woke sleepers for queued work or
 //!   replaced blocked workers (test `a_dump_with_blocked_output_does_not_stop_the_monitor`).
 //! * The registry lock (which `pthread_create` and thread exit need) is held only to

@@ -22,15 +22,14 @@
 //! there at once: when one has just woken and runs a fiber, the next edge wakes another
 //! idle worker instead of waiting for a busy one. (With a single poller, two
 //! connections could end up served by one worker while the other slept on its futex:
-//! MariaDB at 2 connections ran at half speed for seconds at a time.) The price, on
-//! many cores: every `epoll_wait` and every socket's wake callback take the same
-//! kernel lock, and a fiber woken by readiness runs on whichever worker harvested the
-//! edge, so a connection wanders between cores (MariaDB on 8 cores: 87 % of fiber runs
-//! on another worker than the previous one). Its advantage on few workers: one set
+//! docs/RESULTS.md#epoll-sleepers.) The price, on many cores: every `epoll_wait` and
+//! every socket's wake callback take the same kernel lock, and a fiber woken by
+//! readiness runs on whichever worker harvested the edge, so a connection wanders
+//! between cores. Its advantage on few workers: one set
 //! is one queue for all of them, and a worker that the kernel preempts (CPUs shared
 //! with a client) strands nothing; with a set per worker, what waits in that worker's
 //! set waits for it, or for another worker's poll of stale sets ([`PER_WORKER_SETS_FROM`]
-//! has the figures).
+//! has the origin).
 //!
 //! **Per worker** (the way MariaDB's pool-of-threads keeps a connection in one thread
 //! group): there are as many sets as workers at the start (at most `MAX_SETS`), and
@@ -126,12 +125,10 @@ const MAX_EVENTS: usize = 256;
 const WAKE_COOKIE: u64 = u64::MAX;
 
 /// Pools of at least this many workers get a readiness set per worker unless
-/// `FIBERIZE_TUNE=poll_per_worker` says otherwise. Origin: MariaDB, server on 8 CPUs of
-/// 16, client on the others: sets per worker 1.04–1.08x native at point_select
-/// @256/@1024 against 0.90–0.98x with one set (87 % of fiber runs migrated, 1 % per
-/// worker), in two runs; on 2 vCPUs shared with the client, one set kept read_write
-/// @256's p95 at 430–490 ms against 650–820 ms per worker, in 9 rounds (2026-11-28).
-/// Between 2 and 8 workers nothing was measured.
+/// `FIBERIZE_TUNE=poll_per_worker` says otherwise. Origin: MariaDB on 8 of 16 CPUs with
+/// the client on the others, where sets per worker keep connections from migrating, and
+/// on 2 shared vCPUs, where one set kept read_write's tail; nothing was measured between
+/// (docs/RESULTS.md#poll-sets-per-worker).
 pub const PER_WORKER_SETS_FROM: usize = 4;
 
 /// Whether a pool of `workers` gets a readiness set per worker by default.

@@ -123,14 +123,11 @@ use crate::base::sys;
 use crate::runtime::fiber::{Fiber, Life, Switch};
 use crate::runtime::scheduler::{Runtime, WorkerShared};
 
-/// Default time slice. Origin: redis 7 `--io-threads 4` under `redis-benchmark -c 200
-/// -n 50000 -t set,get,incr` on the 2-vCPU machine, measured while other jobs loaded
-/// it heavily (load average 30-500, so only coarse differences count): 2 ms gave
-/// 2.6k/4.3k/1.8k requests/s, 5 ms 2.6k/8.7k/1.2k, 10 ms 0.9k for SET and then the
-/// benchmark ran out of time. Its main thread waits for every I/O-thread fiber each
-/// event-loop round, so a round can cost up to one slice: 10 ms is clearly worse; 2
-/// and 5 ms are within the noise, and 5 ms costs a CPU-bound fiber that has company
-/// half the signals of 2 ms (Go uses 10 ms).
+/// Default time slice. Origin: redis 7 `--io-threads 4` under `redis-benchmark`: its main
+/// thread waits for every I/O-thread fiber each event-loop round, so a round can cost up
+/// to one slice; 10 ms is clearly worse, 2 and 5 ms are within the noise, and 5 ms costs
+/// a CPU-bound fiber that has company half the signals of 2 ms (Go uses 10 ms;
+/// docs/RESULTS.md#preemption-slice).
 pub const DEFAULT_SLICE_MS: u64 = 5;
 /// Refused requests in a row (one per monitor tick) after which the monitor gives the
 /// pool a spare worker instead. Origin: twenty 1 ms ticks of refusals is far longer

@@ -1,7 +1,7 @@
 //! How long a runnable fiber waits in the run queues before a worker runs it, by the
 //! path that made it runnable. Origin: a `read_write` connection starved next to
-//! thousands of `point_select` ones; this is how the wait was measured (MariaDB
-//! point_select @2048 + read_write @256, 2 vCPUs, c64e891; docs/DESIGN.md §3).
+//! thousands of `point_select` ones; this is how the wait was measured
+//! (docs/RESULTS.md#turn-length).
 //!
 //! Each fiber carries one word, `Fiber::queued`: the CLOCK_MONOTONIC time it was
 //! queued, shifted left by [`SOURCE_BITS`], with the [`Source`] in the low bits. It is
@@ -9,8 +9,7 @@
 //! (`scheduler::run_fiber`); the queue's own Release/Acquire orders the two, so the
 //! word is Relaxed. Only while [`on`] (`FIBERIZE_STATS` or `FIBERIZE_REPORT`): otherwise
 //! queueing and running cost one Relaxed load and a branch each, no clock read. The
-//! clock reads cost a switch-heavy program: `bench_core pingpong` ran at 0.5-0.8x of its
-//! rate in 4 runs of `scripts/bench-metrics.sh` on the shared 2-vCPU VM; so the metrics
+//! clock reads cost a switch-heavy program (docs/RESULTS.md#metrics-cost); so the metrics
 //! file, which costs the workers nothing, does not turn the measurement on by itself.
 //!
 //! Per source: count, total and longest wait; over all sources, a histogram by decade

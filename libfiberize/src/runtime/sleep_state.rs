@@ -225,9 +225,9 @@ const DONOR_KICKED: u32 = 2;
 /// pending until the wait takes it: the waiter adds the kick signal to the set it
 /// waits for, and a kick that arrives before the wait begins ends it at once. That
 /// closes the race a handler-based interruption has (the signal lands between the
-/// check and the system call, and the wait sleeps on). Until d033005 (2026-11-27) the
-/// wait woke every 10 ms to look (`signal::cancel::DONOR_WAIT_SLICE_NS`): 100 wake-ups
-/// a second for an idle MariaDB's signal thread.
+/// check and the system call, and the wait sleeps on). A wait that woke every 10 ms to
+/// look (`signal::cancel::DONOR_WAIT_SLICE_NS`) kept an idle server's signal thread
+/// waking (docs/RESULTS.md#sigwait-on-donor).
 ///
 /// ```text
 ///   waiter (on the donor)                    signaller (pthread_kill, pthread_cancel)

@@ -4,11 +4,10 @@
 //!
 //! A fiber runs on its donor's stack ([`crate::runtime::fiber`], "Where a fiber lives").
 //! Every page its deepest call ever touched stays resident until the thread ends, even
-//! while the fiber sleeps for seconds with a shallow stack. A TPC-C client with 10 000
-//! terminals that each send a query (libmariadb and glibc's stdio go 10–20 KiB deep) and
+//! while the fiber sleeps for seconds with a shallow stack. A client with thousands of
+//! terminals that each send a query (libmariadb and glibc's stdio go kilobytes deep) and
 //! then sleep through keying and think times keeps all of those pages, as native threads
-//! do (24–28 KiB resident per thread stack, half of the client's RSS: preloaded
-//! TPC-C client, 10 000 terminals, 2 vCPUs, 2026-11-23).
+//! do (docs/RESULTS.md#donor-memory).
 //!
 //! # What
 //!

@@ -9,9 +9,9 @@
 //! monitor tick, or is blocked or retired, has its due timers fired by the monitor
 //! (`scheduler::monitor_main`), so a timer is late by at most about a tick.
 //!
-//! Why per worker: with one global heap, 5000 sleeping threads on 16 CPUs put ~1 M
-//! arm-and-fire operations a second through one lock and one `NEXT` line shared by
-//! every worker (sleepers 0.95x of native, 16 CPUs, c771516). Now each heap's lock is
+//! Why per worker: with one global heap, thousands of sleeping threads put every
+//! arm-and-fire operation through one lock and one `NEXT` line shared by every worker
+//! (docs/RESULTS.md#timer-heaps). Now each heap's lock is
 //! taken by its owner and, rarely, by the monitor.
 //!
 //! Entries are never removed early: when a fiber is woken by other means its entry
@@ -22,8 +22,8 @@
 //! (never below [`SWEEP_MIN`]): a server whose connections wait for requests with a
 //! long timeout (MariaDB: `wait_timeout`, 8 hours) arms one timer per wait and is
 //! woken by the request long before it fires. Without the sweep the heap grew by the
-//! request rate (190 000 entries after a minute of sysbench), each entry pinning its
-//! fiber's memory for 8 hours. A sweep is linear in the heap, once per as many adds.
+//! request rate, each entry pinning its fiber's memory for 8 hours. A sweep is linear in
+//! the heap, once per as many adds.
 
 use core::cmp::Ordering as CmpOrdering;
 use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};

@@ -26,10 +26,11 @@ pub struct WaitNote {
 }
 
 /// Descriptor waits after a condition or futex wait during which a fiber still counts
-/// as coordinating. Origin: the run order by CPU time's coordinating class (docs/DESIGN.md
-/// §3), whose window this was; a MariaDB read_write transaction is about 20 statements.
-/// Only descriptor waits count it down: counting mutex and sleep waits too cost
-/// read_write its share in the MariaDB mix (3 of 3 rounds, 2026-11-28, docs/DESIGN.md §3).
+/// as coordinating. Origin: the run order by CPU time's coordinating class, whose window
+/// this was (docs/RESULTS.md#run-order-by-cpu-time); a MariaDB read_write transaction is
+/// about 20 statements. Only descriptor waits count it down: counting mutex and sleep
+/// waits too cost read_write its share in the MariaDB mix
+/// (docs/RESULTS.md#coordinating-keeps-class).
 const COORDINATING_WAITS: u8 = 32;
 
 impl WaitNote {

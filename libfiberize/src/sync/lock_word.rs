@@ -37,9 +37,9 @@
 //!
 //! Why: keeping PARKED while waiters remain (parking_lot's rule) woke one waiter per
 //! unlock. A woken fiber is runnable within a microsecond, lands on the unlocker's
-//! worker, is stolen by an idle worker and contends from there; on 4–16 CPUs every
-//! lock then crossed cores and the 64-thread hammer collapsed to ~1 M locks/s (16
-//! CPUs, c771516). glibc's futex word (0/1/2) has the same one-in-flight shape: a
+//! worker, is stolen by an idle worker and contends from there; on many CPUs every
+//! lock then crossed cores and a many-thread hammer collapsed
+//! (docs/RESULTS.md#mutex-one-wakeup-in-flight). glibc's futex word (0/1/2) has the same one-in-flight shape: a
 //! barging owner writes 1 over 2, and the woken thread writes 2 back.
 //!
 //! # The wake-up's latency is the queue's drain rate
@@ -81,9 +81,8 @@
 //! within about one fairness interval after its first loss. Both conditions keep
 //! hand-offs rare, on purpose: a hand-off leaves the lock owned by a fiber that is not
 //! running yet, a convoy for as long as its wake-up takes, which is what the barging
-//! above avoids. Measured (TPC-C @256 on 2 CPUs, MariaDB's table-cache mutex): with
-//! the interval alone, 5 176 hand-offs in 3 runs, and that mutex's waits went from
-//! 1 219 (7.3 s in all) to 7 730 (50.5 s in all), its longest wait unchanged (66 ms).
+//! above avoids. With the interval alone, TPC-C's table-cache mutex made convoys of
+//! hand-offs and waited far longer in all (docs/RESULTS.md#mutex-fairness).
 //!
 //! A timed-out waiter and a hand-off cannot both happen: the queue decides under its
 //! lock (a waiter whose deadline passed after it was dequeued reports the wake-up, and
@@ -100,15 +99,12 @@
 //! that waker: it took the lock back at once, then yielded or was queued behind us, on
 //! our worker. Then no spin can end well, and it delays every fiber queued there. A
 //! first contender still spins as before: its owner is more likely running on another
-//! worker (prodcons on 2 CPUs, 8+8 threads, ran at half its rate when first contenders
-//! whose worker had others queued parked instead of spinning: 6.2–8.9 M items/s
-//! against 13–16.7 M). Plain threads, and woken fibers whose worker has nothing else
-//! to run, spin as before. Measured (`sysbench threads`: 8 mutexes, each held across a
-//! `sched_yield`, 2 CPUs): with the spin, every wake-up lost to a barger (counter
-//! `mutex_wakes_lost`, 0.4–0.9 per lock as threads go from 16 to 256) cost a spin phase
-//! (`lock_spins` the same), 81 % of the profile at 64 threads: 1.5x and 1.0x of native
-//! at 64 and 256 threads; with the rule 8.4x and 12.8x, same runs (at 16 threads 2–20x
-//! before, bimodal, and 11–15x after; `lock_spins_skipped` counts the skipped phases).
+//! worker (a producer/consumer pair ran at half its rate when first contenders whose
+//! worker had others queued parked instead of spinning). Plain threads, and woken fibers
+//! whose worker has nothing else to run, spin as before. With the spin, every wake-up
+//! lost to a barger (counter `mutex_wakes_lost`) cost a spin phase (`lock_spins` the
+//! same), most of `sysbench threads`' profile (docs/RESULTS.md#mutex-woken-spin);
+//! `lock_spins_skipped` counts the skipped phases.
 //!
 //! # Model-checked
 //!
@@ -144,8 +140,8 @@ pub const TOKEN_WAITERS_REMAIN: usize = 2;
 /// How many short spin rounds before parking, when spinning pays at all (see
 /// "Spinning"). Origin: a lock held by a fiber on another worker is usually released
 /// within a microsecond; beyond that the owner is descheduled (parked or queued) and
-/// spinning only delays our worker. 3 rounds were the fastest measured (prodcons 8+8
-/// on one mutex, 16 CPUs, 2026-11-23; figures in docs/DESIGN.md §3).
+/// spinning only delays our worker. 3 rounds were the fastest measured
+/// (docs/RESULTS.md#mutex-spin-limit).
 const SPIN_LIMIT: u32 = 3;
 
 /// How a wait in the queue ended.

@@ -37,8 +37,8 @@ pub use crate::sync::lock_word::Place;
 use crate::sync::parking_fair::FairTimer;
 use crate::sync::parking_quick::{self, BucketLock};
 
-/// log2 of the bucket count. Origin: 4096 buckets, measured with 2000 parked I/O
-/// fibers, whose keys walked long chains with fewer (commit e280fd8, docs/DESIGN.md §3).
+/// log2 of the bucket count. Origin: thousands of parked I/O fibers, whose keys walked
+/// long chains with fewer (docs/RESULTS.md#parking-table-size).
 const BUCKET_BITS: u32 = 12;
 /// Buckets of the address-keyed table (each a lock and a waiter list).
 const BUCKETS: usize = 1 << BUCKET_BITS;

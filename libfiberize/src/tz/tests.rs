@@ -18,7 +18,7 @@ fn leap_years() {
 
 #[test]
 fn ydhms_matches_calendar() {
-    // 1970-01-01 00:00:00 is 0; 2000-03-01 is day 11017 since the epoch.
+    // The epoch is 0; the first of March 2000 is day 11017 since the epoch.
     assert_eq!(ydhms_diff(70, 0, 0, 0, 0, 70, 0, 0, 0, 0), 0);
     assert_eq!(ydhms_diff(100, 60, 0, 0, 0, 70, 0, 0, 0, 0), 11017 * 86400);
     assert_eq!(ydhms_diff(69, 364, 23, 59, 59, 70, 0, 0, 0, 0), -1);

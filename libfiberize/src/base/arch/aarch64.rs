@@ -97,7 +97,7 @@ pub fn static_tls_range_fits(off: usize, size: usize, static_size: usize) -> boo
 pub const CALL_LOOKBACK: usize = 4;
 
 /// Whether the instruction word `b` that ends at a return address is a call: `bl`
-/// (`100101` and a 26-bit offset) or `blr Xn` (`d63f0000 | n << 5`).
+/// (`100101` and a 26-bit offset) or `blr Xn` (`0xd63f0000 | n << 5`).
 #[inline]
 pub fn is_call_before(b: &[u8]) -> bool {
     let insn = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);

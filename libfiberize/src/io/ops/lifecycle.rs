@@ -186,7 +186,7 @@ unsafe fn close_with(fd: c_int, close: impl FnOnce(c_int) -> libc::c_long) -> li
 
 /// `close_range(first, last, flags)`: the numbers it closes are forgotten first, as
 /// [`close`] does, so that a file opened later under one of them is not taken for the
-/// socket it was (varnishd: `write` became `send`, ENOTSOCK; 056291d, 2026-11-25).
+/// socket it was (varnishd: `write` became `send`, ENOTSOCK; docs/RESULTS.md#fd-table-and-own-descriptors).
 /// `CLOSE_RANGE_CLOEXEC` only marks the descriptors, which stay as they are.
 /// `CLOSE_RANGE_UNSHARE` gives the calling thread a table of its own, which fibers
 /// cannot have (a worker's table is every fiber's, and the workers run the threads

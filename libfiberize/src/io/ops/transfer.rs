@@ -513,7 +513,7 @@ pub unsafe fn connect(fd: c_int, a: *const sockaddr, l: socklen_t) -> c_int {
 
 /// `pread64` (`pread` is the same function): a fiber's read of a descriptor opened with
 /// `O_DIRECT` runs on its donor, since it never hits the page cache and waits for the
-/// device (InnoDB's page reads blocked a worker up to 0.9 s: TPC-C @256, 2d3f45c);
+/// device (InnoDB's page reads blocked a worker: docs/RESULTS.md#file-io-inline);
 /// other reads run inline like `read` of a regular file.
 ///
 /// # Safety
@@ -545,8 +545,8 @@ pub unsafe fn pwrite64(fd: c_int, buf: *const c_void, n: size_t, off: libc::off6
 /// Whether `fd` was opened with `O_DIRECT` (its I/O always waits for the device). The
 /// first call on a descriptor asks `fcntl(F_GETFL)` and the answer is kept in its slot
 /// until the descriptor is closed, duplicated onto or has its flags set (`F_SETFL` can
-/// add or remove `O_DIRECT`): one `fcntl` per read cost ~30 % of a 4 KiB `pread` that
-/// hits the page cache (573 vs 790 ns).
+/// add or remove `O_DIRECT`): one `fcntl` per read cost a large share of a `pread` that
+/// hits the page cache (docs/RESULTS.md#file-io-inline).
 fn is_direct_io(fd: c_int) -> bool {
     let slot = fdtable::slot(fd);
     if let Some(direct) = slot.and_then(|s| s.cached_direct_io()) {

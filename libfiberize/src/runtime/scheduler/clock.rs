@@ -34,9 +34,9 @@ pub fn monitor_ticks() -> u64 {
 
 /// A mutex waiter parked this many monitor ticks (≥ 1 ms) sits in a convoy, not in a
 /// hand-off between running fibers (µs: prodcons, the hammer), and its unlocker yields
-/// to it (`wake::unpark_lock_waiter`). Origin: MariaDB's convoys waited 0.1–2.6 s (mix
-/// on 2 vCPUs, 2026-11-25); with the yield for every waiter, bench_core's prodcons lost
-/// ~15 %.
+/// to it (`wake::unpark_lock_waiter`). Origin: MariaDB's convoys in the mix wait far
+/// longer, and a yield for every waiter costs the short hand-offs
+/// (docs/RESULTS.md#convoy-yield).
 const CONVOY_TICKS: u64 = 2;
 
 /// Whether a wait that began at monitor tick `since` has lasted `CONVOY_TICKS`.

@@ -4,13 +4,11 @@
 //!
 //! When a fiber must wait for one descriptor and its worker has nothing else to run,
 //! parking it would make the worker sleep in the shared `epoll_wait`, and the reply
-//! would wake *some* idle worker — on this 2-vCPU VM usually one whose CPU is idle, so
-//! every reply costs an inter-processor interrupt and a vCPU wake-up (measured: MariaDB
-//! point selects at 2 connections, preloaded server and client, 18.5k interrupts/s and
-//! 31k transactions/s against 1.6k/s and 90k natively). Instead [`direct_wait`] blocks
-//! the worker in `ppoll` on that descriptor and on the worker's own eventfd, exactly
-//! as the program's thread would block natively, so the kernel wakes this thread on
-//! the waker's CPU as it does for native threads. The descriptor first leaves the
+//! would wake *some* idle worker, often one whose CPU is idle, so every reply costs an
+//! inter-processor interrupt and a CPU wake-up (docs/RESULTS.md#direct-wait-ppoll).
+//! Instead [`direct_wait`] blocks the worker in `ppoll` on that descriptor and on the
+//! worker's own eventfd, exactly as the program's thread would block natively, so the
+//! kernel wakes this thread on the waker's CPU as it does for native threads. The descriptor first leaves the
 //! reactor's epoll set (else its edges would also wake idle epoll sleepers), unless
 //! another fiber waits on it through the reactor (`FdState::epoll_waiters`).
 //!
@@ -37,12 +35,9 @@
 //! `io::peer_cpu` knows): it cannot send while the worker holds the CPU, so the spin's
 //! `pause` rounds are wasted and its `sched_yield` rounds are a detour through the
 //! kernel's scheduler; the worker blocks in `ppoll` at once, and the kernel runs the
-//! peer here, as it does for a native thread blocked in `recv`. Measured (MariaDB point
-//! selects, 2 connections over TCP, 2-vCPU VM, paired: each worker on its client's
-//! CPU; `perf record` of the server, 2026-11-27): the spin took 0.7 µs per transaction
-//! in `spin_for_work` and 0.14 µs in `sched_yield` (of ~4.8 µs of server CPU per
-//! transaction more than the native server's). The stat `direct_waits_unspun` counts
-//! these waits.
+//! peer here, as it does for a native thread blocked in `recv` (the spin's cost:
+//! docs/RESULTS.md#direct-wait-unspun). The stat `direct_waits_unspun` counts these
+//! waits.
 //!
 //! # Pairs form at wake-ups: no spin after a declined wait
 //!
@@ -53,11 +48,9 @@
 //! The peer's next send wakes it, and the kernel places a thread at its wake-up, by its
 //! waker: the worker lands on the peer's CPU, the next wait there is `Here`, and the
 //! pair stays. A spinning worker that finds the request itself is never woken, so
-//! nothing ever moves it: traced (debug counters, MariaDB point selects at 2
-//! connections over TCP, 2-vCPU VM, 2026-11-27), the slow rounds were spent with
-//! both workers on one CPU and both clients on the other, or both fibers on one
-//! worker, every fiber declining its waits for a peer elsewhere (0.14–0.31 declined
-//! waits per transaction against under 0.01 in the fast rounds) for the whole run.
+//! nothing ever moves it: traced slow runs were spent with both workers on one CPU and
+//! both clients on the other, or both fibers on one worker, every fiber declining its
+//! waits for a peer elsewhere, for the whole run (docs/RESULTS.md#sleep-without-spin).
 //! Where the kernel may not move the worker (a server pinned apart from its clients),
 //! the spin stays: it saves a wake-up, and no wake-up would pair anything.
 //!

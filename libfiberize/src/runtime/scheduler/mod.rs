@@ -49,9 +49,10 @@
 //!   at its turn's end. A worker serves that queue and its deque in proportion 4c : d
 //!   (`worker::pick_coordinating`), so such a fiber gets about four times the turns and neither
 //!   queue starves. Designs rejected: MariaDB pool-of-threads' strict high-priority
-//!   queue (read_write took the CPU from point_select: 2.88x / 0.90x native in the
-//!   mix), a fixed every-Nth-dequeue rule (the share then followed the queues'
-//!   lengths), and the run order by CPU time this queue came out of (docs/DESIGN.md §3).
+//!   queue (read_write took the CPU from point_select in the mix), a fixed
+//!   every-Nth-dequeue rule (the share then followed the queues' lengths), and the run
+//!   order by CPU time this queue came out of (docs/RESULTS.md#share-policy,
+//!   docs/RESULTS.md#run-order-by-cpu-time).
 //! * Fibers woken in a worker's scheduler context (readiness it harvested, timers it
 //!   fired) go to its deque; fibers woken by plain OS threads or the monitor go to the
 //!   global injector; donors use the allocation-free hand-off list (see
@@ -115,17 +116,12 @@ pub use wake::{
 
 /// Idle rounds before a worker sleeps (`FIBERIZE_TUNE=spin` overrides): the first quarter
 /// a few hundred ns of `pause` each, the rest `sched_yield`s, a non-blocking epoll poll
-/// every fourth round. Origin: measured on the 2-vCPU machine with MariaDB point
-/// selects at 2 connections (warm servers, transactions/s, native server ~96–104k),
-/// after idle workers began to sleep in epoll_wait: preloaded server 8 rounds 70–95k,
-/// 16: 92–103k, 32: 50–97k, 256: 62–91k; preloaded sysbench client against a native
-/// server (native client ~105k): 0 rounds 39k, 8: 87k, 16: 80–88k, 32: 75k, 256: 45k.
+/// every fourth round. Origin: MariaDB point selects at 2 connections, preloaded server
+/// and preloaded client, against shorter and longer spins (docs/RESULTS.md#idle-spin).
 /// A long spin takes the CPU from the process that is about to answer (the other end
 /// of the connection, on the same small machine); no spin pays a sleeping worker's
 /// wake-up for every reply. Skipping the `pause` quarter where a first `sched_yield`
-/// showed the CPU shared (it took over 2 µs) was worse (2026-11-27, MariaDB point
-/// selects at 2 connections over TCP, 8 rounds side by side: 0.91x native against
-/// 0.98x, with 1.7x the fiber switches).
+/// showed the CPU shared was worse.
 pub const SPIN_ROUNDS: u32 = 16;
 /// Every this many dequeues a worker looks at the global queues first, so that a busy
 /// local deque cannot starve the injector (the constant Go uses).

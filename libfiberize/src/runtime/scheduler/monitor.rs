@@ -21,9 +21,8 @@
 //!
 //! Every tick wakes the monitor's thread: 1 000 wake-ups a second. While fibers run
 //! they are what preemption, blocked workers and the tick count need; in an idle
-//! server they are all the process does (MariaDB preloaded and idle, 2-vCPU VM,
-//! 2026-11-27: 2.7 % of a CPU and ~1 000 voluntary switches a second, 0 % and 4 a
-//! second natively). So once the pool has been quiet for [`DOZE_AFTER_QUIET_TICKS`]
+//! server they are all the process does (docs/RESULTS.md#monitor-doze). So once the
+//! pool has been quiet for [`DOZE_AFTER_QUIET_TICKS`]
 //! ticks in a row (every ACTIVE worker asleep, nothing queued, no worker BLOCKED:
 //! [`pool_is_quiet`]) the monitor sleeps until the earliest timer of any worker, or
 //! at most [`MAX_DOZE_NS`], or until a worker wakes up:
@@ -53,7 +52,7 @@
 //! # Dozing again
 //!
 //! A pool that idles for long is still woken now and then: a background thread's
-//! timer (InnoDB's, about 4 times a second in an idle MariaDB), a housekeeping
+//! timer (InnoDB's, a few times a second in an idle MariaDB), a housekeeping
 //! request. Each wakes a worker, which wakes the monitor; the fiber runs for tens of
 //! µs and the worker sleeps again. Requiring [`DOZE_AFTER_QUIET_TICKS`] quiet ticks
 //! again after each made the monitor tick 16 times per such errand. So after a doze
@@ -211,11 +210,10 @@ impl Policy for TurnWindows {
 const DOZE_AFTER_QUIET_TICKS: u32 = POLICY_WINDOW_TICKS;
 /// Quiet ticks in a row before the monitor dozes again after a doze that lasted
 /// [`DOZE_AFTER_QUIET_TICKS`] ticks or longer ("Dozing again" in the module docs).
-/// Origin: an idle MariaDB's background threads wake about 4 times a second
-/// (natively its whole process makes 4 voluntary switches a second); each such errand
-/// took a fiber tens of µs, then the monitor ticked 16 more times before it dozed
-/// again: ~66 of its ~80 wake-ups a second (2026-11-27). Two ticks let the woken
-/// worker's fiber finish and the worker sleep again.
+/// Origin: an idle MariaDB's background threads wake a few times a second, each errand
+/// taking a fiber tens of µs, and the monitor's 16 more ticks before each doze were most
+/// of its wake-ups (docs/RESULTS.md#monitor-doze). Two ticks let the woken worker's
+/// fiber finish and the worker sleep again.
 const REDOZE_AFTER_QUIET_TICKS: u32 = 2;
 /// Longest doze. Origin: 20 wake-ups a second instead of 1 000, and a bound on what a
 /// doze delays (the exit after `pthread_exit` in `main`, a lost wake-up) that nobody
@@ -493,8 +491,8 @@ pub(super) const LONG_BLOCK_NS: u64 = 1_000_000_000;
 /// A worker counts as blocked only if its thread ran less than 1/BLOCKED_CPU_SHARE of
 /// the time between two looks (a tick or more apart). Origin: a fiber that computes
 /// with brief kernel waits (arena locks, page faults) runs most of the time; one in a
-/// blocking call runs ~0. Without it, 9–14 spare workers started for a C++ program
-/// whose fibers block in nothing we do not intercept (c771516).
+/// blocking call runs ~0. A single look started spare workers for a C++ program whose
+/// fibers block in nothing we do not intercept (docs/RESULTS.md#monitor-blocked-rule).
 pub(super) const BLOCKED_CPU_SHARE: u64 = 4;
 
 /// Reads `file` of worker `w`'s thread (kept open, `task_files::TaskFiles`) into `buf`;

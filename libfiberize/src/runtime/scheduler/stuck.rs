@@ -185,21 +185,18 @@ fn descheduled(ran: Option<(u64, u64)>, sleeps: impl FnOnce() -> bool) -> bool {
 }
 
 /// Ticks without a switch after which a worker the kernel kept off its CPU is
-/// stranded too ([`stranded`]). Origin: the MariaDB mix on 2 shared vCPUs (2 300
-/// connections), where such workers were most releases: the rule against its absence
-/// took read_write's p95 from 0.76x to 0.30x of native (2026-11-28, docs/DESIGN.md §3).
+/// stranded too ([`stranded`]). Origin: the MariaDB mix on shared vCPUs, where such
+/// workers were most releases; chosen against the rule's absence and against one later
+/// limit for both cases (docs/RESULTS.md#stranded-release).
 const DESCHEDULED_STRANDED_TICKS: u32 = 20;
 
 /// Ticks without a switch after which an ACTIVE worker's queued fibers and readiness
 /// are handed to the injector even though no worker is idle to take them: the fiber
 /// it runs does not switch (a spin-wait on a flag whose setter is queued behind it).
 /// Origin: the default preemption slice (`FIBERIZE_PREEMPT_MS`, 5 ms), which bounds
-/// such a run when preemption is on. Earlier, in a saturated pool, the hand-over only
-/// traded the fibers' place in their worker's order for the injector's 1-in-61 service:
-/// in the MariaDB mix (2 vCPUs, 2 300 connections) a fiber's run of one tick (a turn,
-/// a long statement) moved its worker's whole queue there, and readiness the monitor
-/// harvested waited ~1 s on average in the injector, against 0.17 s for the same
-/// readiness harvested by its worker (2026-11-25).
+/// such a run when preemption is on. A hand-over after one tick whatever the others did
+/// only traded the fibers' place in their worker's order for the injector's 1-in-61
+/// service in a saturated pool (docs/RESULTS.md#stranded-release).
 const STRANDED_TICKS: u32 = 5;
 
 /// The owner of `w` has been running one fiber for a whole tick, and an idle worker

@@ -32,7 +32,7 @@ impl TaskFile {
 /// Opening them at each look took the lowest free number for a moment, once a tick
 /// while a worker looked stuck, and a program that made descriptors then got numbers
 /// above it, which its `close_range` and `open` did not give back (`io_fdreuse`'s
-/// `reused=0`, 2 of 120 runs under load, 2026-11-28). The first workers' files are
+/// `reused=0`: docs/RESULTS.md#fd-table-and-own-descriptors). The first workers' files are
 /// opened by the thread that starts the pool, inside the program's first
 /// `pthread_create`, when no other program thread can make a descriptor
 /// ([`TaskFiles::open`]); a spare's by the monitor when it first looks at it. A

@@ -144,10 +144,10 @@ pub fn unpark(f: &FiberRef) {
 /// waiter waits until this one runs, so its wake-up latency is the drain rate of the
 /// whole queue. The kernel runs a thread woken by `FUTEX_WAKE` soon (it slept: EEVDF
 /// gives it lag), while a fiber woken here waited behind whatever its worker ran next,
-/// and that worker itself for a kernel time slice. With 32 workers on 2 CPUs beside
-/// sysbench, MariaDB's mutexes drained a few dozen hand-offs a second: 327 fibers sat
-/// parked on a free commit-path mutex, one of them holding an InnoDB latch's shared
-/// side, whose writer held up every DELETE for ~30 s (the mix, 2026-11-25). So a fiber unlocker
+/// and that worker itself for a kernel time slice: with many workers on few CPUs
+/// MariaDB's mutexes drained only a few dozen hand-offs a second, and a parked waiter
+/// holding an InnoDB latch's shared side held up every writer behind it
+/// (docs/RESULTS.md#convoy-yield). So a fiber unlocker
 /// gives the wakee its worker, which has the CPU now: the wakee goes to the worker's
 /// urgent queue (run before anything else, and left to this worker as the lifo slot
 /// is) and the unlocker yields, to run again right after it (the lifo slot). Elsewhere
@@ -181,10 +181,10 @@ pub fn unpark_lock_waiter(f: &FiberRef) {
 /// [`unpark`] for every fiber of a broadcast (a futex wake of many, a condition
 /// broadcast): the fibers are queued first and the idle workers told once at the end,
 /// up to one per queued fiber and no more than there are CPUs. Told once per fiber, a
-/// wake-up of ~2 300 InnoDB readers (`ssux_lock_impl::rd_wait`, which every reader
-/// leaving it repeats) scanned every worker 2 300 times: with 128 workers on 2 CPUs
-/// the readers sat seconds in the wake-up while holding their latch, and a MariaDB
-/// mix stalled read_write at 0 tps for 30 s and more (2026-11-25).
+/// wake-up of thousands of InnoDB readers (`ssux_lock_impl::rd_wait`, which every
+/// reader leaving it repeats) scanned every worker once per reader, and the readers sat
+/// seconds in the wake-up while holding their latch
+/// (docs/RESULTS.md#broadcast-wakeups).
 pub fn unpark_many(fibers: &mut dyn Iterator<Item = FiberRef>) {
     let mut wanted = 0;
     for f in fibers {
@@ -246,16 +246,15 @@ fn schedule(f: FiberRef) -> bool {
             let local = unsafe { w.owner_local() };
             // The displaced fiber keeps its class: a coordinating one goes to the
             // coordinating queue, not the deque where it would lose its weight
-            // (MariaDB mix, read_write 2.42x -> 3.26x native, 2026-11-28).
+            // (docs/RESULTS.md#coordinating-keeps-class).
             // SAFETY: as `local` above.
             unsafe { w.push_local(local, old) };
             // Tell an idle worker only about a surplus (in either queue a thief steals
             // from): a single displaced fiber runs here right after the wakee (a
-            // signal/wait hand-off pair); waking a thief for it spread
+            // signal/wait hand-off pair); waking a thief for it spreads
             // producer/consumer pairs over every CPU, each lock then crossing cores
-            // (prodcons on 4–16 CPUs 3.3x -> 4.4x of native without this notify,
-            // 2026-11-20). Spinning workers still steal it, and the monitor moves it
-            // if this worker stops switching.
+            // (docs/RESULTS.md#lifo-slot-and-requeue). Spinning workers still steal it,
+            // and the monitor moves it if this worker stops switching.
             w.local_queued(local) > 1
         }
         Place::Deque(w) => {

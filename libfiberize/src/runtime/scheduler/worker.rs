@@ -129,10 +129,9 @@ fn find_work(rt: &Runtime, w: &WorkerShared, tick: u32, lifo_streak: &mut u32) -
     let local = unsafe { w.owner_local() };
     // Readiness that waits while every worker is busy: harvested here, between two
     // fibers, once the set is `STALE_NS` old, its fibers go to this worker's own deque.
-    // (Every 61st dequeue only, the monitor's 1 ms poll got there first: at 256 MariaDB
-    // connections 76 % of all runs were foreign wakes from the monitor, through the
-    // global injector, waiting 43 ms on average and 40 % of them migrating.) Every
-    // `POLL_CHECK_INTERVAL`th dequeue, so that a switch-heavy program pays the clock
+    // (Every 61st dequeue only, the monitor's 1 ms poll got there first and most runs
+    // were its foreign wakes through the global injector: docs/RESULTS.md#reactor-polling.)
+    // Every `POLL_CHECK_INTERVAL`th dequeue, so that a switch-heavy program pays the clock
     // read of the staleness check a quarter of the time.
     if tick.is_multiple_of(POLL_CHECK_INTERVAL) {
         poller::poll_if_stale(w.readiness_set(), poller::STALE_NS);
@@ -205,8 +204,8 @@ fn pick_coordinating(coordinating: usize, deque: usize, dequeue: u32) -> bool {
 }
 
 /// The turns a coordinating fiber gets for one of a fiber in the deque. Origin: the
-/// MariaDB mix on 2 shared vCPUs, 4 against 2 (2026-11-28): read_write 203.7 → 264.8
-/// tps, point_select 30.5 k → 28.3 k; the yardstick's read_write @256 1.15x → 1.24x.
+/// MariaDB mix on shared vCPUs and the yardstick's read_write, 4 against 2: a dial
+/// between transactions and point selects (docs/RESULTS.md#coordinating-weight).
 const COORDINATING_WEIGHT: u64 = 4;
 
 fn steal_global(rt: &Runtime, local: &Deque<FiberRef>) -> Option<FiberRef> {
@@ -264,7 +263,7 @@ pub(super) fn run_fiber(w: &WorkerShared, f: FiberRef) {
     // the kernel thread until the next safe point, which a fiber that never switches
     // (a spin on `pthread_cond_signal`, which preemption refuses: library code) keeps
     // away for good: the mask is installed then too, and the fiber takes the signal
-    // as above. (`sig_handlers 5000 open` lost a signal so under load, 2026-11-28.)
+    // as above (a lost signal under load: docs/RESULTS.md#signal-fixes).
     let base = w.base_sigmask.load(Ordering::Relaxed);
     let own_mask = |f: &Fiber| f.signals.own_mask().map(|m| m & !crate::runtime::kick::KICK_BIT).filter(|&m| m != base);
     let result = unsafe {
@@ -353,15 +352,15 @@ pub(super) fn run_fiber(w: &WorkerShared, f: FiberRef) {
 /// preemption, the end of its turn) at the back of that worker's deque `local` (a
 /// coordinating fiber's preemption or turn end: its coordinating queue): no migration,
 /// no trip behind every runnable fiber of the pool (the injector, where turn ends and
-/// preemptions went until 2026-11-25: at 16 MariaDB connections over TCP that trip was
-/// most of the p95). Idle workers are told about a surplus ([`requeue_notifies`]).
+/// preemptions once went: docs/RESULTS.md#lifo-slot-and-requeue). Idle workers are told
+/// about a surplus ([`requeue_notifies`]).
 ///
 /// One exception: with nothing queued on this worker (deque and coordinating queue)
 /// and fibers in the injector, the fiber goes behind them. After `STRANDED_TICKS`
 /// without a switch the monitor moves this worker's queue to the injector, just as the
-/// slice ends; pushed to the empty deque, the preempted fiber ran again at once, ahead
-/// of every fiber that had waited behind it (8 spinners handing a baton round on 2
-/// workers, `sync_spin_handoff 8 4`: no round in 60 s, 2026-11-28).
+/// slice ends; pushed to the empty deque, the preempted fiber would run again at once,
+/// ahead of every fiber that had waited behind it (spinners handing a baton round,
+/// `sync_spin_handoff`, made no round).
 fn requeue_on_worker(w: &WorkerShared, local: &Deque<FiberRef>, f: FiberRef, source: Source) {
     f.set_life(Life::Runnable);
     f.mark_queued(source);
