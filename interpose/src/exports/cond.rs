@@ -11,35 +11,10 @@ use fiberize_rt::sync::cond::real;
 
 use crate::gate::enabled;
 
-/// # Safety
-/// As glibc's `pthread_cond_init`.
-#[cfg_attr(not(test), no_mangle)]
-pub unsafe extern "C" fn pthread_cond_init(c: *mut pthread_cond_t, a: *const pthread_condattr_t) -> c_int {
-    // SAFETY: `c` is storage for a pthread_cond_t and `a` null or an initialised attribute object (pthread_cond_init's
-    // contract), which `cond::init` and glibc's init require.
-    unsafe {
-        if enabled() {
-            cond::init(c, a)
-        } else {
-            real::pthread_cond_init(c, a)
-        }
-    }
-}
-
-/// # Safety
-/// As glibc's `pthread_cond_wait`.
-#[cfg_attr(not(test), no_mangle)]
-pub unsafe extern "C" fn pthread_cond_wait(c: *mut pthread_cond_t, m: *mut pthread_mutex_t) -> c_int {
-    // SAFETY: `c` is an initialised condition variable and `m` a mutex the caller holds (pthread_cond_wait's
-    // contract); `cond::wait` with a null deadline and glibc's wait need exactly that.
-    unsafe {
-        if enabled() {
-            cond::wait(c, m, core::ptr::null(), None)
-        } else {
-            real::pthread_cond_wait(c, m)
-        }
-    }
-}
+sync_export!(fn pthread_cond_init(c: *mut pthread_cond_t, a: *const pthread_condattr_t) -> c_int
+    => cond::init(c, a), real::pthread_cond_init(c, a));
+sync_export!(fn pthread_cond_wait(c: *mut pthread_cond_t, m: *mut pthread_mutex_t) -> c_int
+    => cond::wait(c, m, core::ptr::null(), None), real::pthread_cond_wait(c, m));
 
 /// # Safety
 /// As glibc's `pthread_cond_timedwait`.
@@ -79,47 +54,6 @@ pub unsafe extern "C" fn pthread_cond_clockwait(
     unsafe { cond::wait(c, m, t, Some(k)) }
 }
 
-/// # Safety
-/// As glibc's `pthread_cond_signal`.
-#[cfg_attr(not(test), no_mangle)]
-pub unsafe extern "C" fn pthread_cond_signal(c: *mut pthread_cond_t) -> c_int {
-    // SAFETY: `c` is an initialised pthread_cond_t (pthread_cond_signal's contract), which `cond::signal` and glibc
-    // require.
-    unsafe {
-        if enabled() {
-            cond::signal(c)
-        } else {
-            real::pthread_cond_signal(c)
-        }
-    }
-}
-
-/// # Safety
-/// As glibc's `pthread_cond_broadcast`.
-#[cfg_attr(not(test), no_mangle)]
-pub unsafe extern "C" fn pthread_cond_broadcast(c: *mut pthread_cond_t) -> c_int {
-    // SAFETY: `c` is an initialised pthread_cond_t (pthread_cond_broadcast's contract), which `cond::broadcast` and
-    // glibc require.
-    unsafe {
-        if enabled() {
-            cond::broadcast(c)
-        } else {
-            real::pthread_cond_broadcast(c)
-        }
-    }
-}
-
-/// # Safety
-/// As glibc's `pthread_cond_destroy`.
-#[cfg_attr(not(test), no_mangle)]
-pub unsafe extern "C" fn pthread_cond_destroy(c: *mut pthread_cond_t) -> c_int {
-    // SAFETY: `c` is an initialised condition variable without waiters (pthread_cond_destroy's contract), as
-    // `cond::destroy` and glibc's destroy require.
-    unsafe {
-        if enabled() {
-            cond::destroy(c)
-        } else {
-            real::pthread_cond_destroy(c)
-        }
-    }
-}
+sync_export!(fn pthread_cond_signal(c: *mut pthread_cond_t) -> c_int => cond::signal(c), real::pthread_cond_signal(c));
+sync_export!(fn pthread_cond_broadcast(c: *mut pthread_cond_t) -> c_int => cond::broadcast(c), real::pthread_cond_broadcast(c));
+sync_export!(fn pthread_cond_destroy(c: *mut pthread_cond_t) -> c_int => cond::destroy(c), real::pthread_cond_destroy(c));

@@ -10,31 +10,8 @@ use fiberize_rt::sync::once::{self, InitRoutine};
 /// glibc's own functions, declared once where the runtime needs them too.
 use fiberize_rt::sync::once::real;
 
-/// # Safety
-/// As glibc's `pthread_once`.
-#[cfg_attr(not(test), no_mangle)]
-pub unsafe extern "C" fn pthread_once(o: *mut pthread_once_t, f: InitRoutine) -> c_int {
-    // SAFETY: `o` is a pthread_once_t initialised with PTHREAD_ONCE_INIT and `f` a function
-    // (pthread_once's contract), which `once::once` and glibc require.
-    unsafe {
-        if enabled() {
-            once::once(o, f)
-        } else {
-            real::pthread_once(o, f)
-        }
-    }
-}
-
-/// glibc alias of `pthread_once`.
-///
-/// # Safety
-/// As `pthread_once`.
-#[cfg_attr(not(test), no_mangle)]
-pub unsafe extern "C" fn __pthread_once(o: *mut pthread_once_t, f: InitRoutine) -> c_int {
-    // SAFETY: `__pthread_once` is glibc's alias of pthread_once, with its contract on `o` and
-    // `f`.
-    unsafe { pthread_once(o, f) }
-}
+sync_export!(fn pthread_once(o: *mut pthread_once_t, f: InitRoutine) -> c_int
+    => once::once(o, f), real::pthread_once(o, f); alias __pthread_once);
 
 /// C11 `call_once(once_flag *, void (*)(void))`.
 ///

@@ -8,7 +8,7 @@ use core::ptr;
 
 use libc::{c_int, c_uint, clockid_t, sem_t, timespec};
 
-use crate::gate::{enabled, set_errno};
+use crate::gate::set_errno;
 use fiberize_rt::sync::sem::api::{self, Outcome};
 
 /// glibc's own functions, declared once where the runtime needs them too.
@@ -27,122 +27,14 @@ fn ret(o: Outcome) -> c_int {
     }
 }
 
-/// # Safety
-/// As glibc's `sem_init`.
-#[cfg_attr(not(test), no_mangle)]
-pub unsafe extern "C" fn sem_init(s: *mut sem_t, pshared: c_int, v: c_uint) -> c_int {
-    // SAFETY: `s` is storage for a sem_t (sem_init's contract, this fn's # Safety), which
-    // `api::init` and glibc's sem_init initialise.
-    unsafe {
-        if enabled() {
-            ret(api::init(s, pshared, v))
-        } else {
-            real::sem_init(s, pshared, v)
-        }
-    }
-}
-
-/// # Safety
-/// As glibc's `sem_destroy`.
-#[cfg_attr(not(test), no_mangle)]
-pub unsafe extern "C" fn sem_destroy(s: *mut sem_t) -> c_int {
-    // SAFETY: `s` is a semaphore the program initialised and no thread waits on (sem_destroy's
-    // contract), as `api::destroy` requires.
-    unsafe {
-        if enabled() {
-            ret(api::destroy(s))
-        } else {
-            real::sem_destroy(s)
-        }
-    }
-}
-
-/// # Safety
-/// As glibc's `sem_wait`.
-#[cfg_attr(not(test), no_mangle)]
-pub unsafe extern "C" fn sem_wait(s: *mut sem_t) -> c_int {
-    // SAFETY: `s` is an initialised sem_t (sem_wait's contract), which `api::wait` without a
-    // deadline and glibc's sem_wait require.
-    unsafe {
-        if enabled() {
-            ret(api::wait(s, None, ptr::null(), false))
-        } else {
-            real::sem_wait(s)
-        }
-    }
-}
-
-/// # Safety
-/// As glibc's `sem_trywait`.
-#[cfg_attr(not(test), no_mangle)]
-pub unsafe extern "C" fn sem_trywait(s: *mut sem_t) -> c_int {
-    // SAFETY: `s` is an initialised sem_t (sem_trywait's contract), as `api::trywait` and
-    // glibc's sem_trywait require.
-    unsafe {
-        if enabled() {
-            ret(api::trywait(s))
-        } else {
-            real::sem_trywait(s)
-        }
-    }
-}
-
-/// # Safety
-/// As glibc's `sem_timedwait`.
-#[cfg_attr(not(test), no_mangle)]
-pub unsafe extern "C" fn sem_timedwait(s: *mut sem_t, t: *const timespec) -> c_int {
-    // SAFETY: `s` is an initialised sem_t and `t` a timespec pointer (sem_timedwait's contract),
-    // which is `api::wait`'s contract.
-    unsafe {
-        if enabled() {
-            ret(api::wait(s, None, t, true))
-        } else {
-            real::sem_timedwait(s, t)
-        }
-    }
-}
-
-/// # Safety
-/// As glibc's `sem_clockwait`.
-#[cfg_attr(not(test), no_mangle)]
-pub unsafe extern "C" fn sem_clockwait(s: *mut sem_t, c: clockid_t, t: *const timespec) -> c_int {
-    // SAFETY: `s` is an initialised sem_t and `t` a timespec pointer (sem_clockwait's contract),
-    // which is `api::wait`'s contract.
-    unsafe {
-        if enabled() {
-            ret(api::wait(s, Some(c), t, true))
-        } else {
-            real::sem_clockwait(s, c, t)
-        }
-    }
-}
-
-/// # Safety
-/// As glibc's `sem_post`.
-#[cfg_attr(not(test), no_mangle)]
-pub unsafe extern "C" fn sem_post(s: *mut sem_t) -> c_int {
-    // SAFETY: `s` is an initialised sem_t (sem_post's contract), which `api::post` and glibc's
-    // sem_post require.
-    unsafe {
-        if enabled() {
-            ret(api::post(s))
-        } else {
-            real::sem_post(s)
-        }
-    }
-}
-
-/// # Safety
-/// As glibc's `sem_getvalue`.
-#[cfg_attr(not(test), no_mangle)]
-pub unsafe extern "C" fn sem_getvalue(s: *mut sem_t, v: *mut c_int) -> c_int {
-    // SAFETY: `s` is an initialised sem_t and `v` a writable int (sem_getvalue's contract), as
-    // `api::getvalue` requires.
-    unsafe {
-        if enabled() {
-            ret(api::getvalue(s, v))
-        } else {
-            real::sem_getvalue(s, v)
-        }
-    }
-}
+sync_export!(fn sem_init(s: *mut sem_t, pshared: c_int, v: c_uint) -> c_int
+    => ret(api::init(s, pshared, v)), real::sem_init(s, pshared, v));
+sync_export!(fn sem_destroy(s: *mut sem_t) -> c_int => ret(api::destroy(s)), real::sem_destroy(s));
+sync_export!(fn sem_wait(s: *mut sem_t) -> c_int => ret(api::wait(s, None, ptr::null(), false)), real::sem_wait(s));
+sync_export!(fn sem_trywait(s: *mut sem_t) -> c_int => ret(api::trywait(s)), real::sem_trywait(s));
+sync_export!(fn sem_timedwait(s: *mut sem_t, t: *const timespec) -> c_int
+    => ret(api::wait(s, None, t, true)), real::sem_timedwait(s, t));
+sync_export!(fn sem_clockwait(s: *mut sem_t, c: clockid_t, t: *const timespec) -> c_int
+    => ret(api::wait(s, Some(c), t, true)), real::sem_clockwait(s, c, t));
+sync_export!(fn sem_post(s: *mut sem_t) -> c_int => ret(api::post(s)), real::sem_post(s));
+sync_export!(fn sem_getvalue(s: *mut sem_t, v: *mut c_int) -> c_int => ret(api::getvalue(s, v)), real::sem_getvalue(s, v));
