@@ -31,6 +31,7 @@ use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::collections::BTreeMap;
 
 use crate::base::sys;
+use crate::observe::report::write_all;
 use crate::runtime::fiber::FiberRef;
 use crate::runtime::registry;
 use crate::runtime::scheduler;
@@ -280,37 +281,6 @@ pub fn render() -> String {
 /// Prints the dump to stderr from the calling thread (exit-time dump).
 pub fn dump_all() {
     write_dump(2, None);
-}
-
-/// How long one blocked write of dump text waits for the descriptor to take more
-/// before it tries again, and how many such waits a dump tolerates before it gives
-/// the rest up. Origin: a terminal or a log file never makes a writer wait; a pipe
-/// whose reader is a minute behind is as good as gone, and the dump thread must come
-/// back for the next request.
-const WRITE_RETRY_MS: i32 = 100;
-const WRITE_MAX_RETRIES: u32 = 600;
-
-/// Writes all of `bytes` to `fd` with raw system calls: retries after `EINTR`, waits
-/// (bounded) while a non-blocking descriptor answers `EAGAIN`, gives up on errors.
-pub fn write_all(fd: i32, bytes: &[u8]) {
-    let mut done = 0;
-    let mut retries = 0;
-    while done < bytes.len() {
-        let r = sys::write(fd, &bytes[done..]);
-        if r == -(libc::EINTR as isize) {
-            continue;
-        }
-        if r == -(libc::EAGAIN as isize) && retries < WRITE_MAX_RETRIES {
-            retries += 1;
-            let mut p = [libc::pollfd { fd, events: libc::POLLOUT, revents: 0 }];
-            sys::poll(&mut p, WRITE_RETRY_MS);
-            continue;
-        }
-        if r <= 0 {
-            return;
-        }
-        done += r as usize;
-    }
 }
 
 // ---------------------------------------------------------------------------------

@@ -271,7 +271,7 @@ fn write_file(m: Metrics, text: &str) {
     let Some(fd) = crate::base::own_fds::open_nul(&nul_terminated(&tmp), libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC) else {
         return;
     };
-    crate::observe::dump::write_all(fd, text.as_bytes());
+    crate::observe::report::write_all(fd, text.as_bytes());
     let (tmp_nul, path_nul) = (nul_terminated(&tmp), nul_terminated(m.path));
     crate::base::own_fds::close(fd);
     if sys::renameat(&tmp_nul, &path_nul) < 0 {

@@ -55,11 +55,11 @@ pub fn write_if_wanted(why: &str) {
 /// Writes `text` to `out` (a file is opened for appending and closed again).
 pub fn emit(out: Output, text: &str) {
     match out {
-        Output::Stderr => crate::observe::dump::write_all(2, text.as_bytes()),
+        Output::Stderr => write_all(2, text.as_bytes()),
         Output::File(path) => {
             // Transient (an opt-in report): see `metrics::write_file`.
             if let Some(fd) = crate::base::own_fds::open_append(path) {
-                crate::observe::dump::write_all(fd, text.as_bytes());
+                write_all(fd, text.as_bytes());
                 crate::base::own_fds::close(fd);
             }
         }
@@ -273,4 +273,35 @@ pub fn locality_line() -> String {
         if waits == 0 { 0.0 } else { STATS.epoll_events.get() as f64 / waits as f64 },
         STATS.internal_lock_waits.get(),
     )
+}
+
+/// How long one blocked write of dump text waits for the descriptor to take more
+/// before it tries again, and how many such waits a dump tolerates before it gives
+/// the rest up. Origin: a terminal or a log file never makes a writer wait; a pipe
+/// whose reader is a minute behind is as good as gone, and the dump thread must come
+/// back for the next request.
+const WRITE_RETRY_MS: i32 = 100;
+const WRITE_MAX_RETRIES: u32 = 600;
+
+/// Writes all of `bytes` to `fd` with raw system calls: retries after `EINTR`, waits
+/// (bounded) while a non-blocking descriptor answers `EAGAIN`, gives up on errors.
+pub fn write_all(fd: i32, bytes: &[u8]) {
+    let mut done = 0;
+    let mut retries = 0;
+    while done < bytes.len() {
+        let r = sys::write(fd, &bytes[done..]);
+        if r == -(libc::EINTR as isize) {
+            continue;
+        }
+        if r == -(libc::EAGAIN as isize) && retries < WRITE_MAX_RETRIES {
+            retries += 1;
+            let mut p = [libc::pollfd { fd, events: libc::POLLOUT, revents: 0 }];
+            sys::poll(&mut p, WRITE_RETRY_MS);
+            continue;
+        }
+        if r <= 0 {
+            return;
+        }
+        done += r as usize;
+    }
 }
