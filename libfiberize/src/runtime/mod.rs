@@ -15,6 +15,7 @@ pub mod fiber;
 pub mod fiber_state;
 pub mod hooks;
 pub mod kick;
+pub mod kick_handler;
 pub mod park_state;
 pub mod poller;
 pub mod preempt;

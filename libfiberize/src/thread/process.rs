@@ -183,7 +183,7 @@ pub fn after_pool_started() {
     // SAFETY: registering plain extern "C" callbacks with libc.
     unsafe {
         libc::atexit(at_exit);
-        crate::runtime::kick::install_kick_handler();
+        crate::runtime::kick_handler::install_kick_handler();
         crate::observe::watchdog::start();
         if cfg.dump_signal > 0 {
             dump::start_dump_thread();
