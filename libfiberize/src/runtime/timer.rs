@@ -33,7 +33,6 @@ use crate::base::rawlock::RawLock;
 use crate::base::stats::{bump, STATS};
 use crate::base::sys;
 use crate::runtime::fiber::FiberRef;
-use crate::runtime::scheduler;
 
 struct Entry {
     deadline: u64,
@@ -98,8 +97,9 @@ impl TimerHeap {
         }
     }
 
-    /// Fires every expired timer (the owning worker between fibers, or the monitor).
-    pub fn fire_due(&self) {
+    /// Fires every expired timer (the owning worker between fibers, or the monitor):
+    /// wakes each one's fiber with `unpark` (the scheduler's, which passes it here).
+    pub fn fire_due(&self, unpark: fn(&FiberRef)) {
         let next = self.next.load(Ordering::Acquire);
         if next == u64::MAX {
             return;
@@ -127,7 +127,7 @@ impl TimerHeap {
             for e in due.iter_mut().take(n).filter_map(Option::take) {
                 if e.fiber.park_gen() == e.gen {
                     bump(&STATS.timers_fired);
-                    scheduler::unpark(&e.fiber);
+                    unpark(&e.fiber);
                 }
             }
             if !more {

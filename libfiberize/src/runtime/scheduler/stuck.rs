@@ -67,7 +67,7 @@ impl Policy for StuckWatch {
                 if tick.idle_workers || !self.serves_own(w) {
                     release_queued(rt, w);
                 }
-                w.timers.fire_due();
+                w.timers.fire_due(unpark);
             } else {
                 self.no_progress_ticks[i] = 0;
                 self.stranded[i] = false;

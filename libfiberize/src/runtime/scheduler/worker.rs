@@ -44,7 +44,7 @@ pub(super) extern "C" fn worker_main(arg: *mut libc::c_void) -> *mut libc::c_voi
     loop {
         crate::base::shield::worker_safe_point(&w.deferred, base);
         tick = tick.wrapping_add(1);
-        w.timers.fire_due();
+        w.timers.fire_due(unpark);
         match find_work(rt, w, tick, &mut lifo_streak) {
             Some(f) => {
                 run_fiber(w, f);
