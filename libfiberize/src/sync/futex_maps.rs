@@ -5,7 +5,23 @@
 use core::sync::atomic::{AtomicI32, Ordering};
 
 use crate::base::sys;
-use crate::sync::futex_shared::{Class, CAP};
+
+/// Ranges the table holds. Origin: a guess with room, not a measurement: adjacent
+/// mappings of one kind merge, so the count is about the number of holes and shared
+/// mappings; past it the table keeps only the shared ranges. The two 32 KiB arrays are
+/// zeroed `.bss`, untouched until the first table is read.
+pub const CAP: usize = 4096;
+
+/// The answer for one address.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Class {
+    /// In a `p` mapping: only this process's threads can use the word.
+    Private,
+    /// In an `s` mapping: the kernel serves it.
+    Shared,
+    /// In no range of the table.
+    Unknown,
+}
 
 /// Bit 0 of a stored start: the range is shared (starts are page-aligned).
 pub const SHARED_BIT: usize = 1;

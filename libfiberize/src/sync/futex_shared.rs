@@ -97,27 +97,10 @@ use core::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use crate::base::rawlock::RawMutex;
 use crate::base::stats::{bump, STATS};
 use crate::base::sys;
-use crate::sync::futex_maps::{read_maps, search, Ranges, SHARED_BIT};
+use crate::sync::futex_maps::{read_maps, search, Class, Ranges, CAP, SHARED_BIT};
 
 /// Set in the parking-lot key of a non-private futex (the word's address is 4-aligned).
 pub const KEY_TAG: usize = 1;
-
-/// Ranges the table holds. Origin: a guess with room, not a measurement: adjacent
-/// mappings of one kind merge, so the count is about the number of holes and shared
-/// mappings; past it the table keeps only the shared ranges. The two 32 KiB arrays are
-/// zeroed `.bss`, untouched until the first table is read.
-pub const CAP: usize = 4096;
-
-/// The answer for one address.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub enum Class {
-    /// In a `p` mapping: only this process's threads can use the word.
-    Private,
-    /// In an `s` mapping: the kernel serves it.
-    Shared,
-    /// In no range of the table.
-    Unknown,
-}
 
 /// Bumped by every mapping change that may touch a shared range.
 static GENERATION: AtomicU64 = AtomicU64::new(1);

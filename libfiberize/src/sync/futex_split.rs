@@ -47,7 +47,8 @@ use libc::c_int;
 
 use crate::base::sys;
 use crate::sync::futex::{wake_op_apply, wake_op_compare, FUTEX_CMD_MASK, FUTEX_CMP_REQUEUE, FUTEX_WAKE};
-use crate::sync::futex_shared::{self, Class, KEY_TAG};
+use crate::sync::futex_maps::Class;
+use crate::sync::futex_shared::{self, KEY_TAG};
 use crate::sync::parking;
 
 /// Who serves a non-private two-word operation.
