@@ -3,7 +3,7 @@
 //! cancellation or thread modules.
 //!
 //! ```text
-//!   thread::pthread::create ── scheduler::start(&thread::LAYER_HOOKS) ── installs ──┐
+//!   thread::pthread::create ── scheduler::start(&pthread::LAYER_HOOKS) ── installs ─┐
 //!                                                                                   v
 //!   Fiber::suspend returns ──────── pending signals? ── hooks().deliver_signals(f)
 //!   (and the kick handler,          async cancel?  ──── hooks().act_on_async_cancel(f)

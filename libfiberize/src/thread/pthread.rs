@@ -75,8 +75,24 @@ use crate::base::stats::{bump, STATS};
 use crate::base::sys;
 use crate::runtime::fiber::{self, DonorStack, Fiber, FiberRef, Life, Switch};
 use crate::runtime::fiber_state::DonorCommand;
+use crate::runtime::hooks::Hooks;
 use crate::runtime::scheduler;
 use crate::thread::donor_sleep;
+
+/// The upper layers' part in the core's protocols ([`crate::runtime::hooks`]),
+/// installed by [`create`] when it starts the pool.
+pub static LAYER_HOOKS: Hooks = Hooks {
+    deliver_signals: crate::signal::delivery::deliver_pending,
+    act_on_async_cancel: crate::signal::cancel::act_on_async_cancel,
+    fiber_ended,
+    resume_donor_in_forked_child: donor_sleep::resume_donor_in_forked_child,
+    exit_if_main_left_and_all_done,
+    route_process_signals: crate::signal::process::route_pending,
+    after_pool_started: crate::thread::process::after_pool_started,
+    dispatch_readiness: crate::io::reactor::dispatch,
+    exit_thread: exit,
+    demoted: crate::signal::cancel::hand_cancellation_to_glibc,
+};
 
 pub type StartRoutine = extern "C" fn(*mut c_void) -> *mut c_void;
 
@@ -160,7 +176,7 @@ pub unsafe fn create(thread: *mut pthread_t, attr: *const pthread_attr_t, start:
         // for this plain thread.
         return unsafe { crate::base::real::pthread_create(thread, attr, start, arg) };
     }
-    scheduler::start(&crate::thread::LAYER_HOOKS); // start the pool before the first fiber needs it
+    scheduler::start(&LAYER_HOOKS); // start the pool before the first fiber needs it
     let fiber = Arc::new(Fiber::new(start as usize));
     // A new thread starts with its creator's signal mask (a program that blocks signals
     // before it creates threads, then waits for them in one sigwait thread, relies on
