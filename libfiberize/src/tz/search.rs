@@ -1,14 +1,11 @@
 //! mktime: glibc 2.36's `__mktime_internal` search, over glibc's `localtime_r` (or the
 //! interval cache), with glibc's process-wide offset guess (module essay, "mktime").
 
+use super::zone::{glibc_localtime_r, MON_YDAY};
 use super::*;
 
 /// glibc's `localtime_offset`: the UTC offset guess carried from one call to the next.
 static OFFSET_GUESS: AtomicI64 = AtomicI64::new(0);
-
-/// Days before each month, normal and leap years.
-pub(super) const MON_YDAY: [[u16; 13]; 2] =
-    [[0, 31, 59, 90, 120, 151, 181, 212, 243, 273, 304, 334, 365], [0, 31, 60, 91, 121, 152, 182, 213, 244, 274, 305, 335, 366]];
 
 /// Shortest DST (or non-DST between DST) period in the tz database, seconds.
 const ISDST_STRIDE: i32 = 601_200;
@@ -106,13 +103,6 @@ pub(super) fn convert(t: i64, out: &mut tm) -> bool {
         return ok;
     }
     glibc_localtime_r(t, out)
-}
-
-#[inline]
-pub(super) fn glibc_localtime_r(t: i64, out: &mut tm) -> bool {
-    let x: time_t = t;
-    // SAFETY: both pointers are valid for the call.
-    !unsafe { real::localtime_r(&x, out) }.is_null()
 }
 
 /// Average rounding toward +infinity without overflow.

@@ -35,13 +35,23 @@ use core::sync::atomic::{
     Ordering::{Acquire, Relaxed, Release},
 };
 
-use libc::{c_char, c_int, c_long, tm};
+use libc::{c_char, c_int, c_long, time_t, tm};
 
-use super::search::{glibc_localtime_r, MON_YDAY};
-use super::{errno, set_errno};
+use super::{errno, real, set_errno};
 
 mod tzif;
 use tzif::find_or_load;
+
+/// Days before each month, normal and leap years.
+pub(super) const MON_YDAY: [[u16; 13]; 2] =
+    [[0, 31, 59, 90, 120, 151, 181, 212, 243, 273, 304, 334, 365], [0, 31, 60, 91, 121, 152, 182, 213, 244, 274, 305, 335, 366]];
+
+#[inline]
+pub(super) fn glibc_localtime_r(t: i64, out: &mut tm) -> bool {
+    let x: time_t = t;
+    // SAFETY: both pointers are valid for the call.
+    !unsafe { real::localtime_r(&x, out) }.is_null()
+}
 
 pub const MAX_ZONES: usize = 16;
 
