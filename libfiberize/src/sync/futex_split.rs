@@ -43,11 +43,11 @@
 
 use core::sync::atomic::{AtomicU32, Ordering};
 
-use libc::c_int;
+use libc::{c_int, FUTEX_CMP_REQUEUE, FUTEX_WAKE};
 
 use crate::base::sys;
-use crate::sync::futex::{wake_op_apply, wake_op_compare, FUTEX_CMD_MASK, FUTEX_CMP_REQUEUE, FUTEX_WAKE};
 use crate::sync::futex_maps::Class;
+use crate::sync::futex_op::{wake_op_apply, wake_op_compare, FUTEX_CMD_MASK};
 use crate::sync::futex_shared::{self, KEY_TAG};
 use crate::sync::parking;
 
@@ -146,79 +146,4 @@ pub unsafe fn requeue(
     }
     // SAFETY: the program's operation with no requeue (this function's contract); it never blocks.
     kernel_result(unsafe { sys::futex_op(uaddr, op, wake_all, 0, uaddr2, expected) })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::sync::futex::{futex, FUTEX_REQUEUE, FUTEX_WAKE_OP};
-
-    /// An anonymous shared page, unmapped on drop.
-    struct SharedPage(*mut libc::c_void);
-    impl SharedPage {
-        fn new() -> SharedPage {
-            let p = crate::sync::futex_maps::anonymous_page(0, libc::MAP_SHARED);
-            // As the library's `mmap` export does (another test may have left the
-            // table holding this range as private).
-            futex_shared::after_mmap(libc::MAP_SHARED | libc::MAP_ANONYMOUS);
-            SharedPage(p)
-        }
-        fn word(&self) -> &AtomicU32 {
-            // SAFETY: the page is mapped, aligned, and lives as long as `self`.
-            unsafe { &*(self.0 as *const AtomicU32) }
-        }
-    }
-    impl Drop for SharedPage {
-        fn drop(&mut self) {
-            // SAFETY: the page mapped in `new`.
-            unsafe { libc::munmap(self.0, 4096) };
-            futex_shared::after_munmap(self.0 as usize, 4096);
-        }
-    }
-
-    fn call(uaddr: &AtomicU32, op: c_int, val: u32, val2: usize, uaddr2: &AtomicU32, val3: u32) -> Result<isize, c_int> {
-        // SAFETY: two live, aligned words; the two-word operations read `val2` as a count.
-        unsafe { futex(uaddr.as_ptr(), op, val, val2 as *const libc::timespec, uaddr2.as_ptr(), val3) }
-    }
-
-    /// FUTEX_OP(FUTEX_OP_ADD, 1, FUTEX_OP_CMP_EQ, 0).
-    const ADD_ONE_IF_ZERO: u32 = (1 << 28) | (1 << 12);
-
-    #[test]
-    fn one_private_one_shared_word_is_split_either_way() {
-        let private = AtomicU32::new(0);
-        let shared = SharedPage::new();
-        let (p, s) = (private.as_ptr() as usize, shared.word().as_ptr() as usize);
-        assert_eq!(route(p, s), Route::Split { first_private: true });
-        assert_eq!(route(s, p), Route::Split { first_private: false });
-        let private2 = AtomicU32::new(0);
-        assert_eq!(route(p, private2.as_ptr() as usize), Route::Lot);
-        assert_eq!(route(s, s), Route::Kernel);
-        assert_eq!(route(p, 0x10), Route::Kernel, "an unmapped word: the kernel's EFAULT");
-    }
-
-    #[test]
-    fn split_operations_act_on_the_words_as_the_kernel_does() {
-        let private = AtomicU32::new(0);
-        let shared = SharedPage::new();
-        let max = i32::MAX as usize;
-        // WAKE_OP's operation lands on the second word, whichever side does it.
-        assert_eq!(call(&private, FUTEX_WAKE_OP, 1, 1, shared.word(), ADD_ONE_IF_ZERO), Ok(0));
-        assert_eq!(shared.word().load(Ordering::SeqCst), 1);
-        assert_eq!(call(shared.word(), FUTEX_WAKE_OP, 1, 1, &private, ADD_ONE_IF_ZERO), Ok(0));
-        assert_eq!(private.load(Ordering::SeqCst), 1);
-        // An invalid operation changes nothing (the kernel's ENOSYS).
-        assert_eq!(call(shared.word(), FUTEX_WAKE_OP, 1, 1, &private, 7 << 28), Err(libc::ENOSYS));
-        assert_eq!(call(&private, FUTEX_WAKE_OP, 1, 1, shared.word(), 7 << 28), Err(libc::ENOSYS));
-        assert_eq!(private.load(Ordering::SeqCst), 1);
-        // CMP_REQUEUE compares the first word on either side; nobody waits, nobody wakes.
-        assert_eq!(call(&private, FUTEX_CMP_REQUEUE, 1, max, shared.word(), 0), Err(libc::EAGAIN));
-        assert_eq!(call(&private, FUTEX_CMP_REQUEUE, 1, max, shared.word(), 1), Ok(0));
-        assert_eq!(call(shared.word(), FUTEX_CMP_REQUEUE, 1, max, &private, 0), Err(libc::EAGAIN));
-        assert_eq!(call(shared.word(), FUTEX_CMP_REQUEUE, 1, max, &private, 1), Ok(0));
-        assert_eq!(call(&private, FUTEX_REQUEUE, 1, max, shared.word(), 0), Ok(0));
-        // Negative counts: EINVAL, as the kernel.
-        assert_eq!(call(&private, FUTEX_REQUEUE, 1, u32::MAX as usize, shared.word(), 0), Err(libc::EINVAL));
-        assert_eq!(call(shared.word(), FUTEX_CMP_REQUEUE, u32::MAX, 1, &private, 1), Err(libc::EINVAL));
-    }
 }

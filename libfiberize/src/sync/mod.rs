@@ -7,6 +7,7 @@ pub mod barrier;
 pub mod cond;
 pub mod futex;
 pub mod futex_maps;
+pub mod futex_op;
 pub mod futex_shared;
 pub mod futex_split;
 pub mod lock_word;
