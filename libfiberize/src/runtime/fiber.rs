@@ -56,6 +56,7 @@ use corosensei::{Coroutine, Yielder};
 use crate::base::stats::{bump, STATS};
 use crate::runtime::park_state::ParkState;
 use crate::runtime::sleep_state::DonorWait;
+pub use crate::runtime::wait_note::WaitKind;
 
 /// Why a fiber gave control back to whoever resumed it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -108,24 +109,6 @@ impl Life {
             _ => Life::Finished,
         }
     }
-}
-
-/// What a parked fiber waits for, for the fiber dump.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(u32)]
-pub enum WaitKind {
-    None = 0,
-    Mutex = 1,
-    Cond = 2,
-    Futex = 3,
-    Sleep = 4,
-    RwLock = 5,
-    Other = 6,
-    Semaphore = 7,
-    Barrier = 8,
-    Once = 9,
-    Io = 10,
-    Join = 11,
 }
 
 /// A fiber. Its state is grouped by who changes it, each group a type of

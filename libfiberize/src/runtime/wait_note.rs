@@ -4,7 +4,23 @@
 
 use core::sync::atomic::{AtomicU32, AtomicU8, AtomicUsize, Ordering};
 
-use crate::runtime::fiber::WaitKind;
+/// What a parked fiber waits for, for the fiber dump.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u32)]
+pub enum WaitKind {
+    None = 0,
+    Mutex = 1,
+    Cond = 2,
+    Futex = 3,
+    Sleep = 4,
+    RwLock = 5,
+    Other = 6,
+    Semaphore = 7,
+    Barrier = 8,
+    Once = 9,
+    Io = 10,
+    Join = 11,
+}
 
 /// What a parked fiber waits for (the dump prints it; asynchronous cancellation does
 /// not act while a wait is noted). Relaxed: only a diagnostic and a hint read by the
