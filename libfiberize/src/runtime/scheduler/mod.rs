@@ -107,6 +107,7 @@ use worker_role::{Role, WorkerRole};
 
 pub use clock::{monitor_ticks, parked_long};
 pub use direct_wait::{direct_wait, sleep_without_spin_next, DirectWait};
+pub use lifo::Padded;
 pub(crate) use monitor::{mark_blocked, thread_state, worker_sleeps_in_kernel, BlockedCall};
 pub use start::{pool_never_started, start};
 pub use turn::note_stream_read;
@@ -149,21 +150,6 @@ const STUCK_TICKS: u32 = 2;
 const MAX_RECHECK_TICKS: u32 = 16;
 /// Extra worker slots available as spares beyond the target.
 const MAX_SPARES: usize = 256;
-
-/// A value alone on its cache line(s): a field that its owner writes on every switch
-/// must not share a line with fields that idle workers read while they look for work
-/// (`has_work` walks every worker), or each look costs the busy owner a miss. Origin:
-/// 128 bytes covers the adjacent-line prefetcher of x86_64 server parts.
-#[repr(align(128))]
-pub struct Padded<T>(pub T);
-
-impl<T> core::ops::Deref for Padded<T> {
-    type Target = T;
-    #[inline]
-    fn deref(&self) -> &T {
-        &self.0
-    }
-}
 
 /// One worker's shared state. Owner-hot fields (`lifo`, `running`, `progress`, the timer
 /// heap) sit on lines of their own; the rest is read by others and rarely written.
