@@ -270,10 +270,10 @@ mod tests {
         assert_eq!(hold(&f, rt, &queue_info(1, libc::SI_QUEUE)), Ok(Queued::Held));
         assert_eq!(hold(&f, rt, &queue_info(2, libc::SI_QUEUE)), Ok(Queued::Held));
         let bit = 1u64 << (rt - 1);
-        assert!(f.signals.take(bit));
+        assert!(f.signals.take_sent_to_thread(bit));
         assert_eq!(take(&f, rt, true).map(|i| union_int(&i, 2)), Some(1));
         assert!(f.signals.held() & bit != 0, "the second instance keeps the bit");
-        assert!(f.signals.take(bit));
+        assert!(f.signals.take_sent_to_thread(bit));
         assert_eq!(take(&f, rt, true).map(|i| union_int(&i, 2)), Some(2));
         assert_eq!(f.signals.held() & bit, 0);
         assert!(take(&f, rt, true).is_none());
@@ -281,7 +281,7 @@ mod tests {
         let usr1 = libc::SIGUSR1;
         assert_eq!(hold(&f, usr1, &queue_info(3, libc::SI_QUEUE)), Ok(Queued::Held));
         assert_eq!(hold(&f, usr1, &queue_info(4, libc::SI_QUEUE)), Ok(Queued::Merged));
-        assert!(f.signals.take(1u64 << (usr1 - 1)));
+        assert!(f.signals.take_sent_to_thread(1u64 << (usr1 - 1)));
         assert_eq!(take(&f, usr1, true).map(|i| union_int(&i, 2)), Some(3));
         assert!(take(&f, usr1, true).is_none());
     }
@@ -295,7 +295,7 @@ mod tests {
         assert_eq!(hold(&f, sig, &tick), Ok(Queued::Held));
         assert_eq!(hold(&f, sig, &tick), Ok(Queued::Merged));
         assert_eq!(hold(&f, sig, &tick), Ok(Queued::Merged));
-        assert!(f.signals.take(1u64 << (sig - 1)));
+        assert!(f.signals.take_sent_to_thread(1u64 << (sig - 1)));
         let got = take(&f, sig, true).expect("queued");
         assert_eq!((timer_id(&got), union_int(&got, 1), union_int(&got, 2)), (3, 2, 9));
         forget(&f);

@@ -12,8 +12,8 @@
 //!
 //! | word | set by | taken by |
 //! |---|---|---|
-//! | `to_thread` | [`SignalState::hold`] (`pthread_kill`, `tgkill` to the fiber's id, a blocked `raise`) | a delivery ([`SignalState::take`]), `sigwait`, [`SignalState::take_all`] |
-//! | `to_process` | [`SignalState::hold_from_process`] (a signal of the process handed to this fiber, `crate::signal::process`) | a delivery, `sigwait`, [`SignalState::take_from_process`] (given back to the process when the fiber blocks it or leaves), [`SignalState::take_all`] |
+//! | `to_thread` | [`SignalState::hold`] (`pthread_kill`, `tgkill` to the fiber's id, a blocked `raise`) | a delivery and `sigwait` ([`SignalState::take_sent_to_thread`]), [`SignalState::take_all`] |
+//! | `to_process` | [`SignalState::hold_from_process`] (a signal of the process handed to this fiber, `crate::signal::process`) | a delivery and `sigwait` ([`SignalState::take_sent_to_process`]), [`SignalState::take_from_process`] (given back to the process when the fiber blocks it or leaves), [`SignalState::take_all`] |
 //!
 //! Each word is changed only by single read-modify-writes, so a bit is taken by
 //! exactly one taker and a taker always knows which kind it took. A signal held in
@@ -91,12 +91,6 @@ impl SignalState {
     #[inline]
     pub fn hold_from_process(&self, sig: i32) {
         self.to_process.fetch_or(1u64 << (sig - 1), Ordering::SeqCst);
-    }
-    /// Takes one held signal whose bit is `bit`, the thread's first; false if other
-    /// takers got every one first.
-    #[inline]
-    pub fn take(&self, bit: u64) -> bool {
-        self.take_sent_to_thread(bit) || self.take_sent_to_process(bit)
     }
     /// Takes the signal whose bit is `bit` if it is held as sent to the thread.
     #[inline]

@@ -155,9 +155,7 @@ pub fn deliver_pending(f: &Fiber) {
         // siginfo, as the kernel delivers every queued instance, while the fiber's mask
         // lets it through.
         while f.signals.take_sent_to_thread(m) {
-            if crate::signal::handlers::has_unwrapped_handler(sig) {
-                f.interruption.mark(true);
-            }
+            mark_if_unwrapped(f, sig);
             queued_signals::send_taken(f, sig, sys::gettid(), Instances::Oldest);
             if effective_mask(f) & m != 0 {
                 break;
@@ -166,11 +164,17 @@ pub fn deliver_pending(f: &Fiber) {
         // Sent to the process too: a second signal, as the kernel delivers one pending
         // for the thread and one pending for the process.
         if effective_mask(f) & m == 0 && f.signals.take_sent_to_process(m) {
-            if crate::signal::handlers::has_unwrapped_handler(sig) {
-                f.interruption.mark(true);
-            }
+            mark_if_unwrapped(f, sig);
             tgkill_self(sig);
         }
+    }
+}
+
+/// A handler that bypassed the trampoline (installed with the raw system call) does not
+/// mark the interruption itself: marked here, as restartable, before `sig` is raised.
+fn mark_if_unwrapped(f: &Fiber, sig: c_int) {
+    if crate::signal::handlers::has_unwrapped_handler(sig) {
+        f.interruption.mark(true);
     }
 }
 

@@ -62,7 +62,7 @@ fn held_signals_are_taken_once_and_as_the_kind_sent() {
     });
 }
 
-/// A fiber on a worker delivers what it holds (`delivery::deliver_pending`: `take`)
+/// A fiber on a worker delivers what it holds (`delivery::deliver_pending`: `take_sent_to_process`)
 /// while it blocks the process's signal and gives it back (`give_back_to_process`:
 /// `take_from_process`), and a new signal of the process comes for it meanwhile. Each
 /// held signal is taken exactly once, by one of them.
@@ -78,13 +78,13 @@ fn a_delivery_and_a_give_back_take_each_signal_once() {
         });
         let s3 = state.clone();
         let sender = thread::spawn(move || s3.hold_from_process(SIG));
-        while state.take(BIT) {
+        while state.take_sent_to_process(BIT) {
             taken.fetch_add(1, Ordering::SeqCst);
         }
         giver.join().unwrap();
         sender.join().unwrap();
         // What nobody took yet stays held, for the next delivery.
-        let left = state.take(BIT) as usize;
+        let left = state.take_sent_to_process(BIT) as usize;
         let n = taken.load(Ordering::SeqCst) + left;
         // The kernel merges a standard signal already pending: one or two, never more,
         // never none.
