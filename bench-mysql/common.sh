@@ -131,7 +131,7 @@ quiesce_servers() {
 # name: a control, whose ratio to the first shows how far two identical servers differ
 # in the same rounds), or NAME=LIB[+VAR=value...] (preloaded with LIB; CONFIG_ENV, an
 # array the caller may set, and the VAR=value words go into its environment; commas
-# separate FIBERIZE_TUNE's entries: NAME=LIB+FIBERIZE_TUNE=turn_us=0,spin=0).
+# separate FIBERIZE_TUNE's entries: NAME=LIB+FIBERIZE_TUNE=poll_per_worker=0,name=value).
 start_config() { # config
     local c=$1 n=${1%%=*} parts
     cp -a "$WORK/data-prepare" "$WORK/data-$n"

@@ -26,7 +26,7 @@
 #
 # Environment (defaults in brackets): CONFIGS ["native new=target/release/libfiberize.so"]
 # (native: mariadbd as shipped; NAME=native: a second one, a control; NAME=LIB: preloaded with LIB; NAME=LIB+VAR=value+...: with
-# VAR=value in that server's environment too, e.g. off=LIB+FIBERIZE_TUNE=turn_us=0), ROUNDS [3], MIX_SECONDS [90],
+# VAR=value in that server's environment too, e.g. one=LIB+FIBERIZE_TUNE=poll_per_worker=0), ROUNDS [3], MIX_SECONDS [90],
 # PS_THREADS [2048], RW_THREADS [256; 0: point_select alone], TABLES/TABLE_SIZE [4 x 10000, as soak.sh],
 # SERVER_OPTS [--innodb-buffer-pool-size=256M], SERVER_ENV (more VAR=value for preloaded servers),
 # SERVER_CPUS/CLIENT_CPUS (both or neither, e.g. 0-7 and 8-15: servers and sysbench pinned apart).

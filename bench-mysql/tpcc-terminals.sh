@@ -16,7 +16,7 @@
 # the ramp, `perf stat` of the client's system calls by kind and `perf record -e cpu-clock
 # -g` for that long: OUT/syscalls-N-CLIENT.txt, OUT/perf-N-CLIENT.data).
 # A/B runs: CLIENTS may name `preloadB` (LIB_B [LIB] with the extra environment ENV_B,
-# e.g. "FIBERIZE_TUNE=spin=0") and repeat names to alternate, e.g. "preload preloadB native
+# e.g. "FIBERIZE_TUNE=poll_per_worker=0") and repeat names to alternate, e.g. "preload preloadB native
 # preload preloadB native"; files are numbered by position.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -3,8 +3,8 @@
  * without SA_RESTART, and waits on (then returns the data) with SA_RESTART; poll,
  * epoll_wait and a socket read with SO_RCVTIMEO are never restarted. Also a thread
  * blocked in read is cancelled. Under the preload the blocked thread is a fiber that
- * is alone on its worker (a direct wait in the kernel) or parked through the reactor
- * (FIBERIZE_TUNE=direct_wait=0); the output must not change. Deterministic stdout. */
+ * is alone on its worker (a direct wait in the kernel) or parked through the reactor;
+ * the output must not change. Deterministic stdout. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>

@@ -13,8 +13,7 @@
  * counted as not interrupted, so a missed signal fails the comparison, never hangs.
  * An idle thread waits on a condition variable all along (under the preload the
  * blocked fiber then sometimes shares its worker and parks through the reactor
- * instead of waiting directly in the kernel); the test also runs it with
- * FIBERIZE_TUNE=direct_wait=0. Deterministic stdout. argv[2], if given, names the one kind
+ * instead of waiting directly in the kernel). Deterministic stdout. argv[2], if given, names the one kind
  * to run (for debugging). */
 #define _GNU_SOURCE
 #include <dlfcn.h>

@@ -19,12 +19,13 @@ fn fork_family_children_behave_as_natively() {
 
 #[test]
 fn forked_child_closing_a_pipe_keeps_the_parents_epoll_registration() {
-    // With direct waits off, the parent's reader parks through the reactor, so its pipe
-    // is in the epoll set that the child's descriptor also names: the child's close
-    // must not take it out (the reader hung).
+    // Where the parent's reader parks through the reactor, its pipe is in the epoll set
+    // that the child's descriptor also names: the child's close must not take it out
+    // (the reader hung). (The reader may also wait directly, alone on its worker; the
+    // switch that forced the park is retired.)
     let bin = build_c("proc_fork_child");
     let native = run(&bin, &["pipe"], false, std::time::Duration::from_secs(60));
-    let pre = run_env(&bin, &["pipe"], &[("FIBERIZE_TUNE", "direct_wait=0")]);
+    let pre = run(&bin, &["pipe"], true, std::time::Duration::from_secs(60));
     assert_eq!(native.status, Some(0), "{}{}", native.stdout, native.stderr);
     assert_eq!(pre.status, Some(0), "{}{}", pre.stdout, pre.stderr);
     assert_eq!(pre.stdout, native.stdout);

@@ -128,12 +128,8 @@ fn blocking_io_interrupted_by_signals() {
     // timeouts) and cancellation of a blocked read, whether the blocked fiber waits
     // directly in the kernel (alone on its worker) or parked through the reactor.
     let bin = build_c("io_eintr");
-    let (native, pre) = same_both_ways_bin("io_eintr", &bin, &[]);
+    let (_, pre) = same_both_ways_bin("io_eintr", &bin, &[]);
     assert!(stat(&pre, "direct_waits") > 0, "no direct wait happened:\n{}", pre.stderr);
-    let parked = run_env(&bin, &[], &[("FIBERIZE_TUNE", "direct_wait=0")]);
-    assert_eq!(parked.stdout, native.stdout, "with FIBERIZE_TUNE=direct_wait=0; stderr:\n{}", parked.stderr);
-    assert_eq!(stat(&parked, "direct_waits"), 0);
-    assert!(stat(&parked, "parks") > 0);
 }
 
 #[test]
@@ -175,27 +171,17 @@ fn descriptors_closed_in_bulk_or_out_of_sight_then_reused() {
     // numbers come back as a regular file that must be written as a file (it was `send`,
     // ENOTSOCK) and as a pipe made with a raw system call that a thread waits on.
     let bin = build_c("io_fdreuse");
-    let (native, pre) = same_both_ways_bin("io_fdreuse", &bin, &[]);
+    let (_, pre) = same_both_ways_bin("io_fdreuse", &bin, &[]);
     assert!(pre.stderr.contains("thread is_fiber=1"), "{}", pre.stderr);
-    // The waits registered the descriptors in the reactor before they were closed.
-    let parked = run_env(&bin, &[], &[("FIBERIZE_TUNE", "direct_wait=0")]);
-    assert_eq!(parked.stdout, native.stdout, "with FIBERIZE_TUNE=direct_wait=0; stderr:\n{}", parked.stderr);
-    assert!(stat(&parked, "parks") > 0, "{}", parked.stderr);
 
     // close_range(3, ~0U, 0) once the runtime runs leaves its own descriptors open: the
     // workers still wait directly in the kernel, and in the reactor (closed, they could
-    // do neither, and spun on EBADF). The reads are on a unix socket, where a fiber no
-    // longer waits directly (io::peer_cpu: the kernel records no CPU for its peer), so
-    // the direct waits are asked for with the old rule.
-    let (native, pre) = same_both_ways_bin("io_fdreuse", &bin, &["from3"]);
+    // do neither, and spun on EBADF). The reads are on a unix socket, where a fiber
+    // does not wait directly (io::peer_cpu: the kernel records no CPU for its peer): it
+    // parks through the reactor.
+    let (_, pre) = same_both_ways_bin("io_fdreuse", &bin, &["from3"]);
     assert!(stat(&pre, "direct_waits_declined_peer_elsewhere") > 0, "{}", pre.stderr);
-    let direct = run_env(&bin, &["from3"], &[("FIBERIZE_TUNE", "direct_wait_peer_cpu=0")]);
-    assert_eq!(direct.stdout, native.stdout, "with FIBERIZE_TUNE=direct_wait_peer_cpu=0; stderr:\n{}", direct.stderr);
-    assert!(stat(&direct, "direct_waits") > 0, "{}", direct.stderr);
-    assert_eq!(stat(&direct, "direct_waits_declined_peer_elsewhere"), 0, "{}", direct.stderr);
-    let parked = run_env(&bin, &["from3"], &[("FIBERIZE_TUNE", "direct_wait=0")]);
-    assert_eq!(parked.stdout, native.stdout, "with FIBERIZE_TUNE=direct_wait=0; stderr:\n{}", parked.stderr);
-    assert!(stat(&parked, "parks") > 0, "{}", parked.stderr);
+    assert!(stat(&pre, "parks") > 0, "{}", pre.stderr);
 }
 
 /// A fiber alone on its worker waits for a TCP request directly in the kernel, and the
@@ -229,11 +215,6 @@ fn direct_waits_follow_the_cpu_of_the_peer() {
     assert!(stat(&same, "fibers_created") >= 1, "{}", same.stderr);
     assert!(stat(&same, "direct_waits_unspun") > 0, "no direct wait blocked at once:\n{}", same.stderr);
     assert_eq!(stat(&same, "direct_waits_declined_peer_elsewhere"), 0, "{}", same.stderr);
-    // The rule off: the waits spin first, as before it.
-    let ruleless = run_env(&bin, &[here, here, "2000"], &[("FIBERIZE_TUNE", "direct_wait_peer_cpu=0")]);
-    assert_eq!(ruleless.stdout, same.stdout, "{}", ruleless.stderr);
-    assert!(stat(&ruleless, "direct_waits") > 0, "{}", ruleless.stderr);
-    assert_eq!(stat(&ruleless, "direct_waits_unspun"), 0, "{}", ruleless.stderr);
 
     let Some(other) = other else { return };
     let (_, apart) = same_both_ways_bin("io_peer_cpu", &bin, &[here, other, "2000"]);
@@ -284,18 +265,12 @@ fn blocking_calls_interrupted_by_many_signals() {
     assert!(native.stdout.contains("accept            sa_restart=0 eintr 10/10"), "{}", native.stdout);
     assert!(stat(&pre, "direct_waits") > 0, "no direct wait happened:\n{}", pre.stderr);
     assert!(stat(&pre, "donor_handoffs") > 0, "no wait on a donor:\n{}", pre.stderr);
-    let parked = run_env(&bin, &["10"], &[("FIBERIZE_TUNE", "direct_wait=0")]);
-    assert_eq!(parked.stdout, native.stdout, "with FIBERIZE_TUNE=direct_wait=0; stderr:\n{}", parked.stderr);
-    assert_eq!(stat(&parked, "direct_waits"), 0);
-    assert!(stat(&parked, "parks") > 0);
     // Many connects alone: a kick that interrupted the zero-timeout poll of a connect
     // in progress once counted as its completion (`connect` returned 0 on a socket
     // still in SYN_SENT), in about one round in twenty.
     let (native, pre) = same_both_ways_bin("io_eintr_storm", &bin, &["40", "connect"]);
     assert!(native.stdout.contains("connect           sa_restart=0 eintr 40/40"), "{}", native.stdout);
-    let parked = run_env(&bin, &["40", "connect"], &[("FIBERIZE_TUNE", "direct_wait=0")]);
-    assert_eq!(parked.stdout, native.stdout, "with FIBERIZE_TUNE=direct_wait=0; stderr:\n{}", parked.stderr);
-    assert!(pre.stderr.contains("preloaded=1") && parked.stderr.contains("preloaded=1"));
+    assert!(pre.stderr.contains("preloaded=1"), "{}", pre.stderr);
 }
 
 /// A thread that the preload demoted to a plain thread on its donor (its fiber blocked

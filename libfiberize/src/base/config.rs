@@ -18,13 +18,14 @@
 //! | `FIBERIZE_WATCHDOG_FILE=PATH` | append the watchdog's reports to PATH instead of stderr |
 //! | `FIBERIZE_PREEMPT_MS=N` | time slice after which a fiber that does not switch is preempted while other fibers wait (default 5; 0: off; see `crate::runtime::preempt`) |
 //! | `FIBERIZE_TZ=off`     | turn the mktime/tzset throttle off (`crate::tz`; read by [`tz_throttle_wanted`], also with `FIBERIZE=off`) |
-//! | `FIBERIZE_TUNE=name=value,…` | A/B switches of the scheduler's rules, for experiments ([`TUNE_NAMES`]; docs/DESIGN.md §2.18) |
+//! | `FIBERIZE_TUNE=name=value,…` | A/B switches of the scheduler's rules whose question is still open, for experiments ([`TUNE_NAMES`]; docs/DESIGN.md §2.18) |
 //!
-//! `FIBERIZE_TUNE`'s names, each a field of [`Config`]: `direct_wait`,
-//! `direct_wait_peer_cpu`, `turn_us`, `turn_short_us`, `spin`, `stack_release_ms`, `sync_inline`, `poll_per_worker`. `FIBERIZE_POLL_PER_WORKER`
-//! is still read as another name for `FIBERIZE_TUNE=poll_per_worker=…` (benchmark
-//! scripts outside this tree set it). The variables these switches replaced
-//! ([`RETIRED`]) are ignored with one line each.
+//! `FIBERIZE_TUNE`'s names, each a field of [`Config`]: `poll_per_worker`.
+//! `FIBERIZE_POLL_PER_WORKER` is still read as another name for
+//! `FIBERIZE_TUNE=poll_per_worker=…` (benchmark scripts outside this tree set it). A
+//! switch goes once its A/B run is decided (the decided rule stays, its constant in
+//! `runtime::scheduler::policy`); a retired name gets the unknown-switch line. The
+//! variables of earlier knobs ([`RETIRED`]) are ignored with one line each.
 //!
 //! The on/off decision is taken at the first call into any export and never changes:
 //! objects such as mutexes are laid out by whichever implementation saw them first, so
@@ -159,35 +160,10 @@ pub struct Config {
     /// Where the watchdog's reports go (`FIBERIZE_WATCHDOG_FILE`; None: stderr).
     pub watchdog_file: Option<&'static [u8]>,
     /// Time slice of a fiber before preemption, in ms (`FIBERIZE_PREEMPT_MS`; 0: off);
-    /// `None`: the preemption module's default (`runtime::preempt::DEFAULT_SLICE_MS`).
+    /// `None`: the scheduler's default (`runtime::scheduler::policy::DEFAULT_SLICE_MS`).
     pub preempt_ms: Option<u64>,
 
-    // `FIBERIZE_TUNE`'s switches (A/B runs; docs/DESIGN.md §2.18).
-    /// Run file syncs on the worker (they then block it) instead of the donor
-    /// (`sync_inline`).
-    pub sync_inline: bool,
-    /// Idle rounds a worker spins before it sleeps (`spin`); `None`: the scheduler's
-    /// own default (`runtime::scheduler::SPIN_ROUNDS`).
-    pub spin_rounds: Option<u32>,
-    /// A fiber alone on its worker waits for its descriptor in the kernel directly
-    /// (`direct_wait`; see `scheduler::direct_wait`).
-    pub direct_wait: bool,
-    /// A direct wait on a socket only while the socket's last segment came in on the
-    /// worker's CPU, where its peer runs (`direct_wait_peer_cpu`; off: wherever it came
-    /// in; see `io::peer_cpu::where_peer_runs`).
-    pub direct_wait_peer_cpu: bool,
-    /// Sleeps at least this long (ms) give the fiber's dead stack pages back
-    /// (`stack_release_ms`; 0: never); `None`: the module's default
-    /// (`runtime::stack_release::DEFAULT_RELEASE_AFTER_MS`).
-    pub stack_release_ms: Option<u64>,
-    /// A fiber's turn on its worker, in µs, after which its next socket read ends the
-    /// turn while others wait (`turn_us`; 0: never); `None`: the scheduler's default
-    /// (`runtime::scheduler::turn::DEFAULT_TURN_US`).
-    pub turn_us: Option<u64>,
-    /// The turn while the program's threads rarely wake each other, in µs
-    /// (`turn_short_us`; equal to the turn: always the one turn); `None`: the
-    /// scheduler's default (`runtime::scheduler::turn::DEFAULT_SHORT_TURN_US`).
-    pub turn_short_us: Option<u64>,
+    // `FIBERIZE_TUNE`'s switches (A/B runs with an open question; docs/DESIGN.md §2.18).
     /// Each worker sleeps in a readiness set of its own, holding the descriptors of the
     /// fibers that run on it (`poll_per_worker`, or `FIBERIZE_POLL_PER_WORKER`; see
     /// `runtime::poller`); `None`: the poller decides by the number of workers
@@ -213,8 +189,14 @@ pub const VARIABLES: [&str; 12] = [
 ];
 
 /// `FIBERIZE_TUNE`'s names ([`apply_tune`] parses them; docs/DESIGN.md §2.18 says what
-/// each does and its default).
-pub const TUNE_NAMES: [&str; 8] = [
+/// each does, its default and the question it is kept for).
+pub const TUNE_NAMES: [&str; 1] = ["poll_per_worker"];
+
+/// `FIBERIZE_TUNE` names of switches that are gone: their A/B run is decided and the
+/// decided rule stays (docs/RESULTS.md names the run), or their policy was removed (the
+/// run order by CPU time's three, docs/RESULTS.md#run-order-by-cpu-time). Each gets the
+/// unknown-switch line.
+pub const RETIRED_TUNE_NAMES: [&str; 10] = [
     "direct_wait",
     "direct_wait_peer_cpu",
     "turn_us",
@@ -222,24 +204,25 @@ pub const TUNE_NAMES: [&str; 8] = [
     "spin",
     "stack_release_ms",
     "sync_inline",
-    "poll_per_worker",
+    "fair",
+    "coordinating_first",
+    "run_clock",
 ];
 
 /// Variables that were knobs of their own: set, each gets one line saying so and is
-/// ignored. The second field is the `FIBERIZE_TUNE` name that replaced it ("" for none:
-/// the policy is gone; the run order by CPU time's three, docs/RESULTS.md#run-order-by-cpu-time).
-pub const RETIRED: [(&[u8], &[u8]); 11] = [
-    (b"FIBERIZE_FAIR\0", b""),
-    (b"FIBERIZE_COORDINATING_FIRST\0", b""),
-    (b"FIBERIZE_RUN_CLOCK\0", b""),
-    (b"FIBERIZE_DIRECT_WAIT\0", b"direct_wait"),
-    (b"FIBERIZE_DIRECT_WAIT_PEER_CPU\0", b"direct_wait_peer_cpu"),
-    (b"FIBERIZE_TURN_US\0", b"turn_us"),
-    (b"FIBERIZE_TURN_SHORT_US\0", b"turn_short_us"),
-    (b"FIBERIZE_SPIN\0", b"spin"),
-    (b"FIBERIZE_STACK_RELEASE_MS\0", b"stack_release_ms"),
-    (b"FIBERIZE_SYNC_INLINE\0", b"sync_inline"),
-    (b"FIBERIZE_MAX_WORKERS\0", b""),
+/// ignored (their rule is decided, or their policy removed).
+pub const RETIRED: [&[u8]; 11] = [
+    b"FIBERIZE_FAIR\0",
+    b"FIBERIZE_COORDINATING_FIRST\0",
+    b"FIBERIZE_RUN_CLOCK\0",
+    b"FIBERIZE_DIRECT_WAIT\0",
+    b"FIBERIZE_DIRECT_WAIT_PEER_CPU\0",
+    b"FIBERIZE_TURN_US\0",
+    b"FIBERIZE_TURN_SHORT_US\0",
+    b"FIBERIZE_SPIN\0",
+    b"FIBERIZE_STACK_RELEASE_MS\0",
+    b"FIBERIZE_SYNC_INLINE\0",
+    b"FIBERIZE_MAX_WORKERS\0",
 ];
 
 /// What a variable says before it is read: the scheduler's own defaults.
@@ -256,13 +239,6 @@ const DEFAULTS: Config = Config {
     watchdog_ns: 0,
     watchdog_file: None,
     preempt_ms: None,
-    sync_inline: false,
-    spin_rounds: None,
-    direct_wait: true,
-    direct_wait_peer_cpu: true,
-    stack_release_ms: None,
-    turn_us: None,
-    turn_short_us: None,
     poll_per_worker: None,
 };
 
@@ -332,13 +308,9 @@ fn read_config() -> Config {
         preempt_ms: env_optional_number(b"FIBERIZE_PREEMPT_MS\0", 0, 60_000),
         ..DEFAULTS
     };
-    for (name_nul, tune) in RETIRED {
+    for name_nul in RETIRED {
         let Some(v) = env_str(name_nul) else { continue };
-        if tune.is_empty() {
-            warn(&[name_of(name_nul), b"=", v, b" is retired and ignored (its policy was removed)"]);
-        } else {
-            warn(&[name_of(name_nul), b"=", v, b" is retired and ignored (for A/B runs: FIBERIZE_TUNE=", tune, b"=", v, b")"]);
-        }
+        warn(&[name_of(name_nul), b"=", v, b" is retired and ignored (its rule is decided or removed)"]);
     }
     if env_str(b"FIBERIZE_POLL_PER_WORKER\0").is_some() {
         c.poll_per_worker = Some(env_switch(b"FIBERIZE_POLL_PER_WORKER\0", false));
@@ -367,19 +339,13 @@ fn apply_tune(c: &mut Config, tune: &'static [u8]) {
         let mut label_buf = [0u8; 48];
         let label = concat_into(&mut label_buf, &[b"FIBERIZE_TUNE=", name]);
         match name {
-            b"direct_wait" => c.direct_wait = switch_value(label, value, c.direct_wait),
-            b"direct_wait_peer_cpu" => c.direct_wait_peer_cpu = switch_value(label, value, c.direct_wait_peer_cpu),
-            b"sync_inline" => c.sync_inline = switch_value(label, value, c.sync_inline),
             b"poll_per_worker" => c.poll_per_worker = Some(switch_value(label, value, c.poll_per_worker.unwrap_or(false))),
-            b"turn_us" => c.turn_us = optional_number(label, value, 0, 1_000_000).or(c.turn_us),
-            b"turn_short_us" => c.turn_short_us = optional_number(label, value, 1, 1_000_000).or(c.turn_short_us),
-            b"spin" => c.spin_rounds = optional_number(label, value, 0, 100_000).map(|n| n as u32).or(c.spin_rounds),
-            b"stack_release_ms" => c.stack_release_ms = optional_number(label, value, 0, 3_600_000).or(c.stack_release_ms),
-            _ => warn(&[
+            _ if RETIRED_TUNE_NAMES.iter().any(|n| n.as_bytes() == name) => warn(&[
                 b"FIBERIZE_TUNE=",
                 entry,
-                b": no such switch, ignored (direct_wait, direct_wait_peer_cpu, turn_us, turn_short_us, spin, stack_release_ms, sync_inline, poll_per_worker)",
+                b": no such switch, ignored (retired: its rule is decided or removed; the switches: poll_per_worker)",
             ]),
+            _ => warn(&[b"FIBERIZE_TUNE=", entry, b": no such switch, ignored (the switches: poll_per_worker)"]),
         }
     }
 }

@@ -98,7 +98,7 @@ counters! {
     /// Worker threads the pool could not start when it wanted one more ACTIVE worker
     /// (a spare for a blocked one, a raised quota): `pthread_create` failed (the
     /// group's `pids.max`, `RLIMIT_NPROC`), and the pool went on with the workers it
-    /// had (`scheduler::monitor::bring_in_worker`).
+    /// had (`scheduler::blocked::bring_in_worker`).
     worker_starts_failed,
     fibers_demoted,
     demotions_completion_wait,

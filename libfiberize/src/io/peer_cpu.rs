@@ -62,12 +62,7 @@ pub fn socket_incoming_cpu(fd: c_int) -> Option<u32> {
 ///
 /// Other descriptors (pipes, eventfds) are not asked about. The cost is one
 /// `getsockopt` and one `getcpu` per direct wait on a TCP or UDP socket.
-/// `FIBERIZE_TUNE=direct_wait_peer_cpu=0` waits directly wherever the peer runs (and says
-/// [`Peer::Unknown`]).
 pub fn where_peer_runs(fd: c_int, local: bool) -> Peer {
-    if !crate::base::config::config().direct_wait_peer_cpu {
-        return Peer::Unknown;
-    }
     if local {
         return Peer::Elsewhere(None);
     }

@@ -134,13 +134,13 @@ const METRICS: &[Metric] = &[
     stat!(signals_deferred, "Signals deferred until the runtime left a shielded stretch."),
     stat!(signals_to_fibers, "Signals sent to the process handed to a thread (a fiber) that does not block them."),
     stat!(preemptions, "Fibers preempted at the end of their time slice (FIBERIZE_PREEMPT_MS)."),
-    stat!(turns_ended, "Fibers sent to the back of the queue at the end of their turn (FIBERIZE_TUNE=turn_us)."),
+    stat!(turns_ended, "Fibers sent to the back of the queue at the end of their turn (scheduler::policy::TURN_US)."),
     stat!(turn_windows_short, "Windows of 16 monitor ticks in which the turn was the short one."),
     stat!(turn_windows_long, "Windows of 16 monitor ticks in which the turn was the long one."),
     stat!(quota_changes, "Changes of the cgroup CPU quota that changed the workers the pool wants."),
     stat!(
         turns_ended_short,
-        "Of those, turns ended at the short budget (FIBERIZE_TUNE=turn_short_us: the program's threads rarely woke each other)."
+        "Of those, turns ended at the short budget (scheduler::policy::SHORT_TURN_US: the program's threads rarely woke each other)."
     ),
     stat!(preempt_refused, "Preemptions refused (the fiber was not in program code)."),
     stat!(preempt_fallbacks, "Workers given up on preempting and replaced by a spare."),

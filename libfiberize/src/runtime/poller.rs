@@ -28,7 +28,7 @@
 //! between cores. Its advantage on few workers: one set
 //! is one queue for all of them, and a worker that the kernel preempts (CPUs shared
 //! with a client) strands nothing; with a set per worker, what waits in that worker's
-//! set waits for it, or for another worker's poll of stale sets ([`PER_WORKER_SETS_FROM`]
+//! set waits for it, or for another worker's poll of stale sets (`scheduler::policy::PER_WORKER_SETS_FROM`
 //! has the origin).
 //!
 //! **Per worker** (the way MariaDB's pool-of-threads keeps a connection in one thread
@@ -113,27 +113,17 @@ static SETS: [ReadinessSet; MAX_SETS] = [const { ReadinessSet::new() }; MAX_SETS
 /// and in a forked child.
 static NUM_SETS: AtomicUsize = AtomicUsize::new(0);
 
-/// How old the last poll of a set may get before a busy worker polls it between fibers.
-/// Origin: well under a network round trip on loopback (~20–50 µs under load is
-/// typical), and rare enough that a non-blocking epoll_wait (~0.3 µs) stays below 1 %
-/// of a worker's time.
-pub const STALE_NS: u64 = 50_000;
 /// Events taken per `epoll_wait`. Origin: a round number; more ready fds than this are
 /// simply returned by the next call (the sets are edge-triggered, nothing is lost).
 const MAX_EVENTS: usize = 256;
 /// The `epoll_event.u64` of a set's wake-up eventfd (fd cookies never reach it).
 const WAKE_COOKIE: u64 = u64::MAX;
 
-/// Pools of at least this many workers get a readiness set per worker unless
-/// `FIBERIZE_TUNE=poll_per_worker` says otherwise. Origin: MariaDB on 8 of 16 CPUs with
-/// the client on the others, where sets per worker keep connections from migrating, and
-/// on 2 shared vCPUs, where one set kept read_write's tail; nothing was measured between
-/// (docs/RESULTS.md#poll-sets-per-worker).
-pub const PER_WORKER_SETS_FROM: usize = 4;
-
-/// Whether a pool of `workers` gets a readiness set per worker by default.
+/// Whether a pool of `workers` gets a readiness set per worker by default: from
+/// `scheduler::policy::PER_WORKER_SETS_FROM` workers, unless
+/// `FIBERIZE_TUNE=poll_per_worker` says otherwise.
 pub fn per_worker_by_default(workers: usize) -> bool {
-    workers >= PER_WORKER_SETS_FROM
+    workers >= crate::runtime::scheduler::policy::PER_WORKER_SETS_FROM
 }
 
 /// Creates the readiness sets: one shared by all `workers`, or one per worker

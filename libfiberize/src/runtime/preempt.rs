@@ -15,7 +15,7 @@
 //!
 //! Every tick the monitor looks at each ACTIVE worker that runs a fiber on the CPU (not
 //! in a direct wait). A worker whose `progress` counter (bumped at every switch) did
-//! not move for a whole time slice (`FIBERIZE_PREEMPT_MS`, [`DEFAULT_SLICE_MS`]; 0
+//! not move for a whole time slice (`FIBERIZE_PREEMPT_MS`, `scheduler::policy::DEFAULT_SLICE_MS`; 0
 //! turns preemption off), while runnable fibers wait in some queue
 //! (`Runtime::has_work`), and whose kernel thread is running rather than sleeping (a
 //! fiber blocked in a foreign call is the blocked-worker path's business, and a
@@ -106,7 +106,7 @@
 //! # Fallback: a spare worker
 //!
 //! A fiber that spins where it may not be preempted (inside libc, say) would keep its
-//! worker for good. After [`FALLBACK_AFTER_REFUSALS`] refused requests in a row (a
+//! worker for good. After `scheduler::policy::FALLBACK_AFTER_REFUSALS` refused requests in a row (a
 //! request the handler took, `preempt_request` back at 0, while the run goes on), the
 //! monitor declares its worker blocked (`scheduler::mark_blocked`): a
 //! spare takes over the queues while the kernel time-slices the spinner's thread as it
@@ -123,20 +123,6 @@ use crate::base::sys;
 use crate::runtime::fiber::{Fiber, Life, Switch};
 use crate::runtime::scheduler::{Runtime, WorkerShared};
 
-/// Default time slice. Origin: redis 7 `--io-threads 4` under `redis-benchmark`: its main
-/// thread waits for every I/O-thread fiber each event-loop round, so a round can cost up
-/// to one slice; 10 ms is clearly worse, 2 and 5 ms are within the noise, and 5 ms costs
-/// a CPU-bound fiber that has company half the signals of 2 ms (Go uses 10 ms;
-/// docs/RESULTS.md#preemption-slice).
-pub const DEFAULT_SLICE_MS: u64 = 5;
-/// Refused requests in a row (one per monitor tick) after which the monitor gives the
-/// pool a spare worker instead. Origin: twenty 1 ms ticks of refusals is far longer
-/// than any libc call that does not block (those are the refusals that resolve by
-/// themselves); a spin inside libc then waits this long, not forever. Counted in
-/// refusals, not in time: a worker thread that the kernel does not run (an overloaded
-/// host) has not refused anything yet.
-pub const FALLBACK_AFTER_REFUSALS: u32 = 20;
-
 /// Objects a fiber must not be left in, by file name prefix (besides libfiberize itself,
 /// found by address).
 const REFUSED_OBJECTS: [&[u8]; 6] = [b"ld-linux", b"ld64.so", b"libc.so", b"libstdc++.so", b"libgcc_s.so", b"libpthread.so"];
@@ -149,7 +135,10 @@ static NUM_RANGES: AtomicUsize = AtomicUsize::new(0);
 
 /// The time slice in ns (0: preemption off).
 pub fn slice_ns() -> u64 {
-    crate::base::config::config().preempt_ms.unwrap_or(DEFAULT_SLICE_MS).saturating_mul(1_000_000)
+    crate::base::config::config()
+        .preempt_ms
+        .unwrap_or(crate::runtime::scheduler::policy::DEFAULT_SLICE_MS)
+        .saturating_mul(1_000_000)
 }
 
 /// Collects the refused objects' text ranges (once, when the pool starts, before the
@@ -317,7 +306,7 @@ impl Watch {
             if crate::runtime::scheduler::worker_sleeps_in_kernel(w) {
                 continue; // blocked, not spinning: the blocked-worker path acts
             }
-            if self.refusals[i] >= FALLBACK_AFTER_REFUSALS {
+            if self.refusals[i] >= crate::runtime::scheduler::policy::FALLBACK_AFTER_REFUSALS {
                 // The worker stops being ACTIVE, which ends this watch of the run.
                 bump(&STATS.preempt_fallbacks);
                 crate::runtime::scheduler::mark_blocked(rt, w);

@@ -11,8 +11,7 @@
 //!
 //! # What
 //!
-//! Before a fiber parks in a sleep of at least [`release_after_ns`] (default
-//! [`DEFAULT_RELEASE_AFTER_MS`], `FIBERIZE_TUNE=stack_release_ms`, 0 = never), it calls
+//! Before a fiber parks in a sleep of at least [`RELEASE_AFTER_MS`], it calls
 //! `madvise(MADV_DONTNEED)` itself on the whole pages of its stack that lie more than
 //! [`LIVE_MARGIN`] below its own stack pointer, down to its stack's low bound. The next
 //! deep call faults fresh zero pages in, as a new thread's first call does.
@@ -46,24 +45,15 @@ use crate::base::stats::{bump, STATS};
 use crate::base::sys;
 use crate::runtime::fiber::Fiber;
 
-/// Sleeps at least this long release dead stack pages (`FIBERIZE_TUNE=stack_release_ms`).
-/// Origin: a fault-in of a few pages and one system call cost a few microseconds, under
+/// Sleeps at least this long release dead stack pages. Origin: a fault-in of a few pages and one system call cost a few microseconds, under
 /// 0.1 % of such a sleep; shorter sleeps (polling loops) are left alone.
-pub const DEFAULT_RELEASE_AFTER_MS: u64 = 50;
+pub const RELEASE_AFTER_MS: u64 = 50;
 
 /// Bytes below the stack pointer that are kept: far more than the red zone (128 bytes)
 /// and the frames of the release itself. Origin: one page.
 pub const LIVE_MARGIN: usize = 4096;
 
 const PAGE: usize = 4096;
-
-/// The sleep length from which [`release_dead_pages`] applies; `None`: never.
-pub fn release_after_ns() -> Option<u64> {
-    match crate::base::config::config().stack_release_ms.unwrap_or(DEFAULT_RELEASE_AFTER_MS) {
-        0 => None,
-        ms => Some(ms.saturating_mul(1_000_000)),
-    }
-}
 
 /// The whole pages of `[limit, sp - LIVE_MARGIN)`, as (start, length); None if empty or
 /// if `sp` is not inside `(limit, base]`.
@@ -81,8 +71,7 @@ fn dead_range(limit: usize, base: usize, sp: usize) -> Option<(usize, usize)> {
 /// docs for why the range is dead).
 #[inline(never)]
 pub fn release_dead_pages(f: &Fiber, sleep_ns: u64) {
-    let Some(after) = release_after_ns() else { return };
-    if sleep_ns < after {
+    if sleep_ns < RELEASE_AFTER_MS * 1_000_000 {
         return;
     }
     let sp = crate::base::arch::stack_pointer();

@@ -41,14 +41,6 @@ pub struct WaitNote {
     coordinating: AtomicU8,
 }
 
-/// Descriptor waits after a condition or futex wait during which a fiber still counts
-/// as coordinating. Origin: the run order by CPU time's coordinating class, whose window
-/// this was (docs/RESULTS.md#run-order-by-cpu-time); a MariaDB read_write transaction is
-/// about 20 statements. Only descriptor waits count it down: counting mutex and sleep
-/// waits too cost read_write its share in the MariaDB mix
-/// (docs/RESULTS.md#coordinating-keeps-class).
-const COORDINATING_WAITS: u8 = 32;
-
 impl WaitNote {
     pub const fn new() -> WaitNote {
         WaitNote {
@@ -76,7 +68,9 @@ impl WaitNote {
         self.addr.store(addr, Ordering::Relaxed);
         self.sp.store(crate::base::arch::stack_pointer(), Ordering::Relaxed);
         match kind {
-            WaitKind::Cond | WaitKind::Futex => self.coordinating.store(COORDINATING_WAITS, Ordering::Relaxed),
+            WaitKind::Cond | WaitKind::Futex => {
+                self.coordinating.store(crate::runtime::scheduler::policy::COORDINATING_WAITS, Ordering::Relaxed)
+            }
             WaitKind::Io => {
                 let left = self.coordinating.load(Ordering::Relaxed);
                 if left != 0 {
@@ -88,7 +82,7 @@ impl WaitNote {
     }
 
     /// Whether the fiber coordinates with others: it waited on a condition variable or
-    /// a futex within its last [`COORDINATING_WAITS`] descriptor waits. Others are
+    /// a futex within its last `scheduler::policy::COORDINATING_WAITS` descriptor waits. Others are
     /// likely to wait for what it does next (a transaction holding row locks between
     /// two statements), so its turns come round more often
     /// (`scheduler::worker::pick_coordinating`). A hint, read by its wakers with a race.

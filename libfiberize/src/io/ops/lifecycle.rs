@@ -548,8 +548,5 @@ pub unsafe fn fsync(fd: c_int, data_only: bool) -> c_int {
             super::fsync(fd)
         }
     };
-    if crate::base::config::config().sync_inline {
-        return call();
-    }
     crate::signal::on_donor::run_on_donor_taking_signals(call)
 }

@@ -4,12 +4,21 @@
 //! the ticks the doze skipped (`monitor`, "Dozing"), so that it keeps measuring time
 //! while the pool sleeps. `sync::parking` stamps mutex waiters with it, and the convoy
 //! rule ([`parked_long`]) reads their age from it.
+//!
+//! Also what one wake-up of the monitor tells each of its policies ([`Tick`],
+//! [`Policy`]): the monitor's loop runs them, the files that hold them implement them.
 
 use core::sync::atomic::{AtomicU64, Ordering};
 
-/// The count itself; a field of the `Runtime`.
+use super::policy::CONVOY_TICKS;
+use super::Runtime;
+
+/// The count itself: one per process, as the pool is.
 #[derive(Default)]
 pub(super) struct TickCount(AtomicU64);
+
+/// The monitor's tick count.
+pub(super) static TICKS: TickCount = TickCount(AtomicU64::new(0));
 
 impl TickCount {
     /// One more tick (the monitor only: a load and a store, no read-modify-write).
@@ -29,17 +38,12 @@ impl TickCount {
 
 /// The monitor's tick count (0 before the pool runs).
 pub fn monitor_ticks() -> u64 {
-    super::try_runtime().map_or(0, |rt| rt.ticks.get())
+    TICKS.get()
 }
 
-/// A mutex waiter parked this many monitor ticks (≥ 1 ms) sits in a convoy, not in a
-/// hand-off between running fibers (µs: prodcons, the hammer), and its unlocker yields
-/// to it (`wake::unpark_lock_waiter`). Origin: MariaDB's convoys in the mix wait far
-/// longer, and a yield for every waiter costs the short hand-offs
-/// (docs/RESULTS.md#convoy-yield).
-const CONVOY_TICKS: u64 = 2;
-
-/// Whether a wait that began at monitor tick `since` has lasted `CONVOY_TICKS`.
+/// Whether a wait that began at monitor tick `since` has lasted `CONVOY_TICKS`: a mutex
+/// waiter parked that long sits in a convoy, not in a hand-off between running fibers,
+/// and its unlocker yields to it (`wake::unpark_lock_waiter`).
 pub fn parked_long(since: u64) -> bool {
     convoy_age(monitor_ticks(), since)
 }
@@ -48,6 +52,22 @@ pub fn parked_long(since: u64) -> bool {
 /// fork, counts as none).
 fn convoy_age(now: u64, since: u64) -> bool {
     now.saturating_sub(since) >= CONVOY_TICKS
+}
+
+/// What one wake-up of the monitor stands for, as each policy sees it.
+pub(super) struct Tick {
+    /// Monitor periods: 1, or the ticks a doze skipped and the one that ended it.
+    pub(super) ticks: u64,
+    /// Some worker sleeps or spins: it takes what the monitor hands the injector at
+    /// once. With none, the injector is served every `GLOBAL_CHECK_INTERVAL`-th dequeue
+    /// only, so a busy worker's work is handed over only once it is stranded.
+    pub(super) idle_workers: bool,
+}
+
+/// One of the monitor's policies: an object with its own state, called once per
+/// wake-up of the monitor, in the order `monitor_main` lists them.
+pub(super) trait Policy {
+    fn tick(&mut self, rt: &Runtime, tick: &Tick);
 }
 
 #[cfg(test)]

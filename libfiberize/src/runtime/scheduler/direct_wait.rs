@@ -79,9 +79,6 @@ pub enum DirectWait {
 /// `spin`: spin first, as an idle worker does; false where the descriptor's peer runs
 /// on this CPU ("Spinning" in the module docs).
 pub fn direct_wait(fd: i32, events: i16, deadline: Option<u64>, spin: bool, leave_epoll: impl FnOnce() -> bool) -> DirectWait {
-    if !crate::base::config::config().direct_wait {
-        return DirectWait::Other;
-    }
     let Some(f) = fiber::current() else { return DirectWait::Other };
     // `f` is the caller: its worker is the one whose OS thread we are on.
     let Some(w) = super::worker_of(f) else { return DirectWait::Other };

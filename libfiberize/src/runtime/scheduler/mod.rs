@@ -21,6 +21,9 @@
 //!              workers; every GLOBAL_CHECK_INTERVAL-th dequeue the global queues first
 //! ```
 //!
+//! [`policy`] tells `find_work`'s order and the wake side's placement rules side by
+//! side, with why, and holds every number they use.
+//!
 //! The set of a worker's queues is written out once, in `WorkerShared`'s queue methods
 //! (`has_queued`, `queue_lengths`, `move_queued_to`, `steal_into`): the idle check,
 //! stealing, the monitor's release of a stuck worker's fibers, a retiring worker, the
@@ -63,17 +66,21 @@
 //! | file | what it holds |
 //! |------|---------------|
 //! | `mod.rs` | the `Runtime` and `WorkerShared` structures |
+//! | [`policy`] | the scheduling policy: `find_work`'s order and the wake side's rules, why, the designs rejected, and every constant with its origin |
 //! | [`start`] | starting the pool: the workers, the monitor, the poller, the hooks |
 //! | [`wake`] | queueing a fiber (`unpark`, `schedule`, `yield_now`, `park_current`) and waking an idle worker for it: the sleep/wake protocol |
 //! | [`worker`] | the worker loop: find work, steal, run a fiber to its next switch and requeue it, idle |
 //! | [`direct_wait`] | a fiber alone on its worker waits for its descriptor in the kernel |
-//! | [`monitor`] | the monitor thread: stuck workers, blocked workers and spares, preemption requests |
+//! | [`monitor`] | the monitor thread: its loop over its policies, its doze |
+//! | [`stuck`] | the monitor's watch over each worker's progress: stranded queues, blocked workers |
+//! | [`blocked`] | a worker's kernel thread as the monitor reads it; marking a worker BLOCKED, bringing a spare in |
 //! | [`task_files`] | a worker's `/proc/self/task/TID` files, kept open for the monitor |
 //! | [`lifo`] | the lifo slot (one fiber, owned as a raw `Arc` pointer, swapped in and out) and the urgent queue's type |
 //! | [`worker_role`] | a worker's role (ACTIVE, BLOCKED, SPARE) and its transitions |
-//! | [`clock`] | the monitor's tick count (1 ms), and the convoy rule that reads a lock wait's age from it |
+//! | [`clock`] | the monitor's tick count (1 ms), what a tick tells each of its policies, and the convoy rule that reads a lock wait's age from it |
 //! | [`quota`] | following the cgroup CPU quota while the program runs: the monitor reads it again once a second |
-//! | [`turn`] | a fiber's turn: a fiber that keeps finding requests on its socket goes to the back after `FIBERIZE_TUNE=turn_us` |
+//! | [`turn`] | a fiber's turn: a fiber that keeps finding requests on its socket goes to the back after `policy::TURN_US` |
+//! | [`turn_state`] | what a worker notes for the turn rule, and the pool's turn length now |
 //!
 use core::cell::UnsafeCell;
 use core::ptr;
@@ -90,66 +97,33 @@ use crate::runtime::poller;
 use crate::runtime::sleep_state::{IdleCounts, SleepWord};
 use crate::runtime::timer;
 
+mod blocked;
 mod clock;
 mod direct_wait;
 mod lifo;
 mod monitor;
+pub mod policy;
 mod quota;
 mod start;
 mod stuck;
 mod task_files;
 mod turn;
+mod turn_state;
 mod wake;
 mod worker;
 mod worker_role;
 
 use worker_role::{Role, WorkerRole};
 
+pub(crate) use blocked::{mark_blocked, thread_state, worker_sleeps_in_kernel, BlockedCall};
 pub use clock::{monitor_ticks, parked_long};
 pub use direct_wait::{direct_wait, sleep_without_spin_next, DirectWait};
 pub use lifo::Padded;
-pub(crate) use monitor::{mark_blocked, thread_state, worker_sleeps_in_kernel, BlockedCall};
 pub use start::{pool_never_started, start};
 pub use turn::note_stream_read;
 pub use wake::{
     arc_from_ref, in_worker_context, park_current, push_from_donor, unpark, unpark_lock_waiter, unpark_many, yield_now,
 };
-
-/// Idle rounds before a worker sleeps (`FIBERIZE_TUNE=spin` overrides): the first quarter
-/// a few hundred ns of `pause` each, the rest `sched_yield`s, a non-blocking epoll poll
-/// every fourth round. Origin: MariaDB point selects at 2 connections, preloaded server
-/// and preloaded client, against shorter and longer spins (docs/RESULTS.md#idle-spin).
-/// A long spin takes the CPU from the process that is about to answer (the other end
-/// of the connection, on the same small machine); no spin pays a sleeping worker's
-/// wake-up for every reply. Skipping the `pause` quarter where a first `sched_yield`
-/// showed the CPU shared was worse.
-pub const SPIN_ROUNDS: u32 = 16;
-/// Every this many dequeues a worker looks at the global queues first, so that a busy
-/// local deque cannot starve the injector (the constant Go uses).
-const GLOBAL_CHECK_INTERVAL: u32 = 61;
-/// Every this many dequeues a busy worker polls its readiness set if it is stale
-/// (`poller::STALE_NS`). Origin: a fiber run of a server is ~10–50 µs, so four of them
-/// are about one `STALE_NS`; the monitor's 1 ms poll is the fallback.
-const POLL_CHECK_INTERVAL: u32 = 4;
-/// Fibers a worker runs in a row from its lifo slot while its local deque is not
-/// empty; the next wakee then goes to the back of the deque. Origin: tokio's
-/// `MAX_LIFO_POLLS_PER_TICK` (3): a lock or a message handed round a group of fibers
-/// through the lifo slot must not starve the fibers queued behind it (a lock holder
-/// among them keeps the lock for as long).
-const LIFO_STREAK_CAP: u32 = 3;
-/// Monitor period.
-const MONITOR_TICK_NS: u64 = 1_000_000;
-
-/// Monitor ticks without progress before a sleeping worker counts as blocked.
-/// Origin: two ticks (2–3 ms) is far longer than any switch-free stretch of a fiber
-/// that only calls intercepted functions, and short enough that a blocked worker
-/// costs the others little latency (Go's sysmon retakes a P after 20 µs–10 ms).
-const STUCK_TICKS: u32 = 2;
-/// Longest gap between two looks at a running (not sleeping) worker's kernel state, in
-/// ticks: a fiber that computes and then blocks is noticed within this plus STUCK_TICKS.
-const MAX_RECHECK_TICKS: u32 = 16;
-/// Extra worker slots available as spares beyond the target.
-const MAX_SPARES: usize = 256;
 
 /// One worker's shared state. Owner-hot fields (`lifo`, `running`, `progress`, the timer
 /// heap) sit on lines of their own; the rest is read by others and rarely written.
@@ -180,7 +154,7 @@ pub struct WorkerShared {
     /// The running fiber's turn (see [`turn`]): the `progress` value of the run it
     /// began in and when. Written only by fibers on the worker's own OS thread, so that
     /// a switch writes nothing here.
-    turn: Padded<turn::Turn>,
+    turn: Padded<turn_state::Turn>,
     /// ACTIVE, BLOCKED or SPARE, moved only by the named transitions of [`worker_role`].
     pub(crate) role: WorkerRole,
     /// This worker sleeps in the reactor's epoll_wait (wake it through the reactor's
@@ -272,10 +246,8 @@ pub struct Runtime {
     /// quota changed at run time: [`quota`]).
     cpus: AtomicUsize,
     injector: Injector<FiberRef>,
-    /// The monitor's tick count ([`clock`]).
-    ticks: clock::TickCount,
     /// How long a turn is now ([`turn`]; the monitor adapts it).
-    turn_budget: turn::Budget,
+    turn_budget: turn_state::Budget,
     handoff_head: AtomicPtr<Fiber>,
     idle: IdleCounts,
     /// The word the monitor sleeps on between ticks, and whether it dozes: a worker
@@ -319,7 +291,7 @@ pub(crate) fn spawn_runtime_thread(f: extern "C" fn(*mut libc::c_void) -> *mut l
 
 /// [`spawn_runtime_thread`] that reports a failure (`pthread_create`'s error number:
 /// the group's `pids.max`, `RLIMIT_NPROC`, memory), for a thread the pool can do
-/// without ([`monitor::bring_in_worker`], the timer relay of `thread::timers`). `arg`
+/// without ([`blocked::bring_in_worker`], the timer relay of `thread::timers`). `arg`
 /// must stay valid for as long as `f` uses it.
 pub(crate) fn try_spawn_runtime_thread(
     f: extern "C" fn(*mut libc::c_void) -> *mut libc::c_void,

@@ -3,14 +3,14 @@
 //! The workers start from the quota (`base::cgroup`, `config::default_workers`). Then a
 //! quota can change while the program runs: `docker update --cpus`, `systemctl
 //! set-property … CPUQuota=`, or a write to `cpu.max`. The monitor follows it. Once
-//! every [`CHECK_EVERY_TICKS`] ticks it reads the limit again from the group found at
+//! every [`QUOTA_CHECK_EVERY_TICKS`] ticks it reads the limit again from the group found at
 //! start: one small file per level up to the mount's root for v2, two for v1. A doze
 //! counts the ticks it skipped, and the monitor is never woken for this. The files are
 //! opened when the pool starts, kept by path, and read again with `pread`
 //! ([`KeptFiles`]). The
 //! pool then wants min(CPUs in the affinity mask, limit) ACTIVE workers, at least 1.
 //! That is both the pool's target and `Runtime::cpus`. With more, the monitor wakes
-//! spares or starts workers, up to the pool's spare slots (`monitor::bring_in_worker`).
+//! spares or starts workers, up to the pool's spare slots (`blocked::bring_in_worker`).
 //! A thread that cannot be made (the group's `pids.max`, `RLIMIT_NPROC`; a native
 //! program makes none for a quota) stops the adding: the pool goes on with the workers
 //! it has, and the count (`worker_starts_failed`) says so. It is not tried again until
@@ -27,13 +27,9 @@
 //!
 //! Counters: `quota_changes`, `worker_starts_failed`.
 
+use super::policy::QUOTA_CHECK_EVERY_TICKS;
 use super::*;
 use crate::base::cgroup::{self, Group};
-
-/// How often the limit is read again, in monitor ticks (1 ms): once a second. Origin: a
-/// quota changes by hand or by an orchestrator, seconds apart; a read costs one
-/// `pread` of a small file per level (v2) or two (v1).
-const CHECK_EVERY_TICKS: u64 = 1000;
 
 pub(super) struct QuotaFollow {
     /// The group found at start; None: nothing to follow.
@@ -76,7 +72,7 @@ impl QuotaFollow {
             return;
         }
         self.ticks += ticks;
-        if self.ticks < CHECK_EVERY_TICKS {
+        if self.ticks < QUOTA_CHECK_EVERY_TICKS {
             return;
         }
         self.ticks = 0;
@@ -89,7 +85,7 @@ impl QuotaFollow {
         rt.cpus.store(workers, Ordering::Relaxed);
         rt.target.store(workers, Ordering::Relaxed);
         while rt.active.load(Ordering::Acquire) < workers {
-            if !monitor::bring_in_worker(rt) {
+            if !blocked::bring_in_worker(rt) {
                 break;
             }
         }

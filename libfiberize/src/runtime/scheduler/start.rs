@@ -35,7 +35,7 @@ fn start_pool() {
         crate::base::real::pthread_sigmask(libc::SIG_SETMASK, ptr::null(), &mut m);
         m
     };
-    let slots = n + MAX_SPARES;
+    let slots = n + policy::MAX_SPARES;
     let mut workers = Vec::with_capacity(slots);
     for index in 0..slots {
         let local = Deque::new_fifo();
@@ -74,8 +74,7 @@ fn start_pool() {
         active: AtomicUsize::new(n),
         cpus: AtomicUsize::new(crate::base::config::config().usable_cpus),
         injector: Injector::new(),
-        ticks: Default::default(),
-        turn_budget: turn::Budget::new(),
+        turn_budget: turn_state::Budget::new(),
         handoff_head: AtomicPtr::new(ptr::null_mut()),
         idle: IdleCounts::new(),
         monitor_doze: crate::runtime::sleep_state::MonitorDoze::new(),
@@ -90,10 +89,8 @@ fn start_pool() {
     // `pthread_create`, while no other program thread can make one: opened later,
     // beside the program's threads, each took the lowest free number for a moment
     // (see `own_fds::eventfd_new_out_of_the_way`). Only a spare's are made later.
-    if cfg.direct_wait {
-        for w in &rt.workers[..n] {
-            w.wake_fd.store(crate::base::own_fds::eventfd_new_out_of_the_way(), Ordering::Release);
-        }
+    for w in &rt.workers[..n] {
+        w.wake_fd.store(crate::base::own_fds::eventfd_new_out_of_the_way(), Ordering::Release);
     }
     let quota = Box::into_raw(Box::new(quota::QuotaFollow::new()));
     RUNTIME.store(rt, Ordering::Release);

@@ -7,12 +7,13 @@
 //! any case; `release_queued`), and its due timers fired; one running a fiber without
 //! a switch for `STUCK_TICKS` whose kernel thread sleeps and used almost no CPU is
 //! declared BLOCKED and replaced by a spare
-//! (`monitor::mark_blocked_unless_internal_wait`; docs/DESIGN.md §2.11); a fiber that
+//! (`blocked::mark_blocked_unless_internal_wait`; docs/DESIGN.md §2.11); a fiber that
 //! keeps its worker BLOCKED for `LONG_BLOCK_NS` is marked for demotion to its donor.
 
-use super::monitor::{
-    mark_blocked_unless_internal_wait, mark_for_demotion, worker_cpu_ns, worker_sleeps_in_kernel, Policy, Tick,
-    BLOCKED_CPU_SHARE, LONG_BLOCK_NS,
+use super::blocked::{mark_blocked_unless_internal_wait, mark_for_demotion, worker_cpu_ns, worker_sleeps_in_kernel};
+use super::clock::{Policy, Tick};
+use super::policy::{
+    BLOCKED_CPU_SHARE, DESCHEDULED_STRANDED_TICKS, LONG_BLOCK_NS, MAX_RECHECK_TICKS, MONITOR_TICK_NS, STRANDED_TICKS, STUCK_TICKS,
 };
 use super::*;
 
@@ -183,21 +184,6 @@ fn stranded(ticks: u32, descheduled: bool) -> bool {
 fn descheduled(ran: Option<(u64, u64)>, sleeps: impl FnOnce() -> bool) -> bool {
     matches!(ran, Some((cpu, elapsed)) if cpu * 2 < elapsed) && !sleeps()
 }
-
-/// Ticks without a switch after which a worker the kernel kept off its CPU is
-/// stranded too ([`stranded`]). Origin: the MariaDB mix on shared vCPUs, where such
-/// workers were most releases; chosen against the rule's absence and against one later
-/// limit for both cases (docs/RESULTS.md#stranded-release).
-const DESCHEDULED_STRANDED_TICKS: u32 = 20;
-
-/// Ticks without a switch after which an ACTIVE worker's queued fibers and readiness
-/// are handed to the injector even though no worker is idle to take them: the fiber
-/// it runs does not switch (a spin-wait on a flag whose setter is queued behind it).
-/// Origin: the default preemption slice (`FIBERIZE_PREEMPT_MS`, 5 ms), which bounds
-/// such a run when preemption is on. A hand-over after one tick whatever the others did
-/// only traded the fibers' place in their worker's order for the injector's 1-in-61
-/// service in a saturated pool (docs/RESULTS.md#stranded-release).
-const STRANDED_TICKS: u32 = 5;
 
 /// The owner of `w` has been running one fiber for a whole tick, and an idle worker
 /// can take its work (or it is stranded, [`stranded`]): hand what waits in its

@@ -23,7 +23,7 @@
 //! that returns data in this run ([`note_stream_read`]; a run is told from the next by
 //! the worker's `progress` count, so that a switch neither reads the clock nor writes
 //! anything for turns). At each later such read, if the turn has
-//! lasted `FIBERIZE_TUNE=turn_us` ([`DEFAULT_TURN_US`]) and other fibers wait in the worker's
+//! lasted [`TURN_US`] and other fibers wait in the worker's
 //! queues or the global queue, the fiber ends its turn (`Switch::EndTurn`): it goes to
 //! the back of its worker's deque with the request it just read, as a preempted fiber
 //! does. A read is where a server is between two requests: it holds no latch there (a
@@ -43,7 +43,7 @@
 //! pool's runs and fiber-to-fiber wake-ups (`wake::schedule`'s fiber branch): after
 //! `CALM_WINDOWS` windows in a row under `HANDOFF_PER_MILLE`, with fewer than
 //! `SHORT_MAX_WAITING_PER_WORKER` runnable fibers per worker on average, the turn is the
-//! short one (`FIBERIZE_TUNE=turn_short_us`, [`DEFAULT_SHORT_TURN_US`]), at the first busy
+//! short one ([`SHORT_TURN_US`]), at the first busy
 //! window the long one again. (With hundreds waiting per worker a request waits behind
 //! hundreds of turns whatever their length, and short ones only cost throughput.) Counters `turn_windows_short`, `turn_windows_long`,
 //! `turns_ended_short`. MariaDB's pool-of-threads makes the same distinction by
@@ -55,66 +55,16 @@
 //! per poll before it must yield. Here the budget is time, measured from the first
 //! read, and the check sits at the one operation every server does per request.
 
+use super::policy::{CALM_WINDOWS, HANDOFF_PER_MILLE, MIN_RUNS_PER_WINDOW, SHORT_MAX_WAITING_PER_WORKER, SHORT_TURN_US, TURN_US};
 use super::*;
 use crate::base::stats::{bump, STATS};
 
-/// Default turn in µs. Origin: the turn against none and shorter ones in the MariaDB mix
-/// and point_select alone; shorter turns cost throughput, since every cut turn costs the
-/// fiber another trip through the queue for its next request (docs/RESULTS.md#turn-length).
-/// A millisecond is also the order of the kernel's own time slice.
-pub const DEFAULT_TURN_US: u64 = 1000;
-
-/// Default turn in µs while the program's threads rarely wake each other and few fibers
-/// wait (see the module docs). Origin: point_select over TCP and the unix socket beside
-/// the library with longer short turns; a longer one leaves a request behind the turns
-/// of every fiber queued before it, a shorter one costs throughput for no better tail
-/// (docs/RESULTS.md#short-turn-40us).
-/// The turn stays long where hundreds wait ([`SHORT_MAX_WAITING_PER_WORKER`]) and in
-/// programs whose threads hand each other locks (TPC-C), so neither sees this value.
-pub const DEFAULT_SHORT_TURN_US: u64 = 40;
-
-/// Fiber-to-fiber wake-ups per 1000 runs at or above which the turn is the long one.
-/// Origin: the rates of independent connections (point_select) and of a lock-handing
-/// program (TPC-C) are far apart (`queue_fiber_wake` against `switches`); this sits
-/// between them with room to either side (docs/RESULTS.md#turn-two-lengths).
-const HANDOFF_PER_MILLE: u64 = 30;
-
-/// Quiet windows in a row before the turn becomes the short one. Origin: TPC-C has single
-/// quiet windows between its busy ones, but rarely four in a row
-/// (docs/RESULTS.md#turn-two-lengths).
-const CALM_WINDOWS: u32 = 4;
-
-/// Runnable fibers per active worker, on average over a window, at or above which the
-/// turn is the long one whatever the wake-ups. Origin: point_select at 1024 connections
-/// lost throughput to the short turn while its tail barely moved: with hundreds waiting
-/// per worker a request waits behind hundreds of turns whatever their length, and every
-/// cut turn is another trip through the queue (docs/RESULTS.md#turn-two-lengths).
-const SHORT_MAX_WAITING_PER_WORKER: u64 = 32;
-
-/// A window with fewer runs than this keeps the previous decision: too few to tell.
-const MIN_RUNS_PER_WINDOW: u64 = 64;
-
-/// The pool's turn now, in ns (0: turns off). Written by the monitor ([`Policy`]), read
-/// at every stream read that returns data: Relaxed, a stale value for a tick is harmless.
-pub(super) struct Budget {
-    ns: AtomicU64,
-    short: AtomicBool,
-}
-
-impl Budget {
-    /// The long turn until the monitor's first decision.
-    pub(super) fn new() -> Budget {
-        Budget { ns: AtomicU64::new(long_turn_ns()), short: AtomicBool::new(false) }
-    }
-}
-
 fn long_turn_ns() -> u64 {
-    crate::base::config::config().turn_us.unwrap_or(DEFAULT_TURN_US) * 1000
+    TURN_US * 1000
 }
 
 fn short_turn_ns() -> u64 {
-    let long = long_turn_ns();
-    (crate::base::config::config().turn_short_us.unwrap_or(DEFAULT_SHORT_TURN_US) * 1000).min(long)
+    (SHORT_TURN_US * 1000).min(long_turn_ns())
 }
 
 /// The monitor's side: counts runs and fiber-to-fiber wake-ups over a window of ticks
@@ -128,7 +78,7 @@ pub(super) struct Policy {
 }
 
 impl Policy {
-    /// At the end of each window of `monitor::POLICY_WINDOW_TICKS` ticks;
+    /// At the end of each window of `policy::POLICY_WINDOW_TICKS` ticks;
     /// `mean_waiting`: the fibers waiting in the run queues, on average over it.
     pub(super) fn window_end(&mut self, rt: &Runtime, mean_waiting: u64) {
         let (mut runs, mut fiber_wakes) = (0u64, 0u64);
@@ -141,7 +91,7 @@ impl Policy {
         self.last_runs = runs;
         self.last_fiber_wakes = fiber_wakes;
         let long = long_turn_ns();
-        if long == 0 || window_runs < MIN_RUNS_PER_WINDOW {
+        if window_runs < MIN_RUNS_PER_WINDOW {
             return;
         }
         // Short only after CALM_WINDOWS quiet windows in a row, long at once: the long turn
@@ -159,24 +109,6 @@ impl Policy {
     }
 }
 
-/// A worker's current turn: the `progress` value of the run it began in, and when; and
-/// the fibers that fibers running on it woke (the policy's measure).
-#[derive(Default)]
-pub(super) struct Turn {
-    run: AtomicU64,
-    started_ns: AtomicU64,
-    fiber_wakes: AtomicU64,
-}
-
-impl Turn {
-    /// A fiber running on this worker made another runnable (`wake::schedule`). Only the
-    /// worker's own OS thread writes: a load and a store, no read-modify-write.
-    #[inline]
-    pub(super) fn note_fiber_wake(&self) {
-        self.fiber_wakes.store(self.fiber_wakes.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
-    }
-}
-
 /// A fiber's socket read returned data: starts its turn, or ends it if it is spent
 /// and other fibers wait (see the module docs). For the I/O layer, in fiber context.
 pub fn note_stream_read() {
@@ -184,9 +116,6 @@ pub fn note_stream_read() {
     // A fiber exists, so the runtime does.
     let rt = runtime_unchecked();
     let budget = rt.turn_budget.ns.load(Ordering::Relaxed);
-    if budget == 0 {
-        return;
-    }
     // `f` is the caller: its worker is the one whose OS thread we are on.
     let Some(w) = super::worker_of(f) else { return };
     let now = sys::now_ns();

@@ -7,6 +7,10 @@
 //! is none. A fiber that switches out runnable (a yield, a preemption, the end of its
 //! turn) goes to the back of its worker's deque ([`requeue_notifies`]).
 
+use super::policy::{
+    COORDINATING_WEIGHT, GLOBAL_CHECK_INTERVAL, LIFO_STREAK_CAP, PAUSES_PER_ROUND, POLL_CHECK_INTERVAL, SPIN_PAUSE_PART,
+    SPIN_PROBE_EVERY, SPIN_ROUNDS, STALE_NS,
+};
 use super::*;
 use crate::runtime::queue_delay::Source;
 
@@ -21,7 +25,7 @@ pub(super) extern "C" fn worker_main(arg: *mut libc::c_void) -> *mut libc::c_voi
     w.tp.store(sys::thread_pointer(), Ordering::Relaxed);
     w.tid.store(sys::gettid() as u32, Ordering::Relaxed);
     w.times.born_ns.store(sys::now_ns(), Ordering::Relaxed);
-    if crate::base::config::config().direct_wait && w.wake_fd.load(Ordering::Relaxed) < 0 {
+    if w.wake_fd.load(Ordering::Relaxed) < 0 {
         // A spare's (the first workers' are made by `start::start_pool`).
         w.wake_fd.store(crate::base::own_fds::eventfd_new_out_of_the_way(), Ordering::Release);
         crate::base::own_fds::hold_eventfd(&w.wake_fd);
@@ -134,7 +138,7 @@ fn find_work(rt: &Runtime, w: &WorkerShared, tick: u32, lifo_streak: &mut u32) -
     // Every `POLL_CHECK_INTERVAL`th dequeue, so that a switch-heavy program pays the clock
     // read of the staleness check a quarter of the time.
     if tick.is_multiple_of(POLL_CHECK_INTERVAL) {
-        poller::poll_if_stale(w.readiness_set(), poller::STALE_NS);
+        poller::poll_if_stale(w.readiness_set(), STALE_NS);
     }
     // A lock's woken waiter that its waker gave this worker to (wake::unpark_lock_waiter).
     // SAFETY: we are w's OS thread, in its scheduler context.
@@ -202,11 +206,6 @@ fn pick_coordinating(coordinating: usize, deque: usize, dequeue: u32) -> bool {
     let draw = u64::from(dequeue.wrapping_mul(0x9E37_79B9)); // 2^32 / φ
     (draw * (weighted + deque as u64)) >> 32 < weighted
 }
-
-/// The turns a coordinating fiber gets for one of a fiber in the deque. Origin: the
-/// MariaDB mix on shared vCPUs and the yardstick's read_write, 4 against 2: a dial
-/// between transactions and point selects (docs/RESULTS.md#coordinating-weight).
-const COORDINATING_WEIGHT: u64 = 4;
 
 fn steal_global(rt: &Runtime, local: &Deque<FiberRef>) -> Option<FiberRef> {
     if let Some(f) = rt.drain_handoff(local) {
@@ -405,28 +404,27 @@ fn requeue_notifies(source: Source, queued: usize) -> bool {
 /// hand us work within a spin's time. With everyone idle, work comes from the kernel
 /// (I/O, timers, other processes), and spinning would only take the CPU away from the
 /// process that is about to answer us (Go's rule for spinning Ms is similar). Every
-/// round looks at the queues, every fourth calls `probe` (readiness is work too: a
+/// round looks at the queues, every `SPIN_PROBE_EVERY`th calls `probe` (readiness is work too: a
 /// reply that arrives while we spin must not wait for the spin to end). Returns
 /// whether work or readiness turned up.
 pub(super) fn spin_for_work(rt: &Runtime, w: &WorkerShared, mut probe: impl FnMut() -> bool) -> bool {
     let others_idle = rt.idle.sleeping() + rt.idle.spinning();
-    let spin = crate::base::config::config().spin_rounds.unwrap_or(SPIN_ROUNDS);
     let active = rt.active.load(Ordering::Relaxed);
     // No spinning while the pool has more ACTIVE workers than CPUs (spares, or
     // FIBERIZE_WORKERS above the CPUs): a spinning worker then holds a CPU that a
     // worker with work, or the holder of a lock others wait for, needs. With 128
     // workers on 2 CPUs, 2 000 fibers queued on one mutex drained at ~6 hand-offs a
     // second, each waiting for its worker's turn behind the spinners.
-    let rounds = if others_idle + 1 < active && active <= rt.cpus() { spin } else { 0 };
+    let rounds = if others_idle + 1 < active && active <= rt.cpus() { SPIN_ROUNDS } else { 0 };
     rt.idle.start_spinning();
     let mut found = false;
     for round in 0..rounds {
-        if rt.has_work(Some(w)) || (round % 4 == 0 && probe()) {
+        if rt.has_work(Some(w)) || (round % SPIN_PROBE_EVERY == 0 && probe()) {
             found = true;
             break;
         }
-        if round < spin / 4 {
-            for _ in 0..64 {
+        if round < SPIN_ROUNDS / SPIN_PAUSE_PART {
+            for _ in 0..PAUSES_PER_ROUND {
                 sys::cpu_relax();
             }
         } else {
@@ -445,9 +443,8 @@ fn idle(rt: &Runtime, w: &WorkerShared) {
     // With a set per worker, a spinning worker also takes readiness that waits in a
     // busy worker's set longer than a busy worker's own between-fiber poll would let it
     // (that owner runs one long fiber): the backlog it balances is real.
-    let polled_something = || {
-        poller::try_poll_now(own_set) > 0 || (poller::per_worker() && poller::poll_others_if_stale(own_set, poller::STALE_NS) > 0)
-    };
+    let polled_something =
+        || poller::try_poll_now(own_set) > 0 || (poller::per_worker() && poller::poll_others_if_stale(own_set, STALE_NS) > 0);
     // After a wait declined for a peer on another CPU: no spin (direct_wait.rs,
     // "Pairs form at wake-ups"). Only this thread touches the flag.
     let unspun = w.sleep_without_spin.swap(false, Ordering::Relaxed);
