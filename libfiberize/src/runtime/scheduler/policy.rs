@@ -23,7 +23,7 @@
 //! | a convoy's waiter (parked [`CONVOY_TICKS`] or more, others behind it): the waker's **urgent** queue, and the waker yields | 1. the **urgent** queue |
 //! | | 2. every [`GLOBAL_CHECK_INTERVAL`]th dequeue: the hand-off list and the injector first |
 //! | a fiber woken by a fiber: the waker's **lifo slot**; the occupant it displaces goes to the back of its class's queue | 3. the **lifo slot**, at most [`LIFO_STREAK_CAP`] in a row while the deque or the coordinating queue holds fibers (past the cap the slot's fiber goes to the back of its class's queue) |
-//! | woken in a worker's scheduler context (readiness it harvested, timers it fired), or requeued there (a yield, a preemption, a turn's end): the back of its **deque**, or of its **coordinating** queue if it coordinates | 4. the coordinating queue or the deque, drawn [`COORDINATING_WEIGHT`]`·c : d` by their lengths; then the other of the two |
+//! | woken in a worker's scheduler context (readiness it harvested, timers it fired), or requeued on its own worker (a preemption, a turn's end): the back of its **deque**, or of its **coordinating** queue if it coordinates; a yield: the deque whatever its class; a requeue goes behind the **injector** instead when nothing is queued here and the injector is not empty | 4. the coordinating queue or the deque, drawn [`COORDINATING_WEIGHT`]`·c : d` by their lengths; then the other of the two |
 //! | woken by a plain thread or the monitor: the **injector**; by a donor: the **hand-off list** | 5. the hand-off list, then the injector (a batch into the own deque) |
 //! | | 6. steal from another worker: a batch of its deque, or its coordinating queue; its urgent queue and lifo slot only when it is not ACTIVE |
 //! | | 7. nothing: spin ([`SPIN_ROUNDS`]), then sleep in the readiness set (or in a direct wait, `direct_wait.rs`) |
@@ -184,14 +184,19 @@ pub const MONITOR_TICK_NS: u64 = 1_000_000;
 /// against spare workers started for short kernel waits; see
 /// docs/RESULTS.md#monitor-blocked-rule.
 pub const STUCK_TICKS: u32 = 2;
-/// Longest gap between two looks at a running worker's kernel state, in ticks. Origin:
-/// a guess; no A/B run yet.
+/// Longest gap between two looks at a running worker's kernel state, in ticks: a fiber
+/// that computes and then blocks is noticed within this plus `STUCK_TICKS`. Origin: a
+/// guess; no A/B run yet.
 pub const MAX_RECHECK_TICKS: u32 = 16;
 /// A worker counts as blocked only if its thread ran less than 1/BLOCKED_CPU_SHARE of
-/// the time between two looks. Origin: see docs/RESULTS.md#monitor-blocked-rule.
+/// the time between two looks: a fiber that computes with brief kernel waits (arena
+/// locks, page faults) runs most of the time, one in a blocking call hardly at all.
+/// Origin: see docs/RESULTS.md#monitor-blocked-rule.
 pub const BLOCKED_CPU_SHARE: u64 = 4;
 /// How long a worker may stay BLOCKED in one call before its fiber is marked for
-/// demotion to its donor. Origin: a guess (a DNS lookup ends well within); no A/B run yet.
+/// demotion to its donor: a call that lasts longer is a thread's waiting loop, which
+/// costs a spare worker for as long as it runs. Origin: a guess (a DNS lookup or an
+/// `flock` on a busy file ends well within); no A/B run yet.
 pub const LONG_BLOCK_NS: u64 = 1_000_000_000;
 /// Extra worker slots for spares beyond the target. Origin: a bound; no A/B run yet.
 pub const MAX_SPARES: usize = 256;
@@ -211,5 +216,6 @@ pub const DOZE_AFTER_QUIET_TICKS: u32 = POLICY_WINDOW_TICKS;
 /// Quiet ticks before the monitor dozes again after a long doze. Origin: an idle
 /// MariaDB's background errands; see docs/RESULTS.md#monitor-doze.
 pub const REDOZE_AFTER_QUIET_TICKS: u32 = 2;
-/// Longest doze. Origin: see docs/RESULTS.md#monitor-doze.
+/// Longest doze: it bounds what a doze delays (the exit after `pthread_exit` in `main`,
+/// the monitor's net for a lost wake-up). Origin: see docs/RESULTS.md#monitor-doze.
 pub const MAX_DOZE_NS: u64 = 50_000_000;
