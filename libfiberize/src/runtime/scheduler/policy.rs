@@ -207,6 +207,10 @@ pub const STRANDED_TICKS: u32 = 5;
 /// The same for a worker the kernel kept off its CPU half the stretch. Origin: see
 /// docs/RESULTS.md#stranded-release.
 pub const DESCHEDULED_STRANDED_TICKS: u32 = 20;
+/// A worker counts as kept off its CPU when its thread ran less than
+/// 1/DESCHEDULED_CPU_SHARE of a no-progress stretch. Origin: see
+/// docs/RESULTS.md#stranded-release.
+pub const DESCHEDULED_CPU_SHARE: u64 = 2;
 /// How often the cgroup quota is read again, in ticks. Origin: a quota changes seconds
 /// apart; a guess, no A/B run yet (docs/RESULTS.md#cgroup-quota tests that it is followed).
 pub const QUOTA_CHECK_EVERY_TICKS: u64 = 1000;

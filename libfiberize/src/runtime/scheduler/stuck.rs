@@ -13,7 +13,8 @@
 use super::blocked::{mark_blocked_unless_internal_wait, mark_for_demotion, worker_cpu_ns, worker_sleeps_in_kernel};
 use super::clock::{Policy, Tick};
 use super::policy::{
-    BLOCKED_CPU_SHARE, DESCHEDULED_STRANDED_TICKS, LONG_BLOCK_NS, MAX_RECHECK_TICKS, MONITOR_TICK_NS, STRANDED_TICKS, STUCK_TICKS,
+    BLOCKED_CPU_SHARE, DESCHEDULED_CPU_SHARE, DESCHEDULED_STRANDED_TICKS, LONG_BLOCK_NS, MAX_RECHECK_TICKS, MONITOR_TICK_NS,
+    STRANDED_TICKS, STUCK_TICKS,
 };
 use super::*;
 
@@ -182,7 +183,7 @@ fn stranded(ticks: u32, descheduled: bool) -> bool {
 /// clock standing still; its schedstat wait (`run_delay`) grows only once it runs
 /// again, so it cannot tell.
 fn descheduled(ran: Option<(u64, u64)>, sleeps: impl FnOnce() -> bool) -> bool {
-    matches!(ran, Some((cpu, elapsed)) if cpu * 2 < elapsed) && !sleeps()
+    matches!(ran, Some((cpu, elapsed)) if cpu * DESCHEDULED_CPU_SHARE < elapsed) && !sleeps()
 }
 
 /// The owner of `w` has been running one fiber for a whole tick, and an idle worker
