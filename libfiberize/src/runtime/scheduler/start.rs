@@ -96,7 +96,7 @@ fn start_pool() {
     RUNTIME.store(rt, Ordering::Release);
     let rt = runtime_unchecked();
     for w in &rt.workers[..n] {
-        crate::base::own_fds::hold_eventfd(&w.wake_fd); // -1 without direct waits: never matches
+        crate::base::own_fds::hold_eventfd(&w.wake_fd); // -1 if none could be made: never matches
     }
     for i in 0..n {
         spawn_runtime_thread(worker::worker_main, &rt.workers[i] as *const WorkerShared as *mut libc::c_void);
