@@ -54,6 +54,7 @@ use corosensei::stack::{Stack, StackPointer};
 use corosensei::{Coroutine, Yielder};
 
 use crate::base::stats::{bump, STATS};
+use crate::base::thread_words::ThreadWord;
 use crate::runtime::park_state::ParkState;
 use crate::runtime::sleep_state::DonorWait;
 pub use crate::runtime::wait_note::WaitKind;
@@ -406,14 +407,13 @@ const ON_DONOR_BIT: usize = 1;
 /// In `CURRENT`: a vfork child borrows this TCB (it must not touch the runtime).
 const VFORK_CHILD_BIT: usize = 2;
 
-thread_local! {
-    static CURRENT: Cell<usize> = const { Cell::new(0) };
-}
+/// The word itself: one of the runtime's initial-exec thread words.
+const CURRENT: ThreadWord = crate::base::thread_words::CURRENT_FIBER;
 
 /// The fiber running on this OS thread, if the caller is a fiber scheduled by a worker.
 #[inline]
 pub fn current() -> Option<&'static Fiber> {
-    let v = CURRENT.with(|c| c.get());
+    let v = CURRENT.get();
     if v == 0 || v & (ON_DONOR_BIT | VFORK_CHILD_BIT) != 0 || crate::base::config::in_forked_child() {
         return None;
     }
@@ -431,7 +431,7 @@ pub fn is_fiber() -> bool {
 /// The fiber this TCB belongs to, wherever it runs (worker or donor), ignoring the
 /// fork state: for the fork hooks, which must know who forked.
 pub(crate) fn owner_of_tcb() -> Option<&'static Fiber> {
-    let v = CURRENT.with(|c| c.get()) & !(ON_DONOR_BIT | VFORK_CHILD_BIT);
+    let v = CURRENT.get() & !(ON_DONOR_BIT | VFORK_CHILD_BIT);
     // SAFETY: as in `current`.
     (v != 0).then(|| unsafe { &*(v as *const Fiber) })
 }
@@ -439,34 +439,30 @@ pub(crate) fn owner_of_tcb() -> Option<&'static Fiber> {
 /// Whether the caller runs on a worker (not on its donor): read before the fork
 /// state changes `current`'s answer.
 pub(crate) fn runs_on_worker() -> bool {
-    let v = CURRENT.with(|c| c.get());
+    let v = CURRENT.get();
     v != 0 && v & (ON_DONOR_BIT | VFORK_CHILD_BIT) == 0
 }
 
 /// Whether the caller is a vfork child borrowing this thread's TCB (and memory).
 #[inline]
 pub fn in_vfork_child() -> bool {
-    CURRENT.with(|c| c.get()) & VFORK_CHILD_BIT != 0
+    CURRENT.get() & VFORK_CHILD_BIT != 0
 }
 
 /// Marks (or unmarks) this TCB as borrowed by a vfork child: set by the interposed
 /// `vfork` just before the system call, cleared in the parent when it returns.
 pub fn set_vfork_child(on: bool) {
-    CURRENT.with(|c| {
-        let v = c.get();
-        c.set(if on { v | VFORK_CHILD_BIT } else { v & !VFORK_CHILD_BIT });
-    });
+    let v = CURRENT.get();
+    CURRENT.set(if on { v | VFORK_CHILD_BIT } else { v & !VFORK_CHILD_BIT });
 }
 
 pub(crate) fn set_current(f: *const Fiber) {
-    CURRENT.with(|c| c.set(f as usize));
+    CURRENT.set(f as usize);
 }
 
 pub(crate) fn set_on_donor(on: bool) {
-    CURRENT.with(|c| {
-        let v = c.get();
-        c.set(if on { v | ON_DONOR_BIT } else { v & !ON_DONOR_BIT });
-    });
+    let v = CURRENT.get();
+    CURRENT.set(if on { v | ON_DONOR_BIT } else { v & !ON_DONOR_BIT });
 }
 
 /// Runs `f` on the calling fiber's donor OS thread, so that `f` may block in the

@@ -311,16 +311,14 @@ fn note_wake_locality(f: &Fiber, w: &WorkerShared) {
     }
 }
 
-thread_local! {
-    /// The worker whose scheduler loop runs on this OS thread. Read only in scheduler
-    /// context, where FS is the worker's own (in fiber context FS is the donor's and
-    /// this reads the donor's copy, which is null).
-    pub(super) static WORKER: core::cell::Cell<*const WorkerShared> = const { core::cell::Cell::new(ptr::null()) };
-}
+/// The worker whose scheduler loop runs on this OS thread. Read only in scheduler
+/// context, where the thread pointer is the worker's own (in fiber context it is the
+/// donor's, whose copy is null). One of the runtime's initial-exec thread words.
+pub(super) const WORKER: crate::base::thread_words::ThreadWord = crate::base::thread_words::WORKER;
 
 #[inline]
 fn worker_context() -> Option<&'static WorkerShared> {
-    let w = WORKER.with(|c| c.get());
+    let w = WORKER.get() as *const WorkerShared;
     // SAFETY: set by worker_main to its leaked WorkerShared.
     if w.is_null() {
         None

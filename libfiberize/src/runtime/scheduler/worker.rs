@@ -26,7 +26,7 @@ pub(super) extern "C" fn worker_main(arg: *mut libc::c_void) -> *mut libc::c_voi
         w.wake_fd.store(crate::base::own_fds::eventfd_new_out_of_the_way(), Ordering::Release);
         crate::base::own_fds::hold_eventfd(&w.wake_fd);
     }
-    wake::WORKER.with(|c| c.set(w));
+    wake::WORKER.set(w as *const WorkerShared as usize);
     w.readiness_set.store(poller::claim_set(w.index), Ordering::Relaxed);
     // Workers run program code, so they take the program's signals (a handler then runs
     // with the interrupted fiber's TLS, as it would on that thread natively), under the
