@@ -31,11 +31,12 @@ use core::sync::atomic::{AtomicPtr, AtomicU32, AtomicUsize, Ordering};
 use crate::base::rawlock::RawMutex;
 use crate::base::stats::{bump, STATS};
 use crate::base::sys;
-use crate::runtime::fiber::{self, Fiber, FiberRef, WaitKind};
+use crate::runtime::fiber::{self, Fiber, WaitKind};
 use crate::runtime::scheduler;
 pub use crate::sync::lock_word::Place;
 use crate::sync::parking_fair::FairTimer;
 use crate::sync::parking_quick::{self, BucketLock};
+use crate::sync::parking_wake::{Wake, WakeBatch};
 
 /// log2 of the bucket count. Origin: thousands of parked I/O fibers, whose keys walked
 /// long chains with fewer (docs/RESULTS.md#parking-table-size).
@@ -377,30 +378,6 @@ pub struct UnparkInfo {
     pub be_fair: bool,
 }
 
-/// A dequeued waiter's wake-up, performed after the bucket lock is released.
-enum Wake {
-    Fiber(FiberRef),
-    Thread(*const AtomicU32),
-}
-
-impl Wake {
-    /// Wakes a thread now (no fiber to batch).
-    fn run_thread(self) -> Option<FiberRef> {
-        self.run_as(false);
-        None
-    }
-    /// `lock_waiter`: see [`scheduler::unpark_lock_waiter`].
-    fn run_as(self, lock_waiter: bool) {
-        match self {
-            Wake::Fiber(f) if lock_waiter => scheduler::unpark_lock_waiter(&f),
-            Wake::Fiber(f) => scheduler::unpark(&f),
-            Wake::Thread(word) => {
-                sys::futex_wake(word, 1);
-            }
-        }
-    }
-}
-
 /// Unlinks `w` and prepares its wake-up (under the bucket lock).
 fn take(b: &Bucket, w: *const Waiter, token: usize) -> Wake {
     b.unlink(w);
@@ -494,22 +471,21 @@ pub fn unpark_some(key: usize, bitset: u32, max: usize, callback: impl FnOnce(us
     }
     let b = bucket(key);
     let mut callback = Some(callback);
-    let mut wakes: [Option<Wake>; 16] = Default::default();
+    let mut wakes = WakeBatch::new();
     let mut total = 0;
     loop {
-        let mut n = 0;
         b.lock.lock();
         let mut p = b.head.load(Ordering::Relaxed) as *const Waiter;
-        while !p.is_null() && n < wakes.len() && total + n < max {
+        while !p.is_null() && wakes.has_room() && total + wakes.len() < max {
             // SAFETY: list members are live under the lock.
             let next = unsafe { (*p).next.get() };
             // SAFETY: as above.
             if unsafe { (*p).key.load(Ordering::Relaxed) == key && (*p).bitset & bitset != 0 } {
-                wakes[n] = Some(take(b, p, TOKEN_NORMAL));
-                n += 1;
+                wakes.push(take(b, p, TOKEN_NORMAL));
             }
             p = next;
         }
+        let n = wakes.len();
         let more = !p.is_null() && total + n < max && b.any_with_key(key);
         if !more {
             if let Some(cb) = callback.take() {
@@ -517,12 +493,7 @@ pub fn unpark_some(key: usize, bitset: u32, max: usize, callback: impl FnOnce(us
             }
         }
         b.lock.unlock();
-        // Threads one by one; the fibers as one batch (the idle workers told once).
-        let mut fibers = wakes.iter_mut().take(n).filter_map(|slot| match slot.take()? {
-            Wake::Fiber(f) => Some(f),
-            thread => thread.run_thread(),
-        });
-        scheduler::unpark_many(&mut fibers);
+        wakes.run();
         total += n;
         if !more {
             return total;
