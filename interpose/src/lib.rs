@@ -29,7 +29,7 @@ pub(crate) mod gate {
         if !enabled() {
             return None;
         }
-        fiberize_rt::runtime::fiber::current_or_demote()
+        fiberize_rt::runtime::switch::current_or_demote()
     }
 
     /// Sets the calling thread's (or fiber's) errno.

@@ -1,4 +1,5 @@
-//! **Layer 1 — the core runtime.** Fibers and their donors ([`fiber`]), the workers,
+//! **Layer 1 — the core runtime.** Fibers and their donors ([`fiber`], switched out
+//! and handed to their donors by [`switch`]), the workers,
 //! their queues, idle sleep and the monitor ([`scheduler`]), per-worker timers
 //! ([`timer`]), the epoll set idle workers sleep in ([`poller`]), time slicing
 //! ([`preempt`]), giving a long sleeper's dead stack pages back ([`stack_release`]), the registry of live fibers ([`registry`]) and the hooks through which
@@ -26,6 +27,7 @@ pub mod scheduler;
 pub mod signal_state;
 pub mod sleep_state;
 pub mod stack_release;
+pub mod switch;
 pub mod timer;
 pub mod wait_note;
 pub mod wtls;

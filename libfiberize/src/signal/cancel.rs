@@ -118,7 +118,7 @@ pub fn act_on_cancel(f: &Fiber) -> ! {
     unsafe { (crate::runtime::hooks::get().exit_thread)(PTHREAD_CANCELED) }
 }
 
-/// A demoted fiber (now a plain thread on its donor, `fiber::current_or_demote`) hands
+/// A demoted fiber (now a plain thread on its donor, `switch::current_or_demote`) hands
 /// its cancellation state, type and a pending request to glibc, which cancels plain
 /// threads: without this a demoted thread was never cancelled (its `pthread_cancel`
 /// only recorded the request in the fiber). Called on the donor.

@@ -39,7 +39,7 @@ pub unsafe fn fiber_sigtimedwait(f: &Fiber, set: &sigset_t, info: *mut libc::sig
     let deadline = timeout_ns.map(|t| sys::now_ns().saturating_add(t));
     crate::signal::cancel::testcancel();
     // The whole wait runs on the donor; it comes back to the fiber only with a result.
-    let r = crate::runtime::fiber::run_on_donor(|| {
+    let r = crate::runtime::switch::run_on_donor(|| {
         let r = loop {
             f.donor_wait.begin();
             if let Some((sig, sent_to_thread)) = take_held(f, set) {
@@ -139,7 +139,7 @@ pub fn wait_on_donor(
         sys::set_errno(libc::EINTR);
         return -1;
     }
-    let r = crate::runtime::fiber::run_on_donor(|| {
+    let r = crate::runtime::switch::run_on_donor(|| {
         // SAFETY: an all-zero sigset_t is a valid (empty) set; `from_kernel` fills it.
         let mut mask: sigset_t = unsafe { core::mem::zeroed() };
         from_kernel(sys::sigmask_get() & !KICK_BIT, &mut mask);

@@ -2,7 +2,7 @@
 //! there, as the fiber's own thread would.
 //!
 //! A fiber hands a call that the library cannot turn into a park to its donor
-//! (`runtime::fiber::run_on_donor`): `waitpid`, `flock`, `lockf`, `getaddrinfo`, a
+//! (`runtime::switch::run_on_donor`): `waitpid`, `flock`, `lockf`, `getaddrinfo`, a
 //! process-shared semaphore, condition variable, rwlock or barrier, a join of a plain
 //! thread, `fsync`, `O_DIRECT` I/O, a `poll` the reactor cannot take. Natively the
 //! thread waiting there is one the kernel may pick for a signal sent to the process:
@@ -62,7 +62,7 @@ pub fn run_on_donor_taking_signals<R>(call: impl FnOnce() -> R) -> R {
     let Some(f) = fiber::current() else { return call() };
     // Read on the worker, where the fiber's mask is known (its own, or the worker's).
     let accepted = !crate::signal::delivery::intended_mask(f) & PROGRAM_SIGNALS;
-    fiber::run_on_donor(|| {
+    crate::runtime::switch::run_on_donor(|| {
         if accepted == 0 {
             return call();
         }

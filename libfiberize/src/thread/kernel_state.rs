@@ -34,7 +34,7 @@ pub enum Route {
     /// The kernel, with these arguments (the program's, or with the caller's 0 replaced
     /// by the fiber's donor's tid).
     Kernel([c_long; 6]),
-    /// Run the call on the calling fiber's donor ([`fiber::run_on_donor`]).
+    /// Run the call on the calling fiber's donor ([`crate::runtime::switch::run_on_donor`]).
     OnDonor,
     /// Answered here: the result, or an error number for `errno`.
     Done(Result<c_long, c_int>),

@@ -27,7 +27,7 @@
 //! ```
 //!
 //! `pthread_join` from a fiber runs the real `pthread_join` on the joiner's own donor
-//! ([`crate::runtime::fiber::run_on_donor`]); so "join returns after the destructors ran" is
+//! ([`crate::runtime::switch::run_on_donor`]); so "join returns after the destructors ran" is
 //! glibc's own guarantee, and no worker blocks.
 //!
 //! # Fork: the child's thread goes back to its donor's frames
@@ -483,7 +483,7 @@ pub unsafe fn exit(v: *mut c_void) -> ! {
     }
     if let Some(f) = fiber::current() {
         let fp = f as *const Fiber;
-        if fiber::become_plain_thread() {
+        if crate::runtime::switch::become_plain_thread() {
             // Now on the donor. The donor's frames (and its Arc) are about to be
             // discarded by the longjmp, so settle the fiber's bookkeeping here.
             // SAFETY: `fp` is alive: donor_main's Arc still exists (we release it below).

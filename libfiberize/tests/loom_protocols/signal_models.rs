@@ -19,7 +19,7 @@ struct Outcomes {
     thread_raised: AtomicUsize,
 }
 
-/// A fiber becomes a plain thread (`fiber::become_plain_thread`: mark, then take
+/// A fiber becomes a plain thread (`switch::become_plain_thread`: mark, then take
 /// everything held) while one sender hands it a signal of the process
 /// (`delivery::hand_process_signal`: hold, fence, look at the flag, give back what is
 /// still held) and another sends the same signal to its thread (`delivery::kill_fiber`:

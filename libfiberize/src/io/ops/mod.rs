@@ -17,7 +17,7 @@
 //!   before it returns, as the kernel's does.
 //!
 //! Calls we cannot drive by readiness (`poll`/`select` over several fds, `fsync`) run on
-//! the fiber's donor thread (`fiber::run_on_donor`) after a non-blocking probe.
+//! the fiber's donor thread (`switch::run_on_donor`) after a non-blocking probe.
 //!
 //! # Files
 //!
@@ -359,7 +359,7 @@ fn needs_loop(fd: c_int) -> Option<&'static FdState> {
     // the kernel blocks it, restarts the call after an `SA_RESTART` handler, applies
     // the socket timeouts, exactly as natively. (Its wait in `poll` used to turn every
     // handler, the library's own dump signal included, into EINTR.)
-    fiber::current_or_demote()?;
+    crate::runtime::switch::current_or_demote()?;
     let f = st.flags.load(Ordering::Acquire);
     if f & OWNED == 0 || f & (USER_NONBLOCK | EPOLL_FD) != 0 {
         return None;
