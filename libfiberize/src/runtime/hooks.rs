@@ -32,7 +32,7 @@ use crate::runtime::fiber::Fiber;
 /// The upper layers' part in the core's protocols (see the module docs).
 pub struct Hooks {
     /// Runs the handlers of the signals pending for `f` that its mask lets through,
-    /// in `f`'s context (`signal::delivery::deliver_pending`).
+    /// in `f`'s context (`signal::mask::deliver_pending`).
     pub deliver_signals: fn(&Fiber),
     /// Ends `f` now if it has an asynchronous cancel request it can act on
     /// (`signal::cancel::act_on_async_cancel`).

@@ -12,7 +12,8 @@ use crate::base::sys;
 use crate::runtime::fiber::Fiber;
 use crate::runtime::kick::{KICK_BIT, KICK_SIGNAL};
 use crate::runtime::queued_signals;
-use crate::signal::delivery::{fiber_sigmask, from_kernel, has_deliverable_held, intended_mask, interrupted_for_good, to_kernel};
+use crate::signal::delivery::{from_kernel, has_deliverable_held, intended_mask, interrupted_for_good, to_kernel};
+use crate::signal::mask::fiber_sigmask;
 
 // ---------------------------------------------------------------------------------
 // sigwait and friends for fibers

@@ -82,7 +82,7 @@ use crate::thread::donor_sleep;
 /// The upper layers' part in the core's protocols ([`crate::runtime::hooks`]),
 /// installed by [`create`] when it starts the pool.
 pub static LAYER_HOOKS: Hooks = Hooks {
-    deliver_signals: crate::signal::delivery::deliver_pending,
+    deliver_signals: crate::signal::mask::deliver_pending,
     act_on_async_cancel: crate::signal::cancel::act_on_async_cancel,
     fiber_ended,
     resume_donor_in_forked_child: donor_sleep::resume_donor_in_forked_child,

@@ -62,7 +62,7 @@ fn held_signals_are_taken_once_and_as_the_kind_sent() {
     });
 }
 
-/// A fiber on a worker delivers what it holds (`delivery::deliver_pending`: `take_sent_to_process`)
+/// A fiber on a worker delivers what it holds (`mask::deliver_pending`: `take_sent_to_process`)
 /// while it blocks the process's signal and gives it back (`give_back_to_process`:
 /// `take_from_process`), and a new signal of the process comes for it meanwhile. Each
 /// held signal is taken exactly once, by one of them.
