@@ -85,7 +85,7 @@ pub unsafe extern "C" fn sched_getcpu() -> c_int {
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn pthread_kill(t: libc::pthread_t, sig: c_int) -> c_int {
     if crate::gate::enabled() {
-        if let Some(f) = fiberize_rt::runtime::registry::find_by_pthread(t as usize) {
+        if let Some(f) = fiberize_rt::runtime::fibers::registry::find_by_pthread(t as usize) {
             return fiberize_rt::signal::delivery::kill_fiber(&f, sig);
         }
     }
@@ -103,7 +103,7 @@ pub unsafe extern "C" fn pthread_kill(t: libc::pthread_t, sig: c_int) -> c_int {
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn pthread_sigqueue(t: libc::pthread_t, sig: c_int, value: libc::sigval) -> c_int {
     if crate::gate::enabled() {
-        if let Some(f) = fiberize_rt::runtime::registry::find_by_pthread(t as usize) {
+        if let Some(f) = fiberize_rt::runtime::fibers::registry::find_by_pthread(t as usize) {
             return fiberize_rt::thread::tid::sigqueue_fiber(&f, sig, value);
         }
     }

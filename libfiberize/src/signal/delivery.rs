@@ -19,7 +19,7 @@
 //!
 //! `pthread_sigqueue`, `rt_tgsigqueueinfo` to a fiber's tid and a timer aimed at it
 //! (`thread::timers`) take the same path ([`queue_to_fiber`]) with the sender's siginfo,
-//! which waits beside the held bit (`runtime::queued_signals`, which has the protocol):
+//! which waits beside the held bit (`runtime::signals::queued_signals`, which has the protocol):
 //! the fiber raises the signal with `rt_tgsigqueueinfo` to its own kernel thread, so
 //! the handler gets `SI_QUEUE` or `SI_TIMER` and `si_value` as natively, and each
 //! queued instance of a real-time signal in turn; `sigtimedwait` returns that siginfo.
@@ -28,9 +28,9 @@ use libc::{c_int, sigset_t};
 
 use crate::base::stats::{bump, STATS};
 use crate::base::sys;
-use crate::runtime::fiber::{Fiber, FiberRef, Life};
-use crate::runtime::kick::KICK_SIGNAL;
-use crate::runtime::queued_signals::{self, Instances, Queued};
+use crate::runtime::fibers::fiber::{Fiber, FiberRef, Life};
+use crate::runtime::preemption::kick::KICK_SIGNAL;
+use crate::runtime::signals::queued_signals::{self, Instances, Queued};
 
 pub(crate) fn to_kernel(set: &sigset_t) -> u64 {
     // SAFETY: glibc's sigset_t starts with the kernel's 64-bit mask (x86_64).
@@ -86,7 +86,7 @@ pub fn has_deliverable_held(f: &Fiber) -> bool {
 /// fiber, its current or next wait counts as interrupted, as the kernel interrupts the
 /// thread's system call. Async-signal-safe (a TLS read and atomics).
 pub fn note_handler_ran(sa_restart: bool) {
-    if let Some(f) = crate::runtime::fiber::current() {
+    if let Some(f) = crate::runtime::fibers::fiber::current() {
         f.interruption.mark(sa_restart);
     }
 }
@@ -107,14 +107,14 @@ pub fn interrupted_for_good(f: &Fiber, restartable: bool) -> bool {
 }
 
 /// `pthread_kill` on a fiber. Returns the error number.
-pub fn kill_fiber(target: &crate::runtime::fiber::FiberRef, sig: c_int) -> c_int {
+pub fn kill_fiber(target: &crate::runtime::fibers::fiber::FiberRef, sig: c_int) -> c_int {
     if !(0..=64).contains(&sig) {
         return libc::EINVAL;
     }
     if sig == 0 {
         return 0;
     }
-    if let Some(me) = crate::runtime::fiber::current() {
+    if let Some(me) = crate::runtime::fibers::fiber::current() {
         if core::ptr::eq(me, &**target) {
             return raise_in_fiber(me, sig);
         }
@@ -150,14 +150,14 @@ fn send_to_plain_thread(target: &FiberRef, sig: c_int) -> Option<c_int> {
 /// A signal was held for fiber `target`: it runs (or ends its donor wait) to take it.
 fn wake_for_signal(target: &FiberRef) {
     crate::runtime::scheduler::unpark(target);
-    crate::runtime::kick::kick(target);
+    crate::runtime::preemption::kick::kick(target);
     interrupt_donor_wait(target);
 }
 
 /// `pthread_sigqueue`, `rt_tgsigqueueinfo` or a relayed timer (`crate::thread::timers`)
 /// on fiber `target`: as [`kill_fiber`], and the signal keeps the sender's siginfo
 /// `info` (`SI_QUEUE` and its `si_value`, a timer's `SI_TIMER`), which the fiber's
-/// handler or `sigtimedwait` gets (`runtime::queued_signals`). Returns the error number
+/// handler or `sigtimedwait` gets (`runtime::signals::queued_signals`). Returns the error number
 /// (`EAGAIN`: too many queued, as the kernel's limit on queued signals).
 pub fn queue_to_fiber(target: &FiberRef, sig: c_int, info: &libc::siginfo_t) -> c_int {
     if !(0..=64).contains(&sig) {
@@ -166,7 +166,7 @@ pub fn queue_to_fiber(target: &FiberRef, sig: c_int, info: &libc::siginfo_t) -> 
     if sig == 0 {
         return 0;
     }
-    let is_me = crate::runtime::fiber::current().is_some_and(|me| core::ptr::eq(me, &**target));
+    let is_me = crate::runtime::fibers::fiber::current().is_some_and(|me| core::ptr::eq(me, &**target));
     if is_me && effective_mask(target) & (1u64 << (sig - 1)) == 0 {
         // To itself, not blocked: delivered before the call returns, here.
         return match sys::rt_tgsigqueueinfo(sys::gettid(), sig, info) {
@@ -200,8 +200,8 @@ pub(crate) fn accepting_fiber(sig: c_int) -> Option<FiberRef> {
     let accepts = |f: &Fiber| {
         !f.signals.is_plain_thread() && runs_handler_now(f.life(), f.donor_wait.is_interruptible()) && intended_mask(f) & bit == 0
     };
-    crate::runtime::registry::find(|f| accepts(f) && f.life() == Life::Running)
-        .or_else(|| crate::runtime::registry::find(accepts))
+    crate::runtime::fibers::registry::find(|f| accepts(f) && f.life() == Life::Running)
+        .or_else(|| crate::runtime::fibers::registry::find(accepts))
 }
 
 /// Whether a fiber in state `life` runs a handler for a signal held for it now: on a
@@ -238,7 +238,7 @@ pub fn route_from_worker(sig: c_int) -> bool {
         return true;
     }
     let bit = 1u64 << (sig - 1);
-    crate::runtime::registry::find(|f| f.life() == Life::OnDonor && f.donor.signals.takes(bit))
+    crate::runtime::fibers::registry::find(|f| f.life() == Life::OnDonor && f.donor.signals.takes(bit))
         .is_some_and(|target| send_to_open_donor(&target, sig))
 }
 

@@ -1,6 +1,6 @@
 //! A fiber's own signal mask (`pthread_sigmask`, [`fiber_sigmask`]) and the raising of
 //! the signals held for it that the mask lets through ([`deliver_pending`]): at its
-//! return from a switch (`crate::runtime::hooks`), at the shield's exit, and when it
+//! return from a switch (`crate::runtime::fibers::hooks`), at the shield's exit, and when it
 //! unblocks them.
 //!
 //! A signal mask belongs to a kernel thread, and fibers share workers. A fiber that
@@ -15,9 +15,9 @@
 use libc::{c_int, sigset_t};
 
 use crate::base::sys;
-use crate::runtime::fiber::Fiber;
-use crate::runtime::kick::KICK_BIT;
-use crate::runtime::queued_signals::{self, Instances};
+use crate::runtime::fibers::fiber::Fiber;
+use crate::runtime::preemption::kick::KICK_BIT;
+use crate::runtime::signals::queued_signals::{self, Instances};
 use crate::signal::delivery::{effective_mask, from_kernel, give_back_to_process, tgkill_self, to_kernel};
 
 /// `pthread_sigmask` for a fiber. Returns the error number (0 on success).
@@ -114,7 +114,7 @@ fn mark_if_unwrapped(f: &Fiber, sig: c_int) {
 
 /// [`deliver_pending`] for the current fiber, if any: the shield's exit calls it.
 fn deliver_held_of_current() {
-    if let Some(f) = crate::runtime::fiber::current() {
+    if let Some(f) = crate::runtime::fibers::fiber::current() {
         if f.signals.held() != 0 {
             deliver_pending(f);
         }

@@ -3,7 +3,7 @@
 //! program's handlers behind the runtime's trampoline
 //! ([`handlers`]), signals sent to the process handed to a fiber ([`process`]),
 //! deferred cancellation ([`cancel`]). They take part in a fiber's
-//! switch through [`crate::runtime::hooks`].
+//! switch through [`crate::runtime::fibers::hooks`].
 
 pub mod cancel;
 pub mod delivery;

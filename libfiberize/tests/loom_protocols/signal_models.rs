@@ -1,5 +1,5 @@
-//! Models of the held signals (`runtime/signal_state.rs`) and of a donor that takes
-//! signals during a blocking call (`runtime/donor_signals.rs`).
+//! Models of the held signals (`runtime/signals/signal_state.rs`) and of a donor that takes
+//! signals during a blocking call (`runtime/signals/donor_signals.rs`).
 
 use loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use loom::sync::Arc;

@@ -19,8 +19,8 @@
 //!
 
 use super::*;
-use crate::runtime::park_state::UnparkAction;
-use crate::runtime::queue_delay::Source;
+use crate::runtime::fibers::queue_delay::Source;
+use crate::runtime::sleep::park_state::UnparkAction;
 
 impl Runtime {
     /// Wakes one sleeping worker if any sleeps and none is already looking for work.
@@ -353,7 +353,7 @@ pub fn park_current(f: &Fiber, deadline: Option<u64>) {
         // is delivered on the way out of a switch; there is none here, so deliver it
         // now (the caller may park again at once, e.g. in a mutex wait).
         if f.signals.held() != 0 {
-            (crate::runtime::hooks::get().deliver_signals)(f);
+            (crate::runtime::fibers::hooks::get().deliver_signals)(f);
         }
         return;
     }

@@ -27,7 +27,7 @@
 
 use core::sync::atomic::{AtomicPtr, Ordering};
 
-use crate::runtime::fiber::Fiber;
+use crate::runtime::fibers::fiber::Fiber;
 
 /// The upper layers' part in the core's protocols (see the module docs).
 pub struct Hooks {
@@ -52,7 +52,7 @@ pub struct Hooks {
     pub route_process_signals: fn(),
     /// Right after the workers and the monitor were started (`thread::process`).
     pub after_pool_started: fn(),
-    /// One event harvested from the idle epoll set (`runtime::poller`), whose cookie
+    /// One event harvested from the idle epoll set (`runtime::sleep::poller`), whose cookie
     /// the I/O layer registered: wake the fd's waiters; false for a stale event
     /// (`io::reactor::dispatch`).
     pub dispatch_readiness: fn(u64, u32) -> bool,

@@ -17,7 +17,7 @@
 //!   the TCB; aarch64 just above it, and the offset is `addr - fiber_tp`). Addresses outside the static block (dynamic TLS of a `dlopen`ed module
 //!   without static room, or not TLS at all) come back unchanged. After an `addr_of`
 //!   the fiber is **pinned** until its next switch: the kick handler refuses to preempt
-//!   it (`crate::runtime::preempt`), so a pool operation on the worker's block is never
+//!   it (`crate::runtime::preemption::preempt`), so a pool operation on the worker's block is never
 //!   interleaved with another fiber's on the same worker. The address is valid until
 //!   the caller next blocks, yields or calls into a lock that may park.
 //! * [`register`]: a small variable (at most [`MAX_REGISTERED_BYTES`]) that the fiber
@@ -47,7 +47,7 @@
 //! race.
 
 use crate::base::arch;
-use crate::runtime::fiber::{self, Fiber};
+use crate::runtime::fibers::fiber::{self, Fiber};
 
 /// Largest registered variable, in bytes. Origin: the swaps run at every switch of a
 /// fiber that registered; a few cache lines is what a pointer, a counter or a small

@@ -39,10 +39,10 @@
 //!
 //! # Park protocol
 //!
-//! `park_state` ([`crate::runtime::park_state`]) closes the window between "the fiber
+//! `park_state` ([`crate::runtime::sleep::park_state`]) closes the window between "the fiber
 //! decided to sleep" and "the fiber's stack is no longer in use".
 
-use crate::runtime::fiber_state::{
+use crate::runtime::fibers::fiber_state::{
     Cancellation, Demotion, DirectWake, DonorHandoff, Identity, Interruption, RunningOn, SignalState, WaitNote,
 };
 use core::cell::{Cell, UnsafeCell};
@@ -53,9 +53,9 @@ use std::sync::Arc;
 use corosensei::stack::{Stack, StackPointer};
 use corosensei::{Coroutine, Yielder};
 
-use crate::runtime::park_state::ParkState;
-use crate::runtime::sleep_state::DonorWait;
-pub use crate::runtime::wait_note::WaitKind;
+pub use crate::runtime::fibers::wait_note::WaitKind;
+use crate::runtime::sleep::park_state::ParkState;
+use crate::runtime::sleep::sleep_state::DonorWait;
 
 /// Why a fiber gave control back to whoever resumed it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -69,7 +69,7 @@ pub enum Switch {
     /// I am done on the donor; queue me in the pool again (donor → pool).
     BackToPool,
     /// Preempted inside the kick handler: queue me at the back of the global queue
-    /// (see `crate::runtime::preempt`).
+    /// (see `crate::runtime::preemption::preempt`).
     Preempt,
     /// I woke a lock waiter that others queue behind and queued it to run first: run me
     /// right after it (see `crate::runtime::scheduler::unpark_lock_waiter`).
@@ -111,7 +111,7 @@ impl Life {
 }
 
 /// A fiber. Its state is grouped by who changes it, each group a type of
-/// `crate::runtime::fiber_state` (or `park_state`) with named transitions and its
+/// `crate::runtime::fibers::fiber_state` (or `park_state`) with named transitions and its
 /// orderings chosen there once; `Fiber`'s own few words have accessors below.
 pub struct Fiber {
     /// Id, start routine, the donor's `pthread_t`, thread pointer and tid.
@@ -153,21 +153,21 @@ pub struct Fiber {
     /// Whether the fiber waits on its donor where only a kick to the donor ends the wait
     /// for a held signal or a cancellation request (`signal::donor_waits::fiber_sigtimedwait`).
     pub(crate) donor_wait: DonorWait,
-    /// WTLS registrations, pin and end callbacks: a slot that `crate::runtime::wtls`
+    /// WTLS registrations, pin and end callbacks: a slot that `crate::runtime::fibers::wtls`
     /// owns (it makes, reads and frees the block, and drops it with the fiber); null
     /// until the fiber's first WTLS call, so that a fiber without any pays one load a
     /// switch.
     wtls: AtomicPtr<()>,
     /// The fiber's stack `[stack_limit, stack_base)` (0, 0 until its donor lent it), for
-    /// `crate::runtime::stack_release`. Written once by the donor before the fiber is
+    /// `crate::runtime::sleep::stack_release`. Written once by the donor before the fiber is
     /// first queued (the queue's Release/Acquire publishes it), read by the fiber itself.
     stack_limit: AtomicUsize,
     stack_base: AtomicUsize,
-    /// When and from where the fiber was last queued (`crate::runtime::queue_delay`;
+    /// When and from where the fiber was last queued (`crate::runtime::fibers::queue_delay`;
     /// 0 while that is off). Relaxed: the queue it goes through orders it.
     queued: AtomicU64,
-    /// The fiber's `sigaltstack` settings (`crate::runtime::altstack`).
-    pub altstack: crate::runtime::altstack::AltStack,
+    /// The fiber's `sigaltstack` settings (`crate::runtime::signals::altstack`).
+    pub altstack: crate::runtime::signals::altstack::AltStack,
 }
 
 // SAFETY: the coroutine and yielder cells are only touched by whoever runs the fiber,
@@ -265,16 +265,16 @@ impl Fiber {
     /// Notes that the fiber is being queued now, from `source` (for the queue-wait
     /// statistics; one Relaxed load when they are off). TLS-free.
     #[inline]
-    pub(crate) fn mark_queued(&self, source: crate::runtime::queue_delay::Source) {
-        if crate::runtime::queue_delay::on() {
-            self.queued.store(crate::runtime::queue_delay::stamp(source), Ordering::Relaxed);
+    pub(crate) fn mark_queued(&self, source: crate::runtime::fibers::queue_delay::Source) {
+        if crate::runtime::fibers::queue_delay::on() {
+            self.queued.store(crate::runtime::fibers::queue_delay::stamp(source), Ordering::Relaxed);
         }
     }
 
     /// The stamp of the fiber's last `mark_queued` (0: none or off), cleared.
     #[inline]
     pub(crate) fn take_queued(&self) -> u64 {
-        if crate::runtime::queue_delay::on() {
+        if crate::runtime::fibers::queue_delay::on() {
             self.queued.swap(0, Ordering::Relaxed)
         } else {
             0
@@ -358,7 +358,7 @@ impl Fiber {
 
     /// Switches from the fiber to whoever resumed it, and back: the bare switch,
     /// shielded from program signal handlers. [`Fiber::suspend`]
-    /// (`crate::runtime::switch`) adds what the upper layers do when the fiber is back.
+    /// (`crate::runtime::fibers::switch`) adds what the upper layers do when the fiber is back.
     ///
     /// # Safety
     /// Must be called by this fiber, on its own stack.

@@ -2,13 +2,14 @@
 //! comes back ([`Fiber::suspend`]); to its donor for one call ([`run_on_donor`]); to its
 //! donor for good ([`become_plain_thread`], [`current_or_demote`]).
 //!
-//! Kept above [`crate::runtime::fiber`], which has the bare switch
+//! Kept above [`crate::runtime::fibers::fiber`], which has the bare switch
 //! (`Fiber::switch_out`): these paths call into the hooks table and the queued
 //! signals, which name `Fiber` themselves.
 
 use crate::base::stats::{bump, STATS};
-use crate::runtime::fiber::{current, set_on_donor, Fiber, Switch};
-use crate::runtime::{hooks, queued_signals};
+use crate::runtime::fibers::fiber::{current, set_on_donor, Fiber, Switch};
+use crate::runtime::fibers::hooks;
+use crate::runtime::signals::queued_signals;
 
 impl Fiber {
     /// Switches from the fiber to whoever resumed it; when it is back, runs the
