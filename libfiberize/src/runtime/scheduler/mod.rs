@@ -206,10 +206,10 @@ pub struct WorkerShared {
     /// Program signals deferred on this kernel thread (blocked here until the worker's
     /// next safe point; see `crate::signal::handlers`).
     deferred: AtomicU64,
-    /// Timers armed by fibers that parked on this worker (see `crate::runtime::timer`).
+    /// Timers armed by fibers that parked on this worker (see `crate::runtime::sleep::timer`).
     timers: Padded<timer::TimerHeap>,
     /// The monitor asks the kick handler to preempt the run whose `progress` value
-    /// this is (0: no request; see `crate::runtime::preempt`).
+    /// this is (0: no request; see `crate::runtime::preemption::preempt`).
     pub preempt_request: AtomicU64,
     /// For the report (`crate::base::sites`, only while it is on): where the worker's
     /// time went, sampled by the monitor at each tick (running a fiber, idle, neither);

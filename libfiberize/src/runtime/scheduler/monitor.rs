@@ -86,7 +86,7 @@ pub(super) trait Policy {
 
 /// The monitor's thread: sleeps a tick (or dozes), then runs each policy. The policies:
 /// stuck and blocked workers (`stuck::StuckWatch`), preemption
-/// (`crate::runtime::preempt::Watch`), the turn's length (`TurnWindows`) and the cgroup
+/// (`crate::runtime::preemption::preempt::Watch`), the turn's length (`TurnWindows`) and the cgroup
 /// quota (`quota::QuotaFollow`); the tick count (`clock`) and the dozing ("Dozing"
 /// above) are the loop's own.
 /// `quota`: the [`quota::QuotaFollow`] the pool's starter made (and opened the group's

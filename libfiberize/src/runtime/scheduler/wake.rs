@@ -3,8 +3,8 @@
 //! # Sleep / wake protocol (no lost wake-ups)
 //!
 //! An idle worker first spins for a while (`SPIN_ROUNDS`), then announces itself
-//! (timers are per worker, `crate::runtime::timer`: it sleeps at most until its own next one):
-//! `SleepWord::announce` and `IdleCounts` (SeqCst, `crate::runtime::sleep_state`, where
+//! (timers are per worker, `crate::runtime::sleep::timer`: it sleeps at most until its own next one):
+//! `SleepWord::announce` and `IdleCounts` (SeqCst, `crate::runtime::sleep::sleep_state`, where
 //! each fence says what it pairs with), re-checks every queue, and only
 //! then sleeps: in the reactor's `epoll_wait` (so that I/O readiness wakes it
 //! directly, see crate::io::reactor), or on a futex on `sleep_word` where there is no
@@ -129,7 +129,7 @@ pub fn push_from_donor(f: FiberRef) {
 }
 
 /// Makes a parked (or about-to-park) fiber runnable. Callable from anywhere: fibers,
-/// plain threads, timers. See the park protocol in [`crate::runtime::park_state`].
+/// plain threads, timers. See the park protocol in [`crate::runtime::sleep::park_state`].
 pub fn unpark(f: &FiberRef) {
     if unpark_quietly(f) {
         runtime_unchecked().notify();

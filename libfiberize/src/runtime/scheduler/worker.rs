@@ -269,7 +269,7 @@ pub(super) fn run_fiber(w: &WorkerShared, f: FiberRef) {
         |f: &Fiber| f.signals.own_mask().map(|m| m & !crate::runtime::preemption::kick::KICK_BIT).filter(|&m| m != base);
     let result = unsafe {
         let co = f.coroutine_mut();
-        // WTLS registrations (crate::runtime::wtls): the worker's values in, the
+        // WTLS registrations (crate::runtime::fibers::wtls): the worker's values in, the
         // fiber's own aside; swapped back below whatever the fiber did (and ends an
         // `addr_of` pin). One load and branch for a fiber without any.
         crate::runtime::fibers::wtls::swap_registered(&f, fiber_tp, own_tp);
@@ -318,7 +318,7 @@ pub(super) fn run_fiber(w: &WorkerShared, f: FiberRef) {
             f.donor.run_on_donor();
         }
         corosensei::CoroutineResult::Yield(Switch::Preempt) => {
-            // Suspended inside the kick handler (crate::runtime::preempt), whose mask this
+            // Suspended inside the kick handler (crate::runtime::preemption::preempt), whose mask this
             // thread still has; behind the fibers that waited here.
             sys::sigmask_set(base);
             requeue_on_worker(w, local, f, Source::Preempt);
