@@ -16,7 +16,7 @@
 //! | `FIBERIZE_DUMP_AT_EXIT=1` | print the fiber dump at exit as well                 |
 //! | `FIBERIZE_WATCHDOG=SECONDS` | stall watchdog (`crate::observe::watchdog`; fractions allowed, 0: off) |
 //! | `FIBERIZE_WATCHDOG_FILE=PATH` | append the watchdog's reports to PATH instead of stderr |
-//! | `FIBERIZE_PREEMPT_MS=N` | time slice after which a fiber that does not switch is preempted while other fibers wait (default 5; 0: off; see `crate::runtime::preempt`) |
+//! | `FIBERIZE_PREEMPT_MS=N` | time slice after which a fiber that does not switch is preempted while other fibers wait (default 5; 0: off; see `crate::runtime::preemption::preempt`) |
 //! | `FIBERIZE_TZ=off`     | turn the mktime/tzset throttle off (`crate::tz`; read by [`tz_throttle_wanted`], also with `FIBERIZE=off`) |
 //! | `FIBERIZE_TUNE=name=value,…` | A/B switches of the scheduler's rules, for experiments ([`TUNE_NAMES`]; docs/DESIGN.md §2.18) |
 //!
@@ -159,7 +159,7 @@ pub struct Config {
     /// Where the watchdog's reports go (`FIBERIZE_WATCHDOG_FILE`; None: stderr).
     pub watchdog_file: Option<&'static [u8]>,
     /// Time slice of a fiber before preemption, in ms (`FIBERIZE_PREEMPT_MS`; 0: off);
-    /// `None`: the preemption module's default (`runtime::preempt::DEFAULT_SLICE_MS`).
+    /// `None`: the preemption module's default (`runtime::preemption::preempt::DEFAULT_SLICE_MS`).
     pub preempt_ms: Option<u64>,
 
     // `FIBERIZE_TUNE`'s switches (A/B runs; docs/DESIGN.md §2.18).
@@ -178,7 +178,7 @@ pub struct Config {
     pub direct_wait_peer_cpu: bool,
     /// Sleeps at least this long (ms) give the fiber's dead stack pages back
     /// (`stack_release_ms`; 0: never); `None`: the module's default
-    /// (`runtime::stack_release::DEFAULT_RELEASE_AFTER_MS`).
+    /// (`runtime::sleep::stack_release::DEFAULT_RELEASE_AFTER_MS`).
     pub stack_release_ms: Option<u64>,
     /// A fiber's turn on its worker, in µs, after which its next socket read ends the
     /// turn while others wait (`turn_us`; 0: never); `None`: the scheduler's default
@@ -190,8 +190,8 @@ pub struct Config {
     pub turn_short_us: Option<u64>,
     /// Each worker sleeps in a readiness set of its own, holding the descriptors of the
     /// fibers that run on it (`poll_per_worker`, or `FIBERIZE_POLL_PER_WORKER`; see
-    /// `runtime::poller`); `None`: the poller decides by the number of workers
-    /// (`runtime::poller::per_worker_by_default`).
+    /// `runtime::sleep::poller`); `None`: the poller decides by the number of workers
+    /// (`runtime::sleep::poller::per_worker_by_default`).
     pub poll_per_worker: Option<bool>,
 }
 

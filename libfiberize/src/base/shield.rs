@@ -142,7 +142,7 @@ pub fn set_still_blocked(f: fn() -> u64) {
 }
 
 /// What raises the signals held for the current fiber (the signal layer installs it:
-/// `crate::signal::delivery::deliver_held_of_current`). 0: none installed.
+/// `crate::signal::mask::deliver_held_of_current`). 0: none installed.
 static DELIVER_HELD: AtomicUsize = AtomicUsize::new(0);
 
 /// Installs the function that raises the current fiber's held signals at a shield's

@@ -31,7 +31,7 @@ use core::sync::atomic::{AtomicPtr, AtomicU32, AtomicUsize, Ordering};
 use crate::base::rawlock::RawMutex;
 use crate::base::stats::{bump, STATS};
 use crate::base::sys;
-use crate::runtime::fiber::{self, Fiber, WaitKind};
+use crate::runtime::fibers::fiber::{Fiber, WaitKind};
 use crate::runtime::scheduler;
 pub use crate::sync::lock_word::Place;
 use crate::sync::parking_fair::FairTimer;
@@ -262,7 +262,7 @@ pub fn park_in(
         _ => None,
     };
     let since = if report_kind.is_some() { crate::base::sites::now() } else { 0 };
-    let me = fiber::current_or_demote();
+    let me = crate::runtime::fibers::switch::current_or_demote();
     let waiter = Waiter::new(key, bitset, me.map_or(ptr::null(), |f| f as *const Fiber), place == Place::Front, kind);
     let b = bucket(key);
     // Queue first, then validate (with a SeqCst fence between): the mirror image of
@@ -291,7 +291,7 @@ pub fn park_in(
     // type a request ends it as glibc's SIGCANCEL would (the waiter is unlinked first).
     let async_cancellable = kind == WaitKind::Mutex;
     // A plain thread that was a fiber (demoted, say) notes its wait too, for the dump.
-    let noted = me.or_else(crate::runtime::fiber::owner_of_tcb);
+    let noted = me.or_else(crate::runtime::fibers::fiber::owner_of_tcb);
     if let Some(f) = noted {
         f.wait.begin(kind, key);
     }

@@ -13,7 +13,7 @@ use core::mem::MaybeUninit;
 use core::sync::atomic::AtomicU32;
 
 use crate::base::sys;
-use crate::runtime::fiber::FiberRef;
+use crate::runtime::fibers::fiber::FiberRef;
 use crate::runtime::scheduler;
 
 /// A dequeued waiter's wake-up, performed after the bucket lock is released.

@@ -141,7 +141,7 @@ pub fn is_call_before(b: &[u8]) -> bool {
     insn & 0xfc00_0000 == 0x9400_0000 || insn & 0xffff_fc1f == 0xd63f_0000
 }
 
-/// The runtime's kick signal (`crate::runtime::kick`): SIGRTMAX - 2. qemu-user, which
+/// The runtime's kick signal (`crate::runtime::preemption::kick`): SIGRTMAX - 2. qemu-user, which
 /// runs aarch64 programs on other machines (the project's tests, multi-architecture
 /// container builds), has no host signal left for the guest's two highest real-time
 /// signals: sending 63 or 64 fails there with EINVAL, and the kick would never arrive.

@@ -164,7 +164,7 @@ pub fn is_call_before(b: &[u8]) -> bool {
     b[2] == 0xe8 || indirect(5) || indirect(4) || indirect(1) || indirect(0)
 }
 
-/// The runtime's kick signal (`crate::runtime::kick`): SIGRTMAX.
+/// The runtime's kick signal (`crate::runtime::preemption::kick`): SIGRTMAX.
 pub const KICK_SIGNAL: libc::c_int = 64;
 
 /// `io_pgetevents` (not in the libc crate for x86_64 glibc).

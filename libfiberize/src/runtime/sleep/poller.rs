@@ -4,7 +4,7 @@
 //! A readiness set is an epoll instance holding an eventfd ([`wake_set`] makes a
 //! sleeper look for work) and the descriptors fibers wait on, which the I/O layer
 //! registers (`crate::io::reactor`). What an event means is the I/O layer's business:
-//! [`poll`] hands each one to `hooks().dispatch_readiness` ([`crate::runtime::hooks`]).
+//! [`poll`] hands each one to `hooks().dispatch_readiness` ([`crate::runtime::fibers::hooks`]).
 //!
 //! # One set for all, or one per worker (`FIBERIZE_TUNE=poll_per_worker`)
 //!
@@ -363,7 +363,7 @@ pub fn poll(set: usize, deadline: Option<u64>) -> usize {
             sys::eventfd_drain(s.wake_fd.load(Ordering::Relaxed));
             continue;
         }
-        if (crate::runtime::hooks::get().dispatch_readiness)(cookie, e.events) {
+        if (crate::runtime::fibers::hooks::get().dispatch_readiness)(cookie, e.events) {
             count += 1;
         }
     }
