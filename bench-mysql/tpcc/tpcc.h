@@ -1,6 +1,7 @@
-/* A TPC-C client on libmariadb: shared declarations of tpcc.c (command line, connection,
- * random input), load.c (schema and initial population), run.c (terminals) and check.c
- * (consistency conditions 1-4). See README.md beside this file. */
+/* A TPC-C client on libmariadb: shared declarations of db.c (options, connection and
+ * statement helpers), input.c (random input, clock), load.c (schema and initial
+ * population), run.c (terminals) and check.c (consistency conditions 1-4), which tpcc.c
+ * (the command line) dispatches to. See README.md beside this file. */
 #ifndef TPCC_H
 #define TPCC_H
 
@@ -15,7 +16,8 @@
 #define ORD_PER_DIST 3000
 #define FIRST_UNDELIVERED 2101 /* orders 2101..3000 of each district are in NEW_ORDERS */
 
-/* Where the database is, and the scale; filled from the command line. */
+/* Where the database is, and the scale; defaults in db.c, filled from the command line
+ * by tpcc.c. */
 struct options {
     const char *host, *user, *password, *database;
     unsigned port;

@@ -25,11 +25,11 @@ pub(crate) mod gate {
 
     /// The caller is a fiber scheduled by a worker (it must park, not block).
     #[inline]
-    pub fn fiber() -> Option<&'static fiberize_rt::runtime::fiber::Fiber> {
+    pub fn fiber() -> Option<&'static fiberize_rt::runtime::fibers::fiber::Fiber> {
         if !enabled() {
             return None;
         }
-        fiberize_rt::runtime::fiber::current_or_demote()
+        fiberize_rt::runtime::fibers::switch::current_or_demote()
     }
 
     /// Sets the calling thread's (or fiber's) errno.

@@ -21,7 +21,7 @@
 //! | –     | [`tz`]        | the mktime/tzset throttle (on [`base`] only)                   |
 //!
 //! The core never calls up: what a layer above does at a switch, at a fiber's end or
-//! when the pool starts, it registers in [`runtime::hooks`] (installed by [`thread`]
+//! when the pool starts, it registers in [`runtime::fibers::hooks`] (installed by [`thread`]
 //! when it starts the pool).
 //!
 //! Two invariants run through everything:

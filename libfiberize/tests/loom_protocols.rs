@@ -1,8 +1,8 @@
 //! Model checks (loom) of the lock-free hand-shakes the runtime relies on.
 //!
-//! **Real code.** The protocol files `runtime/park_state.rs`, `runtime/sleep_state.rs`,
+//! **Real code.** The protocol files `runtime/sleep/park_state.rs`, `runtime/sleep/sleep_state.rs`,
 //! `sync/lock_word.rs`, `sync/rwlock/word.rs`, `sync/parking_quick.rs`,
-//! `runtime/signal_state.rs`, `runtime/donor_signals.rs` and
+//! `runtime/signals/signal_state.rs`, `runtime/signals/donor_signals.rs` and
 //! `io/epoll_membership.rs` are compiled into this test as they are (`#[path]` below),
 //! against a `base::loom` of this crate that re-exports loom's atomics: the models call
 //! the functions the runtime calls (`crate::base::loom` in the library re-exports
@@ -53,7 +53,7 @@ mod base {
 }
 
 #[allow(dead_code)]
-#[path = "../src/runtime/donor_signals.rs"]
+#[path = "../src/runtime/signals/donor_signals.rs"]
 mod donor_signals;
 #[allow(dead_code)]
 #[path = "../src/io/epoll_membership.rs"]
@@ -66,7 +66,7 @@ mod model_queue;
 #[path = "loom_protocols/mutex_models.rs"]
 mod mutex_models;
 #[allow(dead_code)]
-#[path = "../src/runtime/park_state.rs"]
+#[path = "../src/runtime/sleep/park_state.rs"]
 mod park_state;
 #[allow(dead_code)]
 #[path = "../src/sync/parking_quick.rs"]
@@ -76,7 +76,7 @@ mod rwlock_models;
 #[path = "loom_protocols/signal_models.rs"]
 mod signal_models;
 #[allow(dead_code)]
-#[path = "../src/runtime/signal_state.rs"]
+#[path = "../src/runtime/signals/signal_state.rs"]
 mod signal_state;
 /// `crate::sync::lock_word`, as `rwlock/word.rs` names it (it shares `Woken`).
 mod sync {
@@ -86,7 +86,7 @@ mod sync {
 #[path = "../src/sync/rwlock/word.rs"]
 mod rwlock_word;
 #[allow(dead_code)]
-#[path = "../src/runtime/sleep_state.rs"]
+#[path = "../src/runtime/sleep/sleep_state.rs"]
 mod sleep_state;
 
 use park_state::{ParkState, UnparkAction};

@@ -185,7 +185,7 @@ fn condition_variable_signal_broadcast_and_timeout() {
 
 #[test]
 fn parking_lot_results() {
-    use fiberize_rt::runtime::fiber::WaitKind;
+    use fiberize_rt::runtime::fibers::fiber::WaitKind;
     let key = Box::into_raw(Box::new(0u64)) as usize;
     // validate() false: the caller never sleeps.
     let r = parking::park(key, u32::MAX, WaitKind::Futex, || false, || {}, |_| {}, None);

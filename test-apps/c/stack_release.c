@@ -1,6 +1,6 @@
 /* Issue 12: a thread that sleeps long with a shallow stack after deep calls, then goes
  * deep again. Under the preload such a sleep gives the dead stack pages back
- * (runtime/stack_release.rs); what lies above the stack pointer must survive it, what
+ * (runtime/sleep/stack_release.rs); what lies above the stack pointer must survive it, what
  * lies below must read as the program wrote it again. Each of N threads (default 64)
  * fills ~96 KiB of stack in a recursion, sleeps 300 ms with live data in its frame and
  * errno set, checks both, recurses again, and a signal handler with a 16 KiB frame

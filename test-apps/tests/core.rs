@@ -260,7 +260,7 @@ fn bad_environment_values_get_one_warning_each() {
     }
 }
 
-/// Issue 12: long sleeps give a fiber's dead stack pages back (runtime/stack_release.rs);
+/// Issue 12: long sleeps give a fiber's dead stack pages back (runtime/sleep/stack_release.rs);
 /// live frame data, errno, deep calls afterwards and a signal handler's frame during the
 /// sleep behave as natively.
 #[test]

@@ -9,7 +9,7 @@ use libc::{c_int, c_long, c_uint, c_ulong, c_void, nfds_t, pollfd, size_t, socka
 /// and `dup2` before `exec` go straight to the kernel).
 #[inline]
 pub(crate) fn enabled() -> bool {
-    crate::gate::enabled() && !fiberize_rt::runtime::fiber::in_vfork_child()
+    crate::gate::enabled() && !fiberize_rt::runtime::fibers::fiber::in_vfork_child()
 }
 use fiberize_rt::io::ops::{self, lifecycle, readiness, transfer};
 

@@ -81,7 +81,7 @@ pub unsafe extern "C" fn clone(
     let r = unsafe { real::clone(f, stack, flags, arg, ptid, tls, ctid) };
     if borrows_tcb {
         // The child exec'd or exited (CLONE_VFORK): the TCB is ours again.
-        fiberize_rt::runtime::fiber::set_vfork_child(false);
+        fiberize_rt::runtime::fibers::fiber::set_vfork_child(false);
     }
     r
 }

@@ -39,7 +39,7 @@ pub unsafe extern "C" fn pthread_sigmask(how: c_int, set: *const sigset_t, old: 
     match fiber() {
         // SAFETY: `set` and `old` are null or point to sigset_t (pthread_sigmask's contract, this fn's # Safety), which is
         // what `fiber_sigmask` reads and writes.
-        Some(f) => unsafe { fiberize_rt::signal::delivery::fiber_sigmask(f, how, set, old) },
+        Some(f) => unsafe { fiberize_rt::signal::mask::fiber_sigmask(f, how, set, old) },
         // SAFETY: a plain thread: glibc's pthread_sigmask gets the program's `set`/`old`, null or valid as it requires.
         None => unsafe { real::pthread_sigmask(how, set, old) },
     }
@@ -51,7 +51,7 @@ pub unsafe extern "C" fn pthread_sigmask(how: c_int, set: *const sigset_t, old: 
 pub unsafe extern "C" fn sigprocmask(how: c_int, set: *const sigset_t, old: *mut sigset_t) -> c_int {
     match fiber() {
         // SAFETY: `set` and `old` are null or point to sigset_t (sigprocmask's contract), as `fiber_sigmask` requires.
-        Some(f) => match unsafe { fiberize_rt::signal::delivery::fiber_sigmask(f, how, set, old) } {
+        Some(f) => match unsafe { fiberize_rt::signal::mask::fiber_sigmask(f, how, set, old) } {
             0 => 0,
             e => {
                 set_errno(e);
@@ -85,7 +85,7 @@ pub unsafe extern "C" fn sched_getcpu() -> c_int {
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn pthread_kill(t: libc::pthread_t, sig: c_int) -> c_int {
     if crate::gate::enabled() {
-        if let Some(f) = fiberize_rt::runtime::registry::find_by_pthread(t as usize) {
+        if let Some(f) = fiberize_rt::runtime::fibers::registry::find_by_pthread(t as usize) {
             return fiberize_rt::signal::delivery::kill_fiber(&f, sig);
         }
     }
@@ -103,7 +103,7 @@ pub unsafe extern "C" fn pthread_kill(t: libc::pthread_t, sig: c_int) -> c_int {
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn pthread_sigqueue(t: libc::pthread_t, sig: c_int, value: libc::sigval) -> c_int {
     if crate::gate::enabled() {
-        if let Some(f) = fiberize_rt::runtime::registry::find_by_pthread(t as usize) {
+        if let Some(f) = fiberize_rt::runtime::fibers::registry::find_by_pthread(t as usize) {
             return fiberize_rt::thread::tid::sigqueue_fiber(&f, sig, value);
         }
     }

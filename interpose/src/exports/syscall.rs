@@ -52,7 +52,9 @@ pub unsafe extern "C" fn syscall(nr: c_long, a1: c_long, a2: c_long, a3: c_long,
             Route::Kernel(args) => args,
             // SAFETY: as below, on the fiber's donor: the kernel thread the call names.
             Route::OnDonor => {
-                return fiberize_rt::runtime::fiber::run_on_donor(|| unsafe { real::syscall(nr, a1, a2, a3, a4, a5, a6) })
+                return fiberize_rt::runtime::fibers::switch::run_on_donor(|| unsafe {
+                    real::syscall(nr, a1, a2, a3, a4, a5, a6)
+                })
             }
             Route::Done(Ok(r)) => return r,
             Route::Done(Err(e)) => {

@@ -96,7 +96,7 @@ mod real_cancel {
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn pthread_cancel(t: pthread_t) -> c_int {
     if crate::gate::enabled() {
-        if let Some(f) = fiberize_rt::runtime::registry::find_by_pthread(t as usize) {
+        if let Some(f) = fiberize_rt::runtime::fibers::registry::find_by_pthread(t as usize) {
             return fiberize_rt::signal::cancel::cancel_fiber(&f);
         }
     }

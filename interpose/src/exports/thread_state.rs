@@ -10,7 +10,7 @@
 
 use libc::{c_char, c_int, c_ulong, size_t};
 
-use fiberize_rt::runtime::fiber::run_on_donor;
+use fiberize_rt::runtime::fibers::switch::run_on_donor;
 use fiberize_rt::thread::kernel_state;
 
 use crate::gate::set_errno;

@@ -1,4 +1,4 @@
-//! WTLS exports for `fiberize.h` (`fiberize_rt::runtime::wtls`). The header declares
+//! WTLS exports for `fiberize.h` (`fiberize_rt::runtime::fibers::wtls`). The header declares
 //! them weak: without the preload they are null and the macros fall back to plain TLS.
 
 use libc::{c_int, c_void, size_t};
@@ -10,7 +10,7 @@ pub extern "C" fn fiberize_wtls_addr_of(addr: *mut c_void) -> *mut c_void {
     if !crate::gate::enabled() {
         return addr;
     }
-    fiberize_rt::runtime::wtls::addr_of(addr as usize) as *mut c_void
+    fiberize_rt::runtime::fibers::wtls::addr_of(addr as usize) as *mut c_void
 }
 
 /// `WTLS_REGISTER`: 0, or `EINVAL` (over 256 bytes, or not a static-TLS variable).
@@ -19,7 +19,7 @@ pub extern "C" fn fiberize_wtls_register(addr: *mut c_void, size: size_t) -> c_i
     if !crate::gate::enabled() {
         return 0;
     }
-    fiberize_rt::runtime::wtls::register(addr as usize, size)
+    fiberize_rt::runtime::fibers::wtls::register(addr as usize, size)
 }
 
 /// `AT_FIBER_DESTROY`: 0 when `cb` will run at the calling fiber's end, before its
@@ -31,7 +31,7 @@ pub extern "C" fn fiberize_at_fiber_destroy(cb: Option<extern "C" fn()>) -> c_in
     if !crate::gate::enabled() {
         return 1;
     }
-    if fiberize_rt::runtime::wtls::at_fiber_destroy(cb) {
+    if fiberize_rt::runtime::fibers::wtls::at_fiber_destroy(cb) {
         0
     } else {
         1

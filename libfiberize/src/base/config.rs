@@ -16,7 +16,7 @@
 //! | `FIBERIZE_DUMP_AT_EXIT=1` | print the fiber dump at exit as well                 |
 //! | `FIBERIZE_WATCHDOG=SECONDS` | stall watchdog (`crate::observe::watchdog`; fractions allowed, 0: off) |
 //! | `FIBERIZE_WATCHDOG_FILE=PATH` | append the watchdog's reports to PATH instead of stderr |
-//! | `FIBERIZE_PREEMPT_MS=N` | time slice after which a fiber that does not switch is preempted while other fibers wait (default 5; 0: off; see `crate::runtime::preempt`) |
+//! | `FIBERIZE_PREEMPT_MS=N` | time slice after which a fiber that does not switch is preempted while other fibers wait (default 5; 0: off; see `crate::runtime::preemption::preempt`) |
 //! | `FIBERIZE_TZ=off`     | turn the mktime/tzset throttle off (`crate::tz`; read by [`tz_throttle_wanted`], also with `FIBERIZE=off`) |
 //! | `FIBERIZE_TUNE=name=value,…` | A/B switches of the scheduler's rules whose question is still open, for experiments ([`TUNE_NAMES`]; docs/DESIGN.md §2.18) |
 //!
@@ -166,8 +166,8 @@ pub struct Config {
     // `FIBERIZE_TUNE`'s switches (A/B runs with an open question; docs/DESIGN.md §2.18).
     /// Each worker sleeps in a readiness set of its own, holding the descriptors of the
     /// fibers that run on it (`poll_per_worker`, or `FIBERIZE_POLL_PER_WORKER`; see
-    /// `runtime::poller`); `None`: the poller decides by the number of workers
-    /// (`runtime::poller::per_worker_by_default`).
+    /// `runtime::sleep::poller`); `None`: the poller decides by the number of workers
+    /// (`runtime::sleep::poller::per_worker_by_default`).
     pub poll_per_worker: Option<bool>,
 }
 

@@ -2,8 +2,8 @@
 //!
 //! The lock-free hand-shakes that the runtime's correctness rests on live in small
 //! files that take their atomics from here and nothing else from the crate but this
-//! module: [`crate::runtime::park_state`] (park/unpark of a fiber),
-//! [`crate::runtime::sleep_state`] (an idle worker's sleep against a producer's
+//! module: [`crate::runtime::sleep::park_state`] (park/unpark of a fiber),
+//! [`crate::runtime::sleep::sleep_state`] (an idle worker's sleep against a producer's
 //! notify, and the monitor's doze against a worker's wake-up),
 //! [`crate::sync::lock_word`] (the mutex word with one wake-up in flight and
 //! its hand-offs, over the parking lot seen through a trait), [`crate::sync::rwlock::word`] (the

@@ -21,4 +21,5 @@ pub mod shield;
 pub mod sites;
 pub mod stats;
 pub mod sys;
+pub mod thread_words;
 pub mod time;

@@ -55,39 +55,36 @@
 //! unshielded; a kick that finds the fiber shielded leaves it held and marks it due
 //! ([`postpone_held_signals`]), and the shield's exit raises it, on the fiber.
 //!
-use core::cell::Cell;
 use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use libc::{c_int, c_void, siginfo_t};
 
 use crate::base::sys;
+use crate::base::thread_words::{self, ThreadWord};
 
-thread_local! {
-    /// Shield depth of the context this TCB belongs to (a fiber, a worker's scheduler
-    /// context or a plain thread).
-    static SHIELD: Cell<u32> = const { Cell::new(0) };
-    /// Signals deferred while shielded, to unblock at the shield's exit.
-    static DEFERRED: Cell<u64> = const { Cell::new(0) };
-    /// Signals held for this context's fiber (`pthread_kill`) were due while it was
-    /// shielded: they are raised at the shield's exit ([`postpone_held_signals`]).
-    static HELD_DUE: Cell<bool> = const { Cell::new(false) };
-}
+// The shield's state lives in the runtime's initial-exec thread words (the hot paths
+// enter and leave the shield on every call):
+// - SHIELD: the shield depth of the context this TCB belongs to (a fiber, a worker's
+//   scheduler context or a plain thread);
+// - DEFERRED: signals deferred while shielded, to unblock at the shield's exit;
+// - HELD_DUE: signals held for this context's fiber (`pthread_kill`) came due while it
+//   was shielded: they are raised at the shield's exit ([`postpone_held_signals`]).
+const SHIELD: ThreadWord = thread_words::SHIELD_DEPTH;
+const DEFERRED: ThreadWord = thread_words::DEFERRED_SIGNALS;
+const HELD_DUE: ThreadWord = thread_words::HELD_DUE;
 
 /// Enters a shielded stretch (nests).
 #[inline]
 pub fn enter() {
-    SHIELD.with(|s| s.set(s.get() + 1));
+    SHIELD.set(SHIELD.get() + 1);
 }
 
 /// Leaves a shielded stretch; at depth 0 delivers the signals deferred meanwhile.
 #[inline]
 pub fn exit() {
-    let depth = SHIELD.with(|s| {
-        let d = s.get() - 1;
-        s.set(d);
-        d
-    });
-    if depth == 0 && (DEFERRED.with(|d| d.get()) != 0 || HELD_DUE.with(|h| h.get())) {
+    let depth = SHIELD.get() - 1;
+    SHIELD.set(depth);
+    if depth == 0 && (DEFERRED.get() != 0 || HELD_DUE.get() != 0) {
         redeliver();
     }
 }
@@ -95,17 +92,17 @@ pub fn exit() {
 /// The current shield depth of this context.
 #[inline]
 pub fn depth() -> u32 {
-    SHIELD.with(|s| s.get())
+    SHIELD.get() as u32
 }
 
 /// Sets the depth outright: a worker's scheduler context lives at depth 1, a donor
 /// hands its fiber over at depth 1 (the fiber's first resume leaves it) and resets it
 /// to 0 in its zombie phase.
 pub fn set_depth(depth: u32) {
-    SHIELD.with(|s| s.set(depth));
+    SHIELD.set(depth as usize);
     if depth == 0 {
-        DEFERRED.with(|d| d.set(0));
-        HELD_DUE.with(|h| h.set(false));
+        DEFERRED.set(0);
+        HELD_DUE.set(0);
     }
 }
 
@@ -145,7 +142,7 @@ pub fn set_still_blocked(f: fn() -> u64) {
 }
 
 /// What raises the signals held for the current fiber (the signal layer installs it:
-/// `crate::signal::delivery::deliver_held_of_current`). 0: none installed.
+/// `crate::signal::mask::deliver_held_of_current`). 0: none installed.
 static DELIVER_HELD: AtomicUsize = AtomicUsize::new(0);
 
 /// Installs the function that raises the current fiber's held signals at a shield's
@@ -161,7 +158,7 @@ pub fn set_deliver_held(f: fn()) {
 /// scheduler, while the fiber's wait already counts as interrupted. They stay held
 /// and are raised when the shield is left, on the fiber, wherever it then runs.
 pub fn postpone_held_signals() {
-    HELD_DUE.with(|h| h.set(true));
+    HELD_DUE.set(1);
 }
 
 /// Unblocks this context's deferred signals and raises the held ones that were due;
@@ -178,7 +175,7 @@ pub fn postpone_held_signals() {
 /// mask that the unblock after it then clears. The held signals are raised after.
 #[cold]
 fn redeliver() {
-    let bits = DEFERRED.with(|d| d.replace(0));
+    let bits = DEFERRED.replace(0) as u64;
     if bits != 0 {
         // Unblock only what the context means to accept: a fiber's own mask (or, for
         // a fiber without one, its worker's) may block a signal that was deferred on
@@ -193,7 +190,7 @@ fn redeliver() {
         };
         sys::sigmask_unblock(bits & !keep);
     }
-    if HELD_DUE.with(|h| h.replace(false)) {
+    if HELD_DUE.replace(0) != 0 {
         match DELIVER_HELD.load(Ordering::Acquire) {
             0 => {}
             f => {
@@ -211,7 +208,7 @@ fn redeliver() {
 /// word; the worker's own mask is `base`.
 #[inline]
 pub fn worker_safe_point(deferred: &AtomicU64, base: u64) {
-    if deferred.load(Ordering::Relaxed) == 0 && DEFERRED.with(|d| d.get()) == 0 {
+    if deferred.load(Ordering::Relaxed) == 0 && DEFERRED.get() == 0 {
         return;
     }
     worker_safe_point_slow(deferred, base);
@@ -219,7 +216,7 @@ pub fn worker_safe_point(deferred: &AtomicU64, base: u64) {
 
 #[cold]
 fn worker_safe_point_slow(deferred: &AtomicU64, base: u64) {
-    let bits = deferred.swap(0, Ordering::Relaxed) | DEFERRED.with(|d| d.replace(0));
+    let bits = deferred.swap(0, Ordering::Relaxed) | DEFERRED.replace(0) as u64;
     // A signal the worker's own mask blocks was deferred here while a fiber that
     // accepts it was switching; it is queued to this thread and would wait for the
     // next such fiber on this worker. Take it back and send it to the process.
@@ -227,9 +224,9 @@ fn worker_safe_point_slow(deferred: &AtomicU64, base: u64) {
     if stranded != 0 {
         hand_to_process(stranded);
     }
-    SHIELD.with(|s| s.set(0));
+    SHIELD.set(0);
     sys::sigmask_set(base);
-    SHIELD.with(|s| s.set(1));
+    SHIELD.set(1);
 }
 
 /// Takes the signals `bits` pending on this thread and sends them to the process.
@@ -288,7 +285,7 @@ pub unsafe fn defer(sig: c_int, info: *mut siginfo_t, uc: *mut c_void) -> u64 {
     if let Some(info) = unsafe { info.as_ref() } {
         sys::rt_tgsigqueueinfo(sys::gettid(), sig, info);
     }
-    DEFERRED.with(|d| d.set(d.get() | bit));
+    DEFERRED.set(DEFERRED.get() | bit as usize);
     crate::base::stats::bump(&crate::base::stats::STATS.signals_deferred);
     bit
 }

@@ -179,7 +179,7 @@ fn shard() -> &'static Shard {
 }
 
 /// The shard (`0..SHARDS`) for a bump from the calling stack, for other sharded
-/// statistics (`crate::runtime::queue_delay`).
+/// statistics (`crate::runtime::fibers::queue_delay`).
 #[inline]
 pub fn shard_index() -> usize {
     let marker = 0u8;

@@ -81,7 +81,7 @@ pub struct FdState {
     /// Fibers parked on this fd's readiness through the reactor (or about to): while
     /// non-zero the fd must stay in the epoll set (`reactor::leave_epoll_set`).
     pub epoll_waiters: AtomicU32,
-    /// The readiness set (`runtime::poller`) the fd is registered in while `REGISTERED`:
+    /// The readiness set (`runtime::sleep::poller`) the fd is registered in while `REGISTERED`:
     /// always 0 with one shared set; with a set per worker, the set of the worker whose
     /// fiber last registered or moved it (`crate::io::reactor`). Written under the
     /// registration lock (`REG_BUSY`).

@@ -1,7 +1,7 @@
 //! The reactor: the fds fibers wait on, in the runtime's readiness sets.
 //!
 //! With one shared set (under 4 workers) every fd is in set 0. With a set per worker
-//! (`crate::runtime::poller`) an fd goes into the set of the worker whose fiber first
+//! (`crate::runtime::sleep::poller`) an fd goes into the set of the worker whose fiber first
 //! waits on it, and moves to the set of the worker a waiting fiber runs on now when
 //! that fiber is its only waiter and that set holds at least two fds fewer (a
 //! connection's thread was stolen by an idle worker: its readiness follows it, so the
@@ -20,7 +20,7 @@
 //! `write_seq` and wakes every fiber parked on that key.
 //!
 //! The epoll set itself, the sleeping and polling of idle workers, are the core's
-//! (`crate::runtime::poller`), and so is every `epoll_ctl` on it: this module decides
+//! (`crate::runtime::sleep::poller`), and so is every `epoll_ctl` on it: this module decides
 //! what goes into which set (the event and its cookie) and asks the poller to add,
 //! modify, delete or move it, and turns the events a poller harvests into wake-ups
 //! ([`dispatch`], through the core's hooks).
@@ -28,7 +28,7 @@ use core::sync::atomic::{AtomicU32, Ordering};
 
 use crate::io::epoll_membership::{self, EpollSet};
 use crate::io::fdtable::{self, FdState};
-use crate::runtime::poller;
+use crate::runtime::sleep::poller;
 use crate::sync::parking;
 
 /// Fibers parked on descriptor readiness through the epoll set (sum of the fds'
@@ -171,7 +171,7 @@ pub fn io_waiters() -> u32 {
     IO_WAITERS.load(Ordering::Relaxed)
 }
 
-/// One event a poller harvested (`runtime::poller::poll`, through the core's hooks):
+/// One event a poller harvested (`runtime::sleep::poller::poll`, through the core's hooks):
 /// bumps the fd's sequence numbers and wakes its waiters. `cookie` is what
 /// [`event_for`] registered. Returns whether it was a live descriptor's event.
 pub fn dispatch(cookie: u64, events: u32) -> bool {

@@ -32,8 +32,8 @@ use std::collections::BTreeMap;
 
 use crate::base::sys;
 use crate::observe::report::write_all;
-use crate::runtime::fiber::FiberRef;
-use crate::runtime::registry;
+use crate::runtime::fibers::fiber::FiberRef;
+use crate::runtime::fibers::registry;
 use crate::runtime::scheduler;
 
 fn symbol(addr: usize) -> String {
@@ -210,7 +210,7 @@ fn produce(reason: Option<&str>, flush: &mut dyn FnMut(&str)) {
             }
             let _ = writeln!(out);
         }
-        let _ = writeln!(out, "fiberize: injector {}{}", rt.injector_len(), crate::runtime::queue_delay::render());
+        let _ = writeln!(out, "fiberize: injector {}{}", rt.injector_len(), crate::runtime::fibers::queue_delay::render());
     }
     let mut symbols: BTreeMap<usize, String> = BTreeMap::new();
     for f in &rows {

@@ -5,7 +5,7 @@
 //!
 //! Every counter of the stats line (`crate::base::stats`) as `fiberize_<name>_total`,
 //! the gauges of the stats line (`fiberize_workers`, `fiberize_live_fibers`), the worker
-//! threads by state, the queue waits (`crate::runtime::queue_delay`) as a histogram and
+//! threads by state, the queue waits (`crate::runtime::fibers::queue_delay`) as a histogram and
 //! per source while they are measured (`FIBERIZE_STATS` or `FIBERIZE_REPORT`: the
 //! measurement reads the clock on the workers' paths, this file alone does not turn it
 //! on), and, while the report is collected (`FIBERIZE_REPORT`), its top blocking
@@ -55,7 +55,8 @@ use crate::base::rawlock::RawMutex;
 use crate::base::sites::{self, Kind as SiteKind};
 use crate::base::stats::STATS;
 use crate::base::sys;
-use crate::runtime::{queue_delay, registry, scheduler};
+use crate::runtime::fibers::{queue_delay, registry};
+use crate::runtime::scheduler;
 
 /// What a metric is to Prometheus.
 #[derive(Clone, Copy, PartialEq, Eq)]

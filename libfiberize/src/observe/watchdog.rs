@@ -20,7 +20,7 @@ use core::sync::atomic::{AtomicU64, Ordering};
 
 use crate::base::rawlock;
 use crate::base::sys;
-use crate::runtime::fiber::Life;
+use crate::runtime::fibers::fiber::Life;
 use crate::runtime::scheduler;
 
 /// The limit in ns (0: the watchdog is off).
@@ -61,7 +61,7 @@ fn report(reason: &str) {
 
 /// Fibers queued to run (life `runnable`), from the registry.
 fn runnable_fibers() -> usize {
-    crate::runtime::registry::count_in_life(Life::Runnable)
+    crate::runtime::fibers::registry::count_in_life(Life::Runnable)
 }
 
 fn total_switches(rt: &scheduler::Runtime) -> u64 {

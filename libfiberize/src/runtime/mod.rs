@@ -1,31 +1,27 @@
-//! **Layer 1 — the core runtime.** Fibers and their donors ([`fiber`]), the workers,
-//! their queues, idle sleep and the monitor ([`scheduler`]), per-worker timers
-//! ([`timer`]), the epoll set idle workers sleep in ([`poller`]), time slicing
-//! ([`preempt`]), giving a long sleeper's dead stack pages back ([`stack_release`]), the registry of live fibers ([`registry`]) and the hooks through which
-//! the layers above take part in a switch, a fiber's end and the pool's start
-//! ([`hooks`]), and worker-thread-local storage for fiber-aware code ([`wtls`]).
+//! **Layer 1 — the core runtime**, in five folders:
+//!
+//! * [`fibers`]: fibers and their donors ([`fibers::fiber`], their per-party states,
+//!   switched out and handed to their donors by [`fibers::switch`]), the registry of
+//!   live fibers, what a parked fiber waits for, the hooks through which the layers
+//!   above take part in a switch, a fiber's end and the pool's start
+//!   ([`fibers::hooks`]), worker-thread-local storage for fiber-aware code
+//!   ([`fibers::wtls`]) and the run-queue wait statistics.
+//! * [`scheduler`]: the workers, their queues, idle sleep and the monitor.
+//! * [`sleep`]: parking and sleeping: the park protocol, an idle worker's sleep,
+//!   per-worker timers, the epoll set idle workers sleep in ([`sleep::poller`]) and
+//!   giving a long sleeper's dead stack pages back ([`sleep::stack_release`]).
+//! * [`preemption`]: time slicing ([`preemption::preempt`]) and the kick signal that
+//!   carries it and held signals to a running fiber.
+//! * [`signals`]: the signals held for fibers: a fiber's mask and held set, the siginfo
+//!   of queued ones, a donor that takes signals during a blocking call, and a fiber's
+//!   alternate signal stack.
 //!
 //! Imports only [`crate::base`]. What the upper layers do at a switch (deliver a
-//! signal, act on a cancel request) reaches the core through [`hooks`], never by an
-//! import.
+//! signal, act on a cancel request) reaches the core through [`fibers::hooks`], never
+//! by an import.
 
-pub mod altstack;
-pub mod donor_signals;
-pub mod fiber;
-pub mod fiber_state;
-pub mod hooks;
-pub mod kick;
-pub mod kick_handler;
-pub mod park_state;
-pub mod poller;
-pub mod preempt;
-pub mod queue_delay;
-pub mod queued_signals;
-pub mod registry;
+pub mod fibers;
+pub mod preemption;
 pub mod scheduler;
-pub mod signal_state;
-pub mod sleep_state;
-pub mod stack_release;
-pub mod timer;
-pub mod wait_note;
-pub mod wtls;
+pub mod signals;
+pub mod sleep;

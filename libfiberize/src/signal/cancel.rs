@@ -17,7 +17,7 @@
 //! waiting in a park: such code is not async-cancel-safe, and POSIX allows only
 //! async-cancel-safe calls there); a fiber that yields acts when it is resumed.
 
-use crate::runtime::fiber::{self, Fiber, FiberRef};
+use crate::runtime::fibers::fiber::{self, Fiber, FiberRef};
 
 crate::real_fns! {
     fn pthread_cancel(t: libc::pthread_t) -> libc::c_int;
@@ -43,7 +43,7 @@ pub fn cancel_fiber(target: &FiberRef) -> libc::c_int {
     }
     crate::runtime::scheduler::unpark(target);
     if target.cancel.is_asynchronous() {
-        crate::runtime::kick::kick(target);
+        crate::runtime::preemption::kick::kick(target);
     }
     crate::signal::delivery::interrupt_donor_wait(target);
     0
@@ -93,7 +93,7 @@ pub fn act_on_async_cancel(f: &Fiber) {
     }
     // In a handler the kernel blocked the kick signal; the fiber leaves without a
     // sigreturn, so put the mask it runs under back first.
-    crate::base::sys::sigmask_set(crate::signal::delivery::intended_mask(f) & !crate::runtime::kick::KICK_BIT);
+    crate::base::sys::sigmask_set(crate::signal::delivery::intended_mask(f) & !crate::runtime::preemption::kick::KICK_BIT);
     act_on_cancel(f);
 }
 
@@ -115,10 +115,10 @@ pub fn act_on_cancel(f: &Fiber) -> ! {
     f.cancel.set_disabled(true);
     // SAFETY: PTHREAD_CANCELED is the value glibc's own cancellation exits with; the
     // fiber moves to its donor inside `thread::exit`.
-    unsafe { (crate::runtime::hooks::get().exit_thread)(PTHREAD_CANCELED) }
+    unsafe { (crate::runtime::fibers::hooks::get().exit_thread)(PTHREAD_CANCELED) }
 }
 
-/// A demoted fiber (now a plain thread on its donor, `fiber::current_or_demote`) hands
+/// A demoted fiber (now a plain thread on its donor, `switch::current_or_demote`) hands
 /// its cancellation state, type and a pending request to glibc, which cancels plain
 /// threads: without this a demoted thread was never cancelled (its `pthread_cancel`
 /// only recorded the request in the fiber). Called on the donor.

@@ -1,10 +1,6 @@
-//! Per-fiber signal masks.
-//!
-//! A signal mask belongs to a kernel thread, and fibers share workers. A fiber that
-//! changes its mask gets its own (`Fiber::signals`, `SignalState::set_mask`), which the
-//! worker installs before resuming it and replaces by its own afterwards
-//! (`scheduler::run_fiber`); fibers that never touch their mask cost nothing. A new
-//! fiber starts with its creator's mask, as a new thread does (`thread::pthread::create`).
+//! Signals held for fibers: sent to one (`pthread_kill`, queued), or sent to the process
+//! and handed to one. A fiber's own mask, and the raising of what it holds, is
+//! [`crate::signal::mask`]'s.
 //!
 //! # Thread-directed signals
 //!
@@ -23,7 +19,7 @@
 //!
 //! `pthread_sigqueue`, `rt_tgsigqueueinfo` to a fiber's tid and a timer aimed at it
 //! (`thread::timers`) take the same path ([`queue_to_fiber`]) with the sender's siginfo,
-//! which waits beside the held bit (`runtime::queued_signals`, which has the protocol):
+//! which waits beside the held bit (`runtime::signals::queued_signals`, which has the protocol):
 //! the fiber raises the signal with `rt_tgsigqueueinfo` to its own kernel thread, so
 //! the handler gets `SI_QUEUE` or `SI_TIMER` and `si_value` as natively, and each
 //! queued instance of a real-time signal in turn; `sigtimedwait` returns that siginfo.
@@ -32,9 +28,9 @@ use libc::{c_int, sigset_t};
 
 use crate::base::stats::{bump, STATS};
 use crate::base::sys;
-use crate::runtime::fiber::{Fiber, FiberRef, Life};
-use crate::runtime::kick::{KICK_BIT, KICK_SIGNAL};
-use crate::runtime::queued_signals::{self, Instances, Queued};
+use crate::runtime::fibers::fiber::{Fiber, FiberRef, Life};
+use crate::runtime::preemption::kick::KICK_SIGNAL;
+use crate::runtime::signals::queued_signals::{self, Instances, Queued};
 
 pub(crate) fn to_kernel(set: &sigset_t) -> u64 {
     // SAFETY: glibc's sigset_t starts with the kernel's 64-bit mask (x86_64).
@@ -47,39 +43,6 @@ pub(crate) fn from_kernel(mask: u64, out: &mut sigset_t) {
         libc::sigemptyset(out);
         *(out as *mut sigset_t as *mut u64) = mask;
     }
-}
-
-/// `pthread_sigmask` for a fiber. Returns the error number (0 on success).
-///
-/// # Safety
-/// `set` and `old` are null or valid sigsets, as for `pthread_sigmask`.
-pub unsafe fn fiber_sigmask(f: &Fiber, how: c_int, set: *const sigset_t, old: *mut sigset_t) -> c_int {
-    let cur = f.signals.own_mask().unwrap_or_else(sys::sigmask_get);
-    // SAFETY: `old` is null or a valid out-parameter (caller's contract).
-    if let Some(o) = unsafe { old.as_mut() } {
-        from_kernel(cur, o);
-    }
-    // SAFETY: `set` is null or a valid sigset (caller's contract).
-    let Some(set) = (unsafe { set.as_ref() }) else { return 0 };
-    let s = to_kernel(set);
-    let new = match how {
-        libc::SIG_BLOCK => cur | s,
-        libc::SIG_UNBLOCK => cur & !s,
-        libc::SIG_SETMASK => s,
-        _ => return libc::EINVAL,
-    };
-    // The kernel never blocks SIGKILL and SIGSTOP.
-    let new = new & !((1u64 << (libc::SIGKILL - 1)) | (1u64 << (libc::SIGSTOP - 1)));
-    f.signals.set_mask(new);
-    sys::sigmask_set(new & !KICK_BIT);
-    // Signals of the process handed to this fiber that it now blocks go back to the
-    // process (the fiber's side of the pair in `hand_process_signal`).
-    give_back_to_process(f, new);
-    // Unblocking may release signals that were sent to this fiber meanwhile.
-    if f.signals.held() != 0 {
-        deliver_pending(f);
-    }
-    0
 }
 
 /// Adds the signals held for fiber `f` (sent to it while its mask blocked them) to a
@@ -99,11 +62,11 @@ pub fn intended_mask(f: &Fiber) -> u64 {
     f.signals.own_mask().unwrap_or_else(|| crate::runtime::scheduler::worker_base_sigmask(f).unwrap_or(0))
 }
 
-fn effective_mask(f: &Fiber) -> u64 {
+pub(crate) fn effective_mask(f: &Fiber) -> u64 {
     f.signals.own_mask().unwrap_or_else(sys::sigmask_get)
 }
 
-fn tgkill_self(sig: c_int) -> c_int {
+pub(crate) fn tgkill_self(sig: c_int) -> c_int {
     let r = sys::tgkill(sys::gettid(), sig);
     if r < 0 {
         -r as c_int
@@ -119,79 +82,11 @@ pub fn has_deliverable_held(f: &Fiber) -> bool {
     f.signals.held() & !intended_mask(f) != 0
 }
 
-/// Delivers the fiber's pending signals that its mask lets through, on the current
-/// kernel thread. Called by the fiber itself (on its way out of a switch, in the kick
-/// handler, when it unblocks them).
-///
-/// The handler must run *on the fiber* before its interrupted wait looks at
-/// [`interrupted_for_good`], as natively the handler runs before the interrupted call
-/// returns. So a signal is raised only where its handler runs at once: not in a
-/// shielded stretch (a kick can land in one), where the trampoline would defer it on
-/// this kernel thread and the fiber could leave the thread before the handler ran; the
-/// handler would then run on whatever the thread runs next, and the fiber's wait would
-/// end with no handler run for it (`recv ... handled=0`), or not end at all. There the
-/// signals stay held and are raised when the shield is left
-/// ([`shield::postpone_held_signals`](crate::base::shield::postpone_held_signals)).
-///
-/// The trampoline marks the interruption when the program's handler has run, with its
-/// SA_RESTART; a signal the program ignores interrupts nothing, as natively. Only a
-/// handler that bypassed the trampoline (installed with the raw system call) is
-/// marked here, as restartable.
-pub fn deliver_pending(f: &Fiber) {
-    let deliverable = f.signals.held() & !effective_mask(f);
-    if deliverable == 0 {
-        return;
-    }
-    if crate::base::shield::depth() != 0 {
-        crate::base::shield::set_deliver_held(deliver_held_of_current);
-        crate::base::shield::postpone_held_signals();
-        return;
-    }
-    for bit in (0..64).filter(|b| deliverable & (1u64 << b) != 0) {
-        let m = 1u64 << bit;
-        let sig = bit + 1;
-        // Sent to the thread: a real-time signal queued several times is held again
-        // after each instance (`queued_signals::take`), each raised in turn with its
-        // siginfo, as the kernel delivers every queued instance, while the fiber's mask
-        // lets it through.
-        while f.signals.take_sent_to_thread(m) {
-            mark_if_unwrapped(f, sig);
-            queued_signals::send_taken(f, sig, sys::gettid(), Instances::Oldest);
-            if effective_mask(f) & m != 0 {
-                break;
-            }
-        }
-        // Sent to the process too: a second signal, as the kernel delivers one pending
-        // for the thread and one pending for the process.
-        if effective_mask(f) & m == 0 && f.signals.take_sent_to_process(m) {
-            mark_if_unwrapped(f, sig);
-            tgkill_self(sig);
-        }
-    }
-}
-
-/// A handler that bypassed the trampoline (installed with the raw system call) does not
-/// mark the interruption itself: marked here, as restartable, before `sig` is raised.
-fn mark_if_unwrapped(f: &Fiber, sig: c_int) {
-    if crate::signal::handlers::has_unwrapped_handler(sig) {
-        f.interruption.mark(true);
-    }
-}
-
-/// [`deliver_pending`] for the current fiber, if any: the shield's exit calls it.
-fn deliver_held_of_current() {
-    if let Some(f) = crate::runtime::fiber::current() {
-        if f.signals.held() != 0 {
-            deliver_pending(f);
-        }
-    }
-}
-
 /// A program handler ran on the calling thread (the trampoline says so): if that is a
 /// fiber, its current or next wait counts as interrupted, as the kernel interrupts the
 /// thread's system call. Async-signal-safe (a TLS read and atomics).
 pub fn note_handler_ran(sa_restart: bool) {
-    if let Some(f) = crate::runtime::fiber::current() {
+    if let Some(f) = crate::runtime::fibers::fiber::current() {
         f.interruption.mark(sa_restart);
     }
 }
@@ -212,14 +107,14 @@ pub fn interrupted_for_good(f: &Fiber, restartable: bool) -> bool {
 }
 
 /// `pthread_kill` on a fiber. Returns the error number.
-pub fn kill_fiber(target: &crate::runtime::fiber::FiberRef, sig: c_int) -> c_int {
+pub fn kill_fiber(target: &crate::runtime::fibers::fiber::FiberRef, sig: c_int) -> c_int {
     if !(0..=64).contains(&sig) {
         return libc::EINVAL;
     }
     if sig == 0 {
         return 0;
     }
-    if let Some(me) = crate::runtime::fiber::current() {
+    if let Some(me) = crate::runtime::fibers::fiber::current() {
         if core::ptr::eq(me, &**target) {
             return raise_in_fiber(me, sig);
         }
@@ -255,14 +150,14 @@ fn send_to_plain_thread(target: &FiberRef, sig: c_int) -> Option<c_int> {
 /// A signal was held for fiber `target`: it runs (or ends its donor wait) to take it.
 fn wake_for_signal(target: &FiberRef) {
     crate::runtime::scheduler::unpark(target);
-    crate::runtime::kick::kick(target);
+    crate::runtime::preemption::kick::kick(target);
     interrupt_donor_wait(target);
 }
 
 /// `pthread_sigqueue`, `rt_tgsigqueueinfo` or a relayed timer (`crate::thread::timers`)
 /// on fiber `target`: as [`kill_fiber`], and the signal keeps the sender's siginfo
 /// `info` (`SI_QUEUE` and its `si_value`, a timer's `SI_TIMER`), which the fiber's
-/// handler or `sigtimedwait` gets (`runtime::queued_signals`). Returns the error number
+/// handler or `sigtimedwait` gets (`runtime::signals::queued_signals`). Returns the error number
 /// (`EAGAIN`: too many queued, as the kernel's limit on queued signals).
 pub fn queue_to_fiber(target: &FiberRef, sig: c_int, info: &libc::siginfo_t) -> c_int {
     if !(0..=64).contains(&sig) {
@@ -271,7 +166,7 @@ pub fn queue_to_fiber(target: &FiberRef, sig: c_int, info: &libc::siginfo_t) -> 
     if sig == 0 {
         return 0;
     }
-    let is_me = crate::runtime::fiber::current().is_some_and(|me| core::ptr::eq(me, &**target));
+    let is_me = crate::runtime::fibers::fiber::current().is_some_and(|me| core::ptr::eq(me, &**target));
     if is_me && effective_mask(target) & (1u64 << (sig - 1)) == 0 {
         // To itself, not blocked: delivered before the call returns, here.
         return match sys::rt_tgsigqueueinfo(sys::gettid(), sig, info) {
@@ -305,8 +200,8 @@ pub(crate) fn accepting_fiber(sig: c_int) -> Option<FiberRef> {
     let accepts = |f: &Fiber| {
         !f.signals.is_plain_thread() && runs_handler_now(f.life(), f.donor_wait.is_interruptible()) && intended_mask(f) & bit == 0
     };
-    crate::runtime::registry::find(|f| accepts(f) && f.life() == Life::Running)
-        .or_else(|| crate::runtime::registry::find(accepts))
+    crate::runtime::fibers::registry::find(|f| accepts(f) && f.life() == Life::Running)
+        .or_else(|| crate::runtime::fibers::registry::find(accepts))
 }
 
 /// Whether a fiber in state `life` runs a handler for a signal held for it now: on a
@@ -343,7 +238,7 @@ pub fn route_from_worker(sig: c_int) -> bool {
         return true;
     }
     let bit = 1u64 << (sig - 1);
-    crate::runtime::registry::find(|f| f.life() == Life::OnDonor && f.donor.signals.takes(bit))
+    crate::runtime::fibers::registry::find(|f| f.life() == Life::OnDonor && f.donor.signals.takes(bit))
         .is_some_and(|target| send_to_open_donor(&target, sig))
 }
 
@@ -367,7 +262,7 @@ pub(crate) fn send_to_open_donor(target: &Fiber, sig: c_int) -> bool {
 ///
 /// The race with the fiber's new mask is a Dekker pair: this side holds the signal,
 /// then (SeqCst fence) reads the mask; the fiber sets its mask, then (SeqCst fence)
-/// looks for held signals of the process that it blocks ([`fiber_sigmask`]). At least
+/// looks for held signals of the process that it blocks (`mask::fiber_sigmask`). At least
 /// one of the two sees the other's write, and `take` lets exactly one give it back.
 pub(crate) fn hand_process_signal(target: &FiberRef, sig: c_int) {
     let bit = 1u64 << (sig - 1);

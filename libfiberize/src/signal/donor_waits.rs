@@ -4,15 +4,16 @@
 //! `epoll_pwait` ([`install_call_mask`]). A sender holds a signal or a cancellation
 //! request for the fiber, then kicks its donor if it waits
 //! ([`interrupt_donor_wait`](crate::signal::delivery::interrupt_donor_wait); the
-//! protocol is `runtime::sleep_state::DonorWait`).
+//! protocol is `runtime::sleep::sleep_state::DonorWait`).
 
 use libc::{c_int, sigset_t};
 
 use crate::base::sys;
-use crate::runtime::fiber::Fiber;
-use crate::runtime::kick::{KICK_BIT, KICK_SIGNAL};
-use crate::runtime::queued_signals;
-use crate::signal::delivery::{fiber_sigmask, from_kernel, has_deliverable_held, intended_mask, interrupted_for_good, to_kernel};
+use crate::runtime::fibers::fiber::Fiber;
+use crate::runtime::preemption::kick::{KICK_BIT, KICK_SIGNAL};
+use crate::runtime::signals::queued_signals;
+use crate::signal::delivery::{from_kernel, has_deliverable_held, intended_mask, interrupted_for_good, to_kernel};
+use crate::signal::mask::fiber_sigmask;
 
 // ---------------------------------------------------------------------------------
 // sigwait and friends for fibers
@@ -24,7 +25,7 @@ use crate::signal::delivery::{fiber_sigmask, from_kernel, has_deliverable_held, 
 /// consumes a pending blocked signal, and a held one is pending for the fiber), and
 /// `pthread_cancel` acts (sigwait is a cancellation point; glibc's own would wait where
 /// our cancellation cannot reach). Their senders kick the donor when it waits
-/// ([`interrupt_donor_wait`]; the protocol is `runtime::sleep_state::DonorWait`): the
+/// ([`interrupt_donor_wait`]; the protocol is `runtime::sleep::sleep_state::DonorWait`): the
 /// wait wakes only for them, for its own signals and for its timeout, as a native
 /// `sigwait` does. glibc's internal signals are never waited for. The kick signal is
 /// the library's (`sigaction` refuses it), so a program that waits for it here cannot
@@ -39,7 +40,7 @@ pub unsafe fn fiber_sigtimedwait(f: &Fiber, set: &sigset_t, info: *mut libc::sig
     let deadline = timeout_ns.map(|t| sys::now_ns().saturating_add(t));
     crate::signal::cancel::testcancel();
     // The whole wait runs on the donor; it comes back to the fiber only with a result.
-    let r = crate::runtime::fiber::run_on_donor(|| {
+    let r = crate::runtime::fibers::switch::run_on_donor(|| {
         let r = loop {
             f.donor_wait.begin();
             if let Some((sig, sent_to_thread)) = take_held(f, set) {
@@ -118,7 +119,7 @@ fn drain_kick() {
 /// natively the handler runs before the interrupted call returns) or a cancellation
 /// request came (the caller then acts on it).
 ///
-/// The same protocol as [`fiber_sigtimedwait`] (`runtime::sleep_state::DonorWait`):
+/// The same protocol as [`fiber_sigtimedwait`] (`runtime::sleep::sleep_state::DonorWait`):
 /// the senders publish, then kick the donor if it waits. The donor blocks the kick
 /// signal everywhere but inside the wait, whose mask unblocks it atomically with the
 /// start of the wait (that is what the mask argument of these calls is for), so a kick
@@ -139,7 +140,7 @@ pub fn wait_on_donor(
         sys::set_errno(libc::EINTR);
         return -1;
     }
-    let r = crate::runtime::fiber::run_on_donor(|| {
+    let r = crate::runtime::fibers::switch::run_on_donor(|| {
         // SAFETY: an all-zero sigset_t is a valid (empty) set; `from_kernel` fills it.
         let mut mask: sigset_t = unsafe { core::mem::zeroed() };
         from_kernel(sys::sigmask_get() & !KICK_BIT, &mut mask);

@@ -58,7 +58,7 @@ fn wrappable(sig: c_int) -> bool {
             sig,
             libc::SIGKILL | libc::SIGSTOP | libc::SIGSEGV | libc::SIGBUS | libc::SIGILL | libc::SIGFPE | libc::SIGTRAP | libc::SIGSYS
         )
-        && sig != crate::runtime::kick::KICK_SIGNAL
+        && sig != crate::runtime::preemption::kick::KICK_SIGNAL
         // glibc's internal signals (SIGCANCEL, SIGSETXID): its sigaction refuses them.
         && !(32..=33).contains(&sig)
 }
@@ -87,7 +87,7 @@ pub unsafe fn program_sigaction(sig: c_int, act: *const libc::sigaction, old: *m
         // fn's # Safety).
         return unsafe { crate::base::real::sigaction(sig, act, old) };
     }
-    if crate::runtime::fiber::in_vfork_child() || crate::base::config::in_unannounced_child() {
+    if crate::runtime::fibers::fiber::in_vfork_child() || crate::base::config::in_unannounced_child() {
         // SAFETY: `act`/`old` are null or valid (sigaction's contract, this fn's # Safety), which is
         // `child_sigaction`'s contract.
         return unsafe { child_sigaction(sig, act, old) };
@@ -107,7 +107,8 @@ pub unsafe fn program_sigaction(sig: c_int, act: *const libc::sigaction, old: *m
 /// fiber's mask blocks (they wait for that fiber to unblock them) and the kick signal
 /// (never in a program mask).
 fn still_blocked_at_shield_exit() -> u64 {
-    crate::runtime::fiber::current().map_or(0, crate::signal::delivery::intended_mask) | crate::runtime::kick::KICK_BIT
+    crate::runtime::fibers::fiber::current().map_or(0, crate::signal::delivery::intended_mask)
+        | crate::runtime::preemption::kick::KICK_BIT
 }
 
 /// The kernel's action for `sig`, with our trampoline replaced by the program's own

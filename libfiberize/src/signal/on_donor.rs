@@ -2,7 +2,7 @@
 //! there, as the fiber's own thread would.
 //!
 //! A fiber hands a call that the library cannot turn into a park to its donor
-//! (`runtime::fiber::run_on_donor`): `waitpid`, `flock`, `lockf`, `getaddrinfo`, a
+//! (`runtime::fibers::switch::run_on_donor`): `waitpid`, `flock`, `lockf`, `getaddrinfo`, a
 //! process-shared semaphore, condition variable, rwlock or barrier, a join of a plain
 //! thread, `fsync`, `O_DIRECT` I/O, a `poll` the reactor cannot take. Natively the
 //! thread waiting there is one the kernel may pick for a signal sent to the process:
@@ -31,7 +31,7 @@
 //! A sender in the library may aim at such a donor too: a worker's trampoline with a
 //! signal of the process that no fiber on a worker takes, and `pthread_kill` on the
 //! fiber (`signal::delivery::send_to_open_donor`). It sends the signal to the donor's
-//! thread with `tgkill` while the donor is open (`runtime::donor_signals` has the
+//! thread with `tgkill` while the donor is open (`runtime::signals::donor_signals` has the
 //! protocol): the handler runs there and ends or restarts the call, as natively.
 //! Whatever a sender or the kernel left pending on the donor after it blocked every
 //! signal again is taken and held for the fiber, which runs it when it is back on a
@@ -49,11 +49,11 @@
 //! the donor; a handler with `SA_ONSTACK` runs on the fiber's stack there.
 
 use crate::base::sys;
-use crate::runtime::fiber;
+use crate::runtime::fibers::fiber;
 
 /// The signals a program may take on a donor: all but the kick signal and glibc's
 /// internal ones.
-const PROGRAM_SIGNALS: u64 = !(crate::runtime::kick::KICK_BIT | sys::GLIBC_INTERNAL_SIGNALS);
+const PROGRAM_SIGNALS: u64 = !(crate::runtime::preemption::kick::KICK_BIT | sys::GLIBC_INTERNAL_SIGNALS);
 
 /// Runs `call` on the calling fiber's donor thread with the program's signals that the
 /// fiber's mask lets through unblocked there (module docs); for a plain thread, runs
@@ -62,7 +62,7 @@ pub fn run_on_donor_taking_signals<R>(call: impl FnOnce() -> R) -> R {
     let Some(f) = fiber::current() else { return call() };
     // Read on the worker, where the fiber's mask is known (its own, or the worker's).
     let accepted = !crate::signal::delivery::intended_mask(f) & PROGRAM_SIGNALS;
-    fiber::run_on_donor(|| {
+    crate::runtime::fibers::switch::run_on_donor(|| {
         if accepted == 0 {
             return call();
         }
@@ -78,7 +78,7 @@ pub fn run_on_donor_taking_signals<R>(call: impl FnOnce() -> R) -> R {
     })
 }
 
-/// On the donor, after [`DonorSignals::close`](crate::runtime::donor_signals::DonorSignals::close):
+/// On the donor, after [`DonorSignals::close`](crate::runtime::signals::donor_signals::DonorSignals::close):
 /// takes the signals of `accepted` left pending on it (a sender's `tgkill` that came
 /// as it blocked them, or one of the process that came then) and holds them for fiber
 /// `f`, which runs them when it is back on a worker (its mask cannot change before:

@@ -52,7 +52,7 @@ use core::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, Ordering};
 use libc::{c_int, c_uint, pthread_barrier_t, pthread_barrierattr_t};
 
 use crate::base::sys;
-use crate::runtime::fiber::WaitKind;
+use crate::runtime::fibers::fiber::WaitKind;
 use crate::sync::parking::{self, TOKEN_NORMAL};
 
 /// Our view of the 32 bytes of a `pthread_barrier_t`.

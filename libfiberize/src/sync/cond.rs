@@ -14,7 +14,7 @@ use crate::base::layout::CondOverlay;
 use libc::{c_int, clockid_t, pthread_cond_t, pthread_condattr_t, pthread_mutex_t, timespec};
 
 use crate::base::time;
-use crate::runtime::fiber::WaitKind;
+use crate::runtime::fibers::fiber::WaitKind;
 use crate::sync::mutex;
 use crate::sync::parking::{self, ParkResult};
 
@@ -112,7 +112,7 @@ pub unsafe fn wait(c: *mut pthread_cond_t, m: *mut pthread_mutex_t, abstime: *co
     // `overlay` asks.
     let o = unsafe { overlay(c) };
     if is_shared(o) {
-        if let Some(me) = crate::runtime::fiber::current() {
+        if let Some(me) = crate::runtime::fibers::fiber::current() {
             // SAFETY: `c` initialised, `m` held by the caller, `abstime` null or a timespec (this fn's #
             // Safety, pthread_cond_timedwait's contract), which `shared_wait_for_fiber` requires.
             return unsafe { shared_wait_for_fiber(me, o, c, m, abstime, clock) };
@@ -149,7 +149,7 @@ pub unsafe fn wait(c: *mut pthread_cond_t, m: *mut pthread_mutex_t, abstime: *co
             true
         },
         || {
-            let me = crate::runtime::fiber::current();
+            let me = crate::runtime::fibers::fiber::current();
             me.inspect(|f| f.unlocking_to_park.set(true));
             // SAFETY: the caller owns `m` (checked above for the types that can tell).
             unsafe { mutex::api::unlock(m) };
@@ -188,7 +188,7 @@ const SHARED_WAIT_SLICE_NS: u64 = crate::signal::cancel::DONOR_WAIT_SLICE_NS;
 /// # Safety
 /// As `pthread_cond_timedwait`.
 unsafe fn shared_wait_for_fiber(
-    me: &crate::runtime::fiber::Fiber,
+    me: &crate::runtime::fibers::fiber::Fiber,
     o: &CondOverlay,
     c: *mut pthread_cond_t,
     m: *mut pthread_mutex_t,

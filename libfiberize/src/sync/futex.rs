@@ -21,7 +21,7 @@ use libc::{c_int, timespec};
 
 use crate::base::stats::{bump, STATS};
 use crate::base::time;
-use crate::runtime::fiber::WaitKind;
+use crate::runtime::fibers::fiber::WaitKind;
 use crate::sync::futex_op::{wake_op_apply, wake_op_compare, FUTEX_CMD_MASK};
 use crate::sync::futex_shared;
 use crate::sync::futex_split::{self, Route};
@@ -133,7 +133,7 @@ pub unsafe fn futex(
                 })
             };
             bump(&STATS.futex_waits);
-            if let Some(f) = crate::runtime::fiber::owner_of_tcb() {
+            if let Some(f) = crate::runtime::fibers::fiber::owner_of_tcb() {
                 f.wait.expect(val);
             }
             match parking::park(key, bitset, WaitKind::Futex, || word.load(Ordering::SeqCst) == val, || {}, |_| {}, deadline) {

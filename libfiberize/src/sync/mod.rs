@@ -16,6 +16,7 @@ pub mod once;
 pub mod parking;
 pub mod parking_fair;
 pub mod parking_quick;
+pub mod parking_wake;
 pub mod rwlock;
 pub mod sem;
 pub mod sleep;

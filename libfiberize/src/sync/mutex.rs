@@ -16,7 +16,7 @@ use libc::{c_int, clockid_t, timespec};
 
 use crate::base::sys;
 use crate::base::time;
-use crate::runtime::fiber::{self, WaitKind};
+use crate::runtime::fibers::fiber::{self, WaitKind};
 use crate::runtime::scheduler;
 use crate::sync::parking::{self, ParkResult};
 

@@ -55,7 +55,7 @@ use libc::{c_int, pthread_once_t};
 
 use crate::base::config;
 use crate::base::sys;
-use crate::runtime::fiber::WaitKind;
+use crate::runtime::fibers::fiber::WaitKind;
 use crate::sync::parking;
 
 /// glibc's `__PTHREAD_ONCE_INPROGRESS`.

@@ -31,11 +31,12 @@ use core::sync::atomic::{AtomicPtr, AtomicU32, AtomicUsize, Ordering};
 use crate::base::rawlock::RawMutex;
 use crate::base::stats::{bump, STATS};
 use crate::base::sys;
-use crate::runtime::fiber::{self, Fiber, FiberRef, WaitKind};
+use crate::runtime::fibers::fiber::{Fiber, WaitKind};
 use crate::runtime::scheduler;
 pub use crate::sync::lock_word::Place;
 use crate::sync::parking_fair::FairTimer;
 use crate::sync::parking_quick::{self, BucketLock};
+use crate::sync::parking_wake::{Wake, WakeBatch};
 
 /// log2 of the bucket count. Origin: thousands of parked I/O fibers, whose keys walked
 /// long chains with fewer (docs/RESULTS.md#parking-table-size).
@@ -261,7 +262,7 @@ pub fn park_in(
         _ => None,
     };
     let since = if report_kind.is_some() { crate::base::sites::now() } else { 0 };
-    let me = fiber::current_or_demote();
+    let me = crate::runtime::fibers::switch::current_or_demote();
     let waiter = Waiter::new(key, bitset, me.map_or(ptr::null(), |f| f as *const Fiber), place == Place::Front, kind);
     let b = bucket(key);
     // Queue first, then validate (with a SeqCst fence between): the mirror image of
@@ -290,7 +291,7 @@ pub fn park_in(
     // type a request ends it as glibc's SIGCANCEL would (the waiter is unlinked first).
     let async_cancellable = kind == WaitKind::Mutex;
     // A plain thread that was a fiber (demoted, say) notes its wait too, for the dump.
-    let noted = me.or_else(crate::runtime::fiber::owner_of_tcb);
+    let noted = me.or_else(crate::runtime::fibers::fiber::owner_of_tcb);
     if let Some(f) = noted {
         f.wait.begin(kind, key);
     }
@@ -375,30 +376,6 @@ pub struct UnparkInfo {
     /// [`unpark_one_fair`] only: the dequeued waiter had queued at the front and the
     /// bucket's fairness interval has passed: hand it what it waits for.
     pub be_fair: bool,
-}
-
-/// A dequeued waiter's wake-up, performed after the bucket lock is released.
-enum Wake {
-    Fiber(FiberRef),
-    Thread(*const AtomicU32),
-}
-
-impl Wake {
-    /// Wakes a thread now (no fiber to batch).
-    fn run_thread(self) -> Option<FiberRef> {
-        self.run_as(false);
-        None
-    }
-    /// `lock_waiter`: see [`scheduler::unpark_lock_waiter`].
-    fn run_as(self, lock_waiter: bool) {
-        match self {
-            Wake::Fiber(f) if lock_waiter => scheduler::unpark_lock_waiter(&f),
-            Wake::Fiber(f) => scheduler::unpark(&f),
-            Wake::Thread(word) => {
-                sys::futex_wake(word, 1);
-            }
-        }
-    }
 }
 
 /// Unlinks `w` and prepares its wake-up (under the bucket lock).
@@ -494,22 +471,21 @@ pub fn unpark_some(key: usize, bitset: u32, max: usize, callback: impl FnOnce(us
     }
     let b = bucket(key);
     let mut callback = Some(callback);
-    let mut wakes: [Option<Wake>; 16] = Default::default();
+    let mut wakes = WakeBatch::new();
     let mut total = 0;
     loop {
-        let mut n = 0;
         b.lock.lock();
         let mut p = b.head.load(Ordering::Relaxed) as *const Waiter;
-        while !p.is_null() && n < wakes.len() && total + n < max {
+        while !p.is_null() && wakes.has_room() && total + wakes.len() < max {
             // SAFETY: list members are live under the lock.
             let next = unsafe { (*p).next.get() };
             // SAFETY: as above.
             if unsafe { (*p).key.load(Ordering::Relaxed) == key && (*p).bitset & bitset != 0 } {
-                wakes[n] = Some(take(b, p, TOKEN_NORMAL));
-                n += 1;
+                wakes.push(take(b, p, TOKEN_NORMAL));
             }
             p = next;
         }
+        let n = wakes.len();
         let more = !p.is_null() && total + n < max && b.any_with_key(key);
         if !more {
             if let Some(cb) = callback.take() {
@@ -517,12 +493,7 @@ pub fn unpark_some(key: usize, bitset: u32, max: usize, callback: impl FnOnce(us
             }
         }
         b.lock.unlock();
-        // Threads one by one; the fibers as one batch (the idle workers told once).
-        let mut fibers = wakes.iter_mut().take(n).filter_map(|slot| match slot.take()? {
-            Wake::Fiber(f) => Some(f),
-            thread => thread.run_thread(),
-        });
-        scheduler::unpark_many(&mut fibers);
+        wakes.run();
         total += n;
         if !more {
             return total;

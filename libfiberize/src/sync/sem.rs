@@ -67,7 +67,7 @@ use core::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 use libc::{c_int, c_uint, clockid_t, sem_t, timespec};
 
 use crate::base::time;
-use crate::runtime::fiber::{self, WaitKind};
+use crate::runtime::fibers::fiber::{self, WaitKind};
 use crate::sync::parking::{self, ParkResult, TOKEN_NORMAL};
 
 /// `SEM_VALUE_MAX` on Linux (INT_MAX).

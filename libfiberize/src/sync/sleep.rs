@@ -5,7 +5,7 @@ use libc::{c_int, clockid_t, timespec};
 
 use crate::base::sys;
 use crate::base::time;
-use crate::runtime::fiber::{Fiber, WaitKind};
+use crate::runtime::fibers::fiber::{Fiber, WaitKind};
 use crate::runtime::scheduler;
 
 /// Parks `f` until CLOCK_MONOTONIC `deadline`. Err(remaining ns) if a signal was
@@ -22,7 +22,7 @@ pub fn sleep_until(f: &Fiber, deadline: u64) -> Result<(), u64> {
         }
         if first {
             // A long sleep gives the stack's dead pages back.
-            crate::runtime::stack_release::release_dead_pages(f, deadline - now);
+            crate::runtime::sleep::stack_release::release_dead_pages(f, deadline - now);
             first = false;
         }
         if f.cancel_pending() {

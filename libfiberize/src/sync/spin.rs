@@ -32,7 +32,7 @@ use libc::{c_int, pthread_spinlock_t};
 
 use crate::base::real::sched_yield;
 use crate::base::sys;
-use crate::runtime::fiber;
+use crate::runtime::fibers::fiber;
 use crate::runtime::scheduler;
 
 /// Relaxed loads between yields. Origin: a spinlock's critical section is meant to be

@@ -6,8 +6,8 @@
 use core::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 use crate::base::sys;
-use crate::runtime::fiber::{self, Fiber, Switch};
-use crate::runtime::fiber_state::DonorHandoff;
+use crate::runtime::fibers::fiber::{self, Fiber, Switch};
+use crate::runtime::fibers::fiber_state::DonorHandoff;
 
 /// What [`donor_sleep`] returns in the copy of the donor that a forked child resumed.
 pub(super) const WOKEN_IN_FORKED_CHILD: usize = crate::base::arch::DONOR_WOKEN_IN_FORKED_CHILD;

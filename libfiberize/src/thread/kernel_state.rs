@@ -12,7 +12,7 @@
 //! | `set_tid_address`, `prctl(PR_GET_TID_ADDRESS)`, `set_robust_list`, `prctl(PR_SET_NAME/PR_GET_NAME)`, `pthread_setname_np`/`pthread_getname_np` on itself | [`Route::OnDonor`]: runs on the donor, so the kernel acts on the fiber's own thread, whose exit is the fiber's |
 //! | `get_robust_list`, `sched_{set,get}{affinity,scheduler,param,attr}` with pid 0, `setpriority`/`getpriority(PRIO_PROCESS, 0)` | [`Route::Kernel`] with the 0 replaced by the donor's tid |
 //! | `rseq` | `ENOSYS` (see below) |
-//! | `sigaltstack` | the fiber's own record ([`crate::runtime::altstack`]) |
+//! | `sigaltstack` | the fiber's own record ([`crate::runtime::signals::altstack`]) |
 //! | `gettid`, `tgkill`/`tkill`, `rt_tgsigqueueinfo` | as the functions ([`super::tid`]) |
 //!
 //! **rseq.** The kernel keeps one rseq area per kernel thread and restarts a critical
@@ -27,14 +27,14 @@
 
 use libc::{c_int, c_long};
 
-use crate::runtime::fiber::{self, Fiber};
+use crate::runtime::fibers::fiber::{self, Fiber};
 
 /// What to do with a call that may name the calling thread.
 pub enum Route {
     /// The kernel, with these arguments (the program's, or with the caller's 0 replaced
     /// by the fiber's donor's tid).
     Kernel([c_long; 6]),
-    /// Run the call on the calling fiber's donor ([`fiber::run_on_donor`]).
+    /// Run the call on the calling fiber's donor ([`crate::runtime::fibers::switch::run_on_donor`]).
     OnDonor,
     /// Answered here: the result, or an error number for `errno`.
     Done(Result<c_long, c_int>),

@@ -3,7 +3,7 @@
 //! exit-time reports ([`process`]); thread ids ([`tid`]), timers aimed at a fiber's
 //! thread id ([`timers`]) and the
 //! per-thread kernel state that calls name implicitly ([`kernel_state`]). This layer starts the pool and installs the
-//! [`crate::runtime::hooks`].
+//! [`crate::runtime::fibers::hooks`].
 
 pub mod donor_sleep;
 pub mod kernel_state;

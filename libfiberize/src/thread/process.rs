@@ -6,7 +6,7 @@
 //! | child                         | memory  | what the runtime does there                 |
 //! |-------------------------------|---------|---------------------------------------------|
 //! | `fork` (also `daemon`, `system`'s and `popen`'s if they forked) | copied | the atfork hooks below: one plain thread, runtime tables reset; if the parent never started the pool, a fresh process that starts its own |
-//! | `vfork`, `clone(CLONE_VM)`    | shared  | touch nothing that is the parent's: `vfork` is interposed and marks the TCB ([`crate::runtime::fiber::in_vfork_child`]); any other `CLONE_VM` child is seen by its pid ([`in_unannounced_child`]) |
+//! | `vfork`, `clone(CLONE_VM)`    | shared  | touch nothing that is the parent's: `vfork` is interposed and marks the TCB ([`crate::runtime::fibers::fiber::in_vfork_child`]); any other `CLONE_VM` child is seen by its pid ([`in_unannounced_child`]) |
 //! | `posix_spawn` (and `system`, `popen`, which use it) | shared | nothing to do: glibc's child runs only glibc-internal calls, none of our exports |
 //!
 //! **fork.** The hooks are registered once, as early as possible (the library's
@@ -39,7 +39,7 @@ use crate::base::rawlock::RawOnce;
 use crate::base::stats::STATS;
 use crate::base::sys;
 use crate::observe::dump;
-use crate::runtime::fiber;
+use crate::runtime::fibers::fiber;
 
 extern "C" fn prepare_fork() {
     if config::in_forked_child() {
@@ -93,14 +93,14 @@ extern "C" fn child_after_fork() {
     // SAFETY: we are the child's only thread, inside fork, before any other code.
     unsafe {
         crate::sync::parking::forget_all_waiters_in_forked_child();
-        crate::runtime::registry::reset_in_forked_child();
-        crate::runtime::queued_signals::reset_in_forked_child();
+        crate::runtime::fibers::registry::reset_in_forked_child();
+        crate::runtime::signals::queued_signals::reset_in_forked_child();
         crate::thread::timers::reset_in_forked_child();
         if let Some(rt) = crate::runtime::scheduler::try_runtime() {
             rt.reset_timers_in_forked_child();
         }
     }
-    crate::runtime::poller::detach_in_forked_child();
+    crate::runtime::sleep::poller::detach_in_forked_child();
     crate::observe::metrics::let_go_in_forked_child();
     // The rest of the parent's descriptors (workers' eventfds, kept files) are not the
     // child's runtime's: closed and forgotten, so that the child's `dup2` onto such a
@@ -157,9 +157,9 @@ extern "C" fn at_exit() {
         let line = format!(
             "fiberize: stats workers={} live_fibers={}{}{}\n",
             cfg.workers,
-            crate::runtime::registry::live_fibers(),
+            crate::runtime::fibers::registry::live_fibers(),
             STATS.render(),
-            crate::runtime::queue_delay::render()
+            crate::runtime::fibers::queue_delay::render()
         );
         crate::observe::report::emit(cfg.stats_to, &line);
     }
@@ -183,7 +183,7 @@ pub fn after_pool_started() {
     // SAFETY: registering plain extern "C" callbacks with libc.
     unsafe {
         libc::atexit(at_exit);
-        crate::runtime::kick_handler::install_kick_handler();
+        crate::runtime::preemption::kick_handler::install_kick_handler();
         crate::observe::watchdog::start();
         if cfg.dump_signal > 0 {
             dump::start_dump_thread();

@@ -27,7 +27,7 @@
 //! ```
 //!
 //! `pthread_join` from a fiber runs the real `pthread_join` on the joiner's own donor
-//! ([`crate::runtime::fiber::run_on_donor`]); so "join returns after the destructors ran" is
+//! ([`crate::runtime::fibers::switch::run_on_donor`]); so "join returns after the destructors ran" is
 //! glibc's own guarantee, and no worker blocks.
 //!
 //! # Fork: the child's thread goes back to its donor's frames
@@ -73,16 +73,16 @@ use libc::{c_int, c_void, pthread_attr_t, pthread_t};
 
 use crate::base::stats::{bump, STATS};
 use crate::base::sys;
-use crate::runtime::fiber::{self, DonorStack, Fiber, FiberRef, Life, Switch};
-use crate::runtime::fiber_state::DonorCommand;
-use crate::runtime::hooks::Hooks;
+use crate::runtime::fibers::fiber::{self, DonorStack, Fiber, FiberRef, Life, Switch};
+use crate::runtime::fibers::fiber_state::DonorCommand;
+use crate::runtime::fibers::hooks::Hooks;
 use crate::runtime::scheduler;
 use crate::thread::donor_sleep;
 
-/// The upper layers' part in the core's protocols ([`crate::runtime::hooks`]),
+/// The upper layers' part in the core's protocols ([`crate::runtime::fibers::hooks`]),
 /// installed by [`create`] when it starts the pool.
 pub static LAYER_HOOKS: Hooks = Hooks {
-    deliver_signals: crate::signal::delivery::deliver_pending,
+    deliver_signals: crate::signal::mask::deliver_pending,
     act_on_async_cancel: crate::signal::cancel::act_on_async_cancel,
     fiber_ended,
     resume_donor_in_forked_child: donor_sleep::resume_donor_in_forked_child,
@@ -129,7 +129,7 @@ static MAIN_EXITED: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicB
 pub fn exit_if_main_left_and_all_done() {
     if MAIN_EXITED.load(Ordering::Acquire)
         && DONORS_ALIVE.load(Ordering::Acquire) == 0
-        && crate::runtime::registry::live_fibers() == 0
+        && crate::runtime::fibers::registry::live_fibers() == 0
     {
         // SAFETY: exit runs atexit handlers and flushes stdio, as the end of the last
         // thread would.
@@ -184,7 +184,7 @@ pub unsafe fn create(thread: *mut pthread_t, attr: *const pthread_attr_t, start:
     let inherited = match fiber::current() {
         Some(creator) => crate::signal::delivery::intended_mask(creator),
         None => sys::sigmask_get(),
-    } & !crate::runtime::kick::KICK_BIT;
+    } & !crate::runtime::preemption::kick::KICK_BIT;
     fiber.signals.set_mask(inherited);
     let boot = Box::into_raw(Box::new(DonorBoot { fiber: fiber.clone(), start, arg }));
     // SAFETY: the program's arguments are passed through; `boot` is reclaimed by the
@@ -196,7 +196,7 @@ pub unsafe fn create(thread: *mut pthread_t, attr: *const pthread_attr_t, start:
         return r;
     }
     // SAFETY: pthread_create succeeded, so it wrote the new thread's id.
-    crate::runtime::registry::register_pthread_early(&fiber, unsafe { *thread } as usize);
+    crate::runtime::fibers::registry::register_pthread_early(&fiber, unsafe { *thread } as usize);
     bump(&STATS.fibers_created);
     0
 }
@@ -224,7 +224,7 @@ fn donor_main_inner(fiber: FiberRef, start: StartRoutine, arg: *mut c_void) -> *
     let Some((limit, base)) = fiber_stack_bounds() else {
         // Too little stack to share: run the thread natively, as glibc would.
         bump(&STATS.fibers_native_fallback);
-        crate::runtime::registry::unregister(&fiber); // it never becomes a fiber
+        crate::runtime::fibers::registry::unregister(&fiber); // it never becomes a fiber
         fiber_ended(&fiber);
         // SAFETY: restoring an empty block set is always valid.
         unsafe {
@@ -239,7 +239,7 @@ fn donor_main_inner(fiber: FiberRef, start: StartRoutine, arg: *mut c_void) -> *
     // SAFETY: pthread_self has no preconditions (and is not shadowed).
     fiber.identity.set_pthread(unsafe { libc::pthread_self() } as usize);
     fiber::set_current(Arc::as_ptr(&fiber));
-    crate::runtime::registry::register(&fiber);
+    crate::runtime::fibers::registry::register(&fiber);
 
     // SAFETY: `fiber_stack_bounds` returns 16-aligned bounds of this donor's own stack
     // below its live frames (leaving a margin), above glibc's guard page; the donor
@@ -256,7 +256,7 @@ fn donor_main_inner(fiber: FiberRef, start: StartRoutine, arg: *mut c_void) -> *
         let r = start(arg) as usize;
         // AT_FIBER_DESTROY callbacks, in the fiber, before the donor's destructors.
         if let Some(me) = fiber::owner_of_tcb() {
-            crate::runtime::wtls::run_destroy_callbacks(me);
+            crate::runtime::fibers::wtls::run_destroy_callbacks(me);
         }
         // Shielded until the worker has switched away for good (crate::signal::handlers).
         crate::base::shield::enter();
@@ -275,7 +275,7 @@ fn donor_main_inner(fiber: FiberRef, start: StartRoutine, arg: *mut c_void) -> *
 
     fiber::set_current(ptr::null());
     crate::base::shield::set_depth(0);
-    crate::runtime::registry::unregister(&fiber);
+    crate::runtime::fibers::registry::unregister(&fiber);
     // SAFETY: the coroutine completed; nobody else will touch it.
     unsafe { fiber.discard_coroutine() };
     bump(&STATS.fibers_finished);
@@ -405,7 +405,7 @@ unsafe fn join_in_slices(me: &Fiber, t: pthread_t, retval: *mut *mut c_void) -> 
 /// Returns whether the target is a fiber (then it has ended, or the join is refused).
 fn wait_for_fiber_end(t: pthread_t) -> bool {
     let Some(me) = fiber::current() else { return false };
-    let Some(target) = crate::runtime::registry::find_by_pthread(t as usize) else { return false };
+    let Some(target) = crate::runtime::fibers::registry::find_by_pthread(t as usize) else { return false };
     if me.cancel.is_disabled() || core::ptr::eq(me, &*target) || is_detached(t) {
         return true;
     }
@@ -417,8 +417,15 @@ fn wait_for_fiber_end(t: pthread_t) -> bool {
             // Unregistered without finishing: it ran as a plain thread after all.
             return target.life() == Life::Finished;
         }
-        let r =
-            crate::sync::parking::park(key, u32::MAX, crate::runtime::fiber::WaitKind::Join, || !ended(), || {}, |_| {}, None);
+        let r = crate::sync::parking::park(
+            key,
+            u32::MAX,
+            crate::runtime::fibers::fiber::WaitKind::Join,
+            || !ended(),
+            || {},
+            |_| {},
+            None,
+        );
         if r == crate::sync::parking::ParkResult::Interrupted {
             crate::signal::cancel::testcancel();
         }
@@ -430,7 +437,7 @@ pub fn fiber_ended(f: &Fiber) {
     // Signals of the process handed to it that it did not take are the process's again.
     crate::signal::delivery::give_back_to_process(f, u64::MAX);
     // Signals queued to it with their siginfo end with it, as a thread's pending ones.
-    crate::runtime::queued_signals::forget(f);
+    crate::runtime::signals::queued_signals::forget(f);
     crate::sync::parking::unpark_some(f as *const Fiber as usize, u32::MAX, usize::MAX, |_| {});
 }
 
@@ -479,11 +486,11 @@ pub unsafe fn exit(v: *mut c_void) -> ! {
     // AT_FIBER_DESTROY callbacks, before unwinding runs any destructor (also for a
     // fiber that runs on its donor now).
     if let Some(f) = fiber::owner_of_tcb().filter(|_| !fiber::in_vfork_child()) {
-        crate::runtime::wtls::run_destroy_callbacks(f);
+        crate::runtime::fibers::wtls::run_destroy_callbacks(f);
     }
     if let Some(f) = fiber::current() {
         let fp = f as *const Fiber;
-        if fiber::become_plain_thread() {
+        if crate::runtime::fibers::switch::become_plain_thread() {
             // Now on the donor. The donor's frames (and its Arc) are about to be
             // discarded by the longjmp, so settle the fiber's bookkeeping here.
             // SAFETY: `fp` is alive: donor_main's Arc still exists (we release it below).
@@ -491,7 +498,7 @@ pub unsafe fn exit(v: *mut c_void) -> ! {
             f.set_life(Life::Finished);
             fiber_ended(f);
             // SAFETY: `fp` is alive (see above).
-            unsafe { crate::runtime::registry::unregister_ptr(fp) };
+            unsafe { crate::runtime::fibers::registry::unregister_ptr(fp) };
             // SAFETY: we run on the coroutine's stack and will never resume it: forget
             // the coroutine object without unwinding it.
             unsafe { f.discard_coroutine() };

@@ -25,7 +25,7 @@
 use libc::c_int;
 
 use crate::base::sys;
-use crate::runtime::fiber;
+use crate::runtime::fibers::fiber;
 
 /// The caller's thread id as the program must see it: a fiber's donor's, else the
 /// kernel's. Async-signal-safe (a TLS read and an atomic load).
@@ -51,11 +51,11 @@ pub fn signal_thread(tgid: Option<libc::pid_t>, tid: libc::pid_t, sig: c_int) ->
 
 /// The live fiber whose thread id is `tid`, when a signal for it goes to the fiber
 /// rather than to the kernel (not glibc's internal signals, which only glibc sends).
-pub fn fiber_of_tid(tid: libc::pid_t, sig: c_int) -> Option<crate::runtime::fiber::FiberRef> {
+pub fn fiber_of_tid(tid: libc::pid_t, sig: c_int) -> Option<crate::runtime::fibers::fiber::FiberRef> {
     if tid <= 0 || is_glibc_internal(sig) || !crate::base::config::fibers_allowed() {
         return None;
     }
-    crate::runtime::registry::find_by_donor_tid(tid as u32)
+    crate::runtime::fibers::registry::find_by_donor_tid(tid as u32)
 }
 
 /// glibc's internal signals (SIGCANCEL, SIGSETXID), which only glibc sends.
@@ -90,7 +90,7 @@ pub unsafe fn queue_to_thread(tgid: libc::pid_t, tid: libc::pid_t, sig: c_int, i
 /// `pthread_sigqueue(t, sig, value)` on fiber `target`: the siginfo glibc builds
 /// (`SI_QUEUE`, this process's pid, the caller's uid, `value`), queued to the fiber.
 /// Returns the error number (`EINVAL` for glibc's internal signals, as glibc's).
-pub fn sigqueue_fiber(target: &crate::runtime::fiber::FiberRef, sig: c_int, value: libc::sigval) -> c_int {
+pub fn sigqueue_fiber(target: &crate::runtime::fibers::fiber::FiberRef, sig: c_int, value: libc::sigval) -> c_int {
     if is_glibc_internal(sig) {
         return libc::EINVAL;
     }
@@ -100,7 +100,7 @@ pub fn sigqueue_fiber(target: &crate::runtime::fiber::FiberRef, sig: c_int, valu
     info.si_code = libc::SI_QUEUE;
     // SAFETY: getpid and getuid have no arguments and cannot fail.
     let (pid, uid) = unsafe { (libc::getpid(), libc::getuid()) };
-    crate::runtime::queued_signals::set_sender(&mut info, pid, uid as c_int);
-    crate::runtime::queued_signals::set_value(&mut info, value);
+    crate::runtime::signals::queued_signals::set_sender(&mut info, pid, uid as c_int);
+    crate::runtime::signals::queued_signals::set_value(&mut info, value);
     crate::signal::delivery::queue_to_fiber(target, sig, &info)
 }

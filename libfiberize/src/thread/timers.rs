@@ -12,7 +12,7 @@
 //! ```text
 //!   kernel timer ──SI_TIMER, kick signal──> relay: sigtimedwait(kick)
 //!        └─ timer id ─> (fiber, program's signal) ─> delivery::queue_to_fiber
-//!              (runtime::queued_signals: held with the timer's siginfo; the fiber's
+//!              (runtime::signals::queued_signals: held with the timer's siginfo; the fiber's
 //!               handler or sigtimedwait gets SI_TIMER, si_timerid, si_overrun, si_value)
 //! ```
 //!
@@ -39,7 +39,7 @@ use libc::c_int;
 
 use crate::base::rawlock::{RawLock, RawMutex};
 use crate::base::sys;
-use crate::runtime::kick::{KICK_BIT, KICK_SIGNAL};
+use crate::runtime::preemption::kick::{KICK_BIT, KICK_SIGNAL};
 
 /// A relayed timer: the fiber it is aimed at (its id) and the program's signal.
 #[derive(Clone, Copy)]
@@ -151,11 +151,11 @@ extern "C" fn relay_main(_: *mut libc::c_void) -> *mut libc::c_void {
 
 /// Hands one expiry to the fiber its timer is aimed at, with the program's signal.
 fn relay(info: &mut libc::siginfo_t) {
-    let id = crate::runtime::queued_signals::timer_id(info);
+    let id = crate::runtime::signals::queued_signals::timer_id(info);
     // Deleted meanwhile: the expiry goes nowhere.
     let Some(t) = TIMERS.lock().get(&id).copied() else { return };
     // A fiber that ended: natively a signal for a thread that exited goes nowhere.
-    let Some(target) = crate::runtime::registry::find_by_id(t.fiber) else { return };
+    let Some(target) = crate::runtime::fibers::registry::find_by_id(t.fiber) else { return };
     info.si_signo = t.sig;
     crate::signal::delivery::queue_to_fiber(&target, t.sig, info);
 }

@@ -1,5 +1,5 @@
-//! Models of the held signals (`runtime/signal_state.rs`) and of a donor that takes
-//! signals during a blocking call (`runtime/donor_signals.rs`).
+//! Models of the held signals (`runtime/signals/signal_state.rs`) and of a donor that takes
+//! signals during a blocking call (`runtime/signals/donor_signals.rs`).
 
 use loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use loom::sync::Arc;
@@ -19,7 +19,7 @@ struct Outcomes {
     thread_raised: AtomicUsize,
 }
 
-/// A fiber becomes a plain thread (`fiber::become_plain_thread`: mark, then take
+/// A fiber becomes a plain thread (`switch::become_plain_thread`: mark, then take
 /// everything held) while one sender hands it a signal of the process
 /// (`delivery::hand_process_signal`: hold, fence, look at the flag, give back what is
 /// still held) and another sends the same signal to its thread (`delivery::kill_fiber`:
@@ -62,7 +62,7 @@ fn held_signals_are_taken_once_and_as_the_kind_sent() {
     });
 }
 
-/// A fiber on a worker delivers what it holds (`delivery::deliver_pending`: `take_sent_to_process`)
+/// A fiber on a worker delivers what it holds (`mask::deliver_pending`: `take_sent_to_process`)
 /// while it blocks the process's signal and gives it back (`give_back_to_process`:
 /// `take_from_process`), and a new signal of the process comes for it meanwhile. Each
 /// held signal is taken exactly once, by one of them.

@@ -35,6 +35,43 @@ pub fn thread_pointer() -> usize {
     tp
 }
 
+// The runtime's thread words (`crate::base::thread_words`): one block in the static TLS
+// of every thread, reached the initial-exec way, `TPIDR_EL0` plus the offset from the
+// GOT (no `__tls_get_addr`). The block itself is defined in `super`.
+
+/// The offset of the thread words from the thread pointer, from their GOT entry (the
+/// dynamic linker wrote it once, before any code of ours ran).
+#[inline(always)]
+fn thread_words_offset() -> usize {
+    let off: usize;
+    // SAFETY: reads the GOT entry of a TLS symbol defined above; the entry never changes
+    // after relocation, hence `pure`.
+    unsafe {
+        asm!("adrp {o}, :gottprel:fiberize_thread_words",
+            "ldr {o}, [{o}, #:gottprel_lo12:fiberize_thread_words]", o = out(reg) off,
+            options(nostack, pure, readonly, preserves_flags))
+    };
+    off
+}
+
+/// Reads thread word `index` (< [`super::THREAD_WORDS`]) of the TCB `TPIDR_EL0` points
+/// at now.
+#[inline(always)]
+pub fn load_thread_word(index: usize) -> usize {
+    let addr = thread_pointer().wrapping_add(thread_words_offset() + index * 8);
+    // SAFETY: the thread pointer is a live glibc TCB whose static TLS holds the block
+    // (loaded at start, or with initial-exec's surplus); `index` is in the block.
+    unsafe { core::ptr::read_volatile(addr as *const usize) }
+}
+
+/// Writes thread word `index` of the TCB `TPIDR_EL0` points at now.
+#[inline(always)]
+pub fn store_thread_word(index: usize, value: usize) {
+    let addr = thread_pointer().wrapping_add(thread_words_offset() + index * 8);
+    // SAFETY: as in `load_thread_word`; only the OS thread running this TCB touches it.
+    unsafe { core::ptr::write_volatile(addr as *mut usize, value) }
+}
+
 /// Nothing to decide: `TPIDR_EL0` is always writable from user space.
 pub fn detect_thread_pointer_method() {}
 
@@ -104,7 +141,7 @@ pub fn is_call_before(b: &[u8]) -> bool {
     insn & 0xfc00_0000 == 0x9400_0000 || insn & 0xffff_fc1f == 0xd63f_0000
 }
 
-/// The runtime's kick signal (`crate::runtime::kick`): SIGRTMAX - 2. qemu-user, which
+/// The runtime's kick signal (`crate::runtime::preemption::kick`): SIGRTMAX - 2. qemu-user, which
 /// runs aarch64 programs on other machines (the project's tests, multi-architecture
 /// container builds), has no host signal left for the guest's two highest real-time
 /// signals: sending 63 or 64 fails there with EINVAL, and the kick would never arrive.

@@ -18,6 +18,7 @@
 //! | [`is_call_before`], [`CALL_LOOKBACK`] | whether a code address follows a call (the report's call sites) |
 //! | [`KICK_SIGNAL`]                   | the runtime's kick signal (SIGRTMAX; SIGRTMAX-2 on aarch64, for qemu-user) |
 //! | [`SYS_IO_PGETEVENTS`]             | a system call number the `libc` crate lacks         |
+//! | [`load_thread_word`], [`store_thread_word`] | the runtime's initial-exec TLS words ([`crate::base::thread_words`]) |
 //!
 //! System calls that one architecture lacks (aarch64 has no `poll`, `epoll_wait`,
 //! `open`, `fork` …) are replaced inside their wrappers in [`crate::base::sys`], with
@@ -81,6 +82,28 @@ pub use aarch64::*;
 mod x86_64;
 #[cfg(target_arch = "x86_64")]
 pub use x86_64::*;
+
+/// How many words the runtime's initial-exec TLS block holds
+/// ([`crate::base::thread_words`] names each).
+pub const THREAD_WORDS: usize = 8;
+
+// The block of thread words, in `.tbss` (zero in every new thread), one cache line,
+// defined in assembly so that its access model is ours to choose: a Rust
+// `thread_local!` in a shared object is general-dynamic. Each architecture module reads
+// it initial-exec (`load_thread_word`). `%` is the section-type prefix both
+// assemblers accept.
+core::arch::global_asm!(
+    ".pushsection .tbss.fiberize_thread_words,\"awT\",%nobits",
+    ".globl fiberize_thread_words",
+    ".hidden fiberize_thread_words",
+    ".type fiberize_thread_words,%object",
+    ".p2align 6",
+    "fiberize_thread_words:",
+    ".zero {bytes}",
+    ".size fiberize_thread_words, {bytes}",
+    ".popsection",
+    bytes = const THREAD_WORDS * 8,
+);
 
 /// What `fiberize_donor_sleep` returns in the copy of the donor that a forked child
 /// resumed (with `fiberize_donor_wake_in_child`).

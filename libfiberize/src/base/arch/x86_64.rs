@@ -35,6 +35,50 @@ pub fn thread_pointer() -> usize {
     tp
 }
 
+// The runtime's thread words (`crate::base::thread_words`): one block in the static TLS
+// of every thread, reached the initial-exec way, `fs:[offset]` with the offset from the
+// GOT (no `__tls_get_addr`). The block itself is defined in `super`.
+
+/// The offset of the thread words from the thread pointer, from their GOT entry (the
+/// dynamic linker wrote it once, before any code of ours ran).
+#[inline(always)]
+fn thread_words_offset() -> usize {
+    let off: usize;
+    // SAFETY: reads the GOT entry of a TLS symbol defined above; the entry never changes
+    // after relocation, hence `pure`.
+    unsafe {
+        asm!("mov {}, qword ptr [rip + fiberize_thread_words@GOTTPOFF]", out(reg) off,
+            options(nostack, pure, readonly, preserves_flags))
+    };
+    off
+}
+
+/// Reads thread word `index` (< [`super::THREAD_WORDS`]) of the TCB FS points at now.
+#[inline(always)]
+pub fn load_thread_word(index: usize) -> usize {
+    let v: usize;
+    // SAFETY: FS always points at a live glibc TCB, whose static TLS holds the block
+    // (the library's TLS is static: it is loaded at start, or with initial-exec's
+    // surplus); `index` is in the block (callers pass the constants of `thread_words`).
+    // Not `pure`: a fiber switch changes FS between two reads in one function.
+    unsafe {
+        asm!("mov {v}, qword ptr fs:[{off}]", v = lateout(reg) v, off = in(reg) thread_words_offset() + index * 8,
+            options(nostack, readonly, preserves_flags))
+    };
+    v
+}
+
+/// Writes thread word `index` of the TCB FS points at now.
+#[inline(always)]
+pub fn store_thread_word(index: usize, value: usize) {
+    // SAFETY: as in `load_thread_word`; the word belongs to this TCB, which only the OS
+    // thread running it (or the fiber on it) touches.
+    unsafe {
+        asm!("mov qword ptr fs:[{off}], {v}", v = in(reg) value, off = in(reg) thread_words_offset() + index * 8,
+            options(nostack, preserves_flags))
+    };
+}
+
 // `FSBASE_METHOD`: how this process writes the FS base register.
 /// Not decided yet (`detect_thread_pointer_method` runs before the first switch).
 const FSBASE_UNKNOWN: u8 = 0;
@@ -120,7 +164,7 @@ pub fn is_call_before(b: &[u8]) -> bool {
     b[2] == 0xe8 || indirect(5) || indirect(4) || indirect(1) || indirect(0)
 }
 
-/// The runtime's kick signal (`crate::runtime::kick`): SIGRTMAX.
+/// The runtime's kick signal (`crate::runtime::preemption::kick`): SIGRTMAX.
 pub const KICK_SIGNAL: libc::c_int = 64;
 
 /// `io_pgetevents` (not in the libc crate for x86_64 glibc).

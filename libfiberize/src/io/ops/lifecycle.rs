@@ -409,7 +409,7 @@ pub unsafe fn fd_syscall(
 /// at least); a plain thread does while any fiber lives. (The program's threads that
 /// run natively, not as fibers, are not counted.)
 fn program_has_other_threads() -> bool {
-    fiber::is_fiber() || crate::runtime::registry::live_fibers() > 0
+    fiber::is_fiber() || crate::runtime::fibers::registry::live_fibers() > 0
 }
 
 /// # Safety
@@ -449,7 +449,7 @@ fn replace_with(a: c_int, b: c_int, call: impl FnOnce() -> libc::c_long) -> libc
     if a != b {
         release(b);
     }
-    if own_fds::is_own(b) && (crate::runtime::fiber::in_vfork_child() || crate::base::config::in_unannounced_child()) {
+    if own_fds::is_own(b) && (crate::runtime::fibers::fiber::in_vfork_child() || crate::base::config::in_unannounced_child()) {
         // A child that shares our memory but not our descriptor table: the runtime's
         // descriptor under `b` is the parent's and stays where it is, and the holders
         // (the parent's memory) must not be pointed at a number of the child's table.

@@ -17,7 +17,7 @@
 //!   before it returns, as the kernel's does.
 //!
 //! Calls we cannot drive by readiness (`poll`/`select` over several fds, `fsync`) run on
-//! the fiber's donor thread (`fiber::run_on_donor`) after a non-blocking probe.
+//! the fiber's donor thread (`switch::run_on_donor`) after a non-blocking probe.
 //!
 //! # Files
 //!
@@ -38,7 +38,7 @@ use crate::base::sys::{errno, set_errno};
 use crate::io::fdtable::{self, FdState, EPOLL_FD, LOCAL_SOCKET, OWNED, REGISTERED, SOCKET, STREAM, USER_NONBLOCK};
 use crate::io::peer_cpu::{self, Peer};
 use crate::io::reactor;
-use crate::runtime::fiber::{self, WaitKind};
+use crate::runtime::fibers::fiber::{self, WaitKind};
 use crate::runtime::scheduler::{self, DirectWait};
 use crate::signal::{delivery, donor_waits};
 use crate::sync::parking::{self, ParkResult};
@@ -359,7 +359,7 @@ fn needs_loop(fd: c_int) -> Option<&'static FdState> {
     // the kernel blocks it, restarts the call after an `SA_RESTART` handler, applies
     // the socket timeouts, exactly as natively. (Its wait in `poll` used to turn every
     // handler, the library's own dump signal included, into EINTR.)
-    fiber::current_or_demote()?;
+    crate::runtime::fibers::switch::current_or_demote()?;
     let f = st.flags.load(Ordering::Acquire);
     if f & OWNED == 0 || f & (USER_NONBLOCK | EPOLL_FD) != 0 {
         return None;

@@ -43,7 +43,7 @@ fn mark_blocked_in(rt: &Runtime, w: &WorkerShared, call: Option<BlockedCall>) {
     }
     let id = w.running.load(Ordering::Relaxed);
     if id != 0 {
-        if let Some(f) = crate::runtime::registry::find_by_id(id) {
+        if let Some(f) = crate::runtime::fibers::registry::find_by_id(id) {
             f.demotion.note_foreign_block();
             if call.is_some_and(|c| c.is_completion_wait()) {
                 mark_for_demotion(&f, &STATS.demotions_completion_wait);

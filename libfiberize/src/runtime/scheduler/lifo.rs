@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use crossbeam_deque::{Stealer, Worker as Deque};
 
-use crate::runtime::fiber::{Fiber, FiberRef};
+use crate::runtime::fibers::fiber::{Fiber, FiberRef};
 
 /// A value alone on its cache line(s): a field that its owner writes on every switch
 /// must not share a line with fields that idle workers read while they look for work

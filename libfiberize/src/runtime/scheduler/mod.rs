@@ -92,10 +92,10 @@ use crossbeam_deque::{Injector, Steal, Stealer, Worker as Deque};
 use crate::base::rawlock::RawOnce;
 use crate::base::stats::{add, bump, STATS};
 use crate::base::sys;
-use crate::runtime::fiber::{self, Fiber, FiberRef, Life, Switch};
-use crate::runtime::poller;
-use crate::runtime::sleep_state::{IdleCounts, SleepWord};
-use crate::runtime::timer;
+use crate::runtime::fibers::fiber::{self, Fiber, FiberRef, Life, Switch};
+use crate::runtime::sleep::poller;
+use crate::runtime::sleep::sleep_state::{IdleCounts, SleepWord};
+use crate::runtime::sleep::timer;
 
 mod blocked;
 mod clock;
@@ -180,10 +180,10 @@ pub struct WorkerShared {
     /// Program signals deferred on this kernel thread (blocked here until the worker's
     /// next safe point; see `crate::signal::handlers`).
     deferred: AtomicU64,
-    /// Timers armed by fibers that parked on this worker (see `crate::runtime::timer`).
+    /// Timers armed by fibers that parked on this worker (see `crate::runtime::sleep::timer`).
     timers: Padded<timer::TimerHeap>,
     /// The monitor asks the kick handler to preempt the run whose `progress` value
-    /// this is (0: no request; see `crate::runtime::preempt`).
+    /// this is (0: no request; see `crate::runtime::preemption::preempt`).
     pub preempt_request: AtomicU64,
     /// For the report (`crate::base::sites`, only while it is on): where the worker's
     /// time went, sampled by the monitor at each tick (running a fiber, idle, neither);
@@ -252,7 +252,7 @@ pub struct Runtime {
     idle: IdleCounts,
     /// The word the monitor sleeps on between ticks, and whether it dozes: a worker
     /// that leaves a sleep while it dozes wakes it ([`monitor`], "Dozing").
-    monitor_doze: crate::runtime::sleep_state::MonitorDoze,
+    monitor_doze: crate::runtime::sleep::sleep_state::MonitorDoze,
     /// Signal mask of the thread that started the pool; workers adopt it, so fibers
     /// see the mask a native thread created at that point would have inherited.
     initial_sigmask: libc::sigset_t,

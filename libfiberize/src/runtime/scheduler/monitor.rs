@@ -73,7 +73,7 @@ use super::*;
 
 /// The monitor's thread: sleeps a tick (or dozes), then runs each policy. The policies:
 /// stuck and blocked workers (`stuck::StuckWatch`), preemption
-/// (`crate::runtime::preempt::Watch`), the turn's length (`TurnWindows`) and the cgroup
+/// (`crate::runtime::preemption::preempt::Watch`), the turn's length (`TurnWindows`) and the cgroup
 /// quota (`quota::QuotaFollow`); the tick count (`clock`) and the dozing ("Dozing"
 /// above) are the loop's own.
 /// `quota`: the [`quota::QuotaFollow`] the pool's starter made (and opened the group's
@@ -82,15 +82,15 @@ pub(super) extern "C" fn monitor_main(quota: *mut libc::c_void) -> *mut libc::c_
     let rt = runtime_unchecked();
     let mut doze = Doze::default();
     let mut stuck = stuck::StuckWatch::new(rt.workers.len());
-    let mut preempt = crate::runtime::preempt::Watch::new(rt.workers.len());
+    let mut preempt = crate::runtime::preemption::preempt::Watch::new(rt.workers.len());
     let mut turns = TurnWindows::default();
     // SAFETY: `start_pool` passes a `Box<QuotaFollow>` leaked for this thread alone.
     let mut quota = *unsafe { Box::from_raw(quota.cast::<quota::QuotaFollow>()) };
     loop {
         let ticks = doze.sleep(rt);
         let tick = Tick { ticks, idle_workers: rt.idle.sleeping() + rt.idle.spinning() > 0 };
-        (crate::runtime::hooks::get().exit_if_main_left_and_all_done)();
-        (crate::runtime::hooks::get().route_process_signals)();
+        (crate::runtime::fibers::hooks::get().exit_if_main_left_and_all_done)();
+        (crate::runtime::fibers::hooks::get().route_process_signals)();
         if crate::base::sites::on() {
             sample_for_report(rt, ticks);
         }
@@ -164,9 +164,9 @@ impl Doze {
     }
 }
 
-impl Policy for crate::runtime::preempt::Watch {
+impl Policy for crate::runtime::preemption::preempt::Watch {
     fn tick(&mut self, rt: &Runtime, _: &Tick) {
-        crate::runtime::preempt::Watch::tick(self, rt);
+        crate::runtime::preemption::preempt::Watch::tick(self, rt);
     }
 }
 

@@ -92,7 +92,7 @@
 //! keeps them: the mutex's spin and fairness (`sync::lock_word`'s `SPIN_LIMIT`,
 //! `sync::mutex`), the direct wait's peer-CPU rule (`io::peer_cpu`), the readiness
 //! threshold of `io::ops`, and the dead-stack release after a long sleep
-//! (`runtime::stack_release::RELEASE_AFTER_MS`, memory rather than order).
+//! (`runtime::sleep::stack_release::RELEASE_AFTER_MS`, memory rather than order).
 
 // ---- Where work is taken from (`worker::find_work`) ----
 
@@ -135,7 +135,7 @@ pub const SPIN_PROBE_EVERY: u32 = 4;
 /// docs/RESULTS.md#poll-sets-per-worker.
 pub const PER_WORKER_SETS_FROM: usize = 4;
 
-// ---- Turns and preemption (`turn.rs`, `runtime::preempt`) ----
+// ---- Turns and preemption (`turn.rs`, `runtime::preemption::preempt`) ----
 
 /// A fiber's turn in µs, after which its next stream read ends it while others wait.
 /// Origin: chosen on the MariaDB mix and point_select; see docs/RESULTS.md#turn-length.

@@ -23,7 +23,7 @@
 //! another group (the group is found once), a changed affinity mask, and the few
 //! figures taken from the configured count at start. Those are the readiness
 //! threshold of `io::ops`, and whether there is a readiness set per worker and how
-//! many (`runtime::poller::per_worker_by_default`).
+//! many (`runtime::sleep::poller::per_worker_by_default`).
 //!
 //! Counters: `quota_changes`, `worker_starts_failed`.
 

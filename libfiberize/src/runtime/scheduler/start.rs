@@ -8,12 +8,12 @@ static START: RawOnce = RawOnce::new();
 
 /// Starts the worker pool on first use, with the upper layers' `hooks` (installed
 /// before any worker runs), and returns the runtime. Later calls return it at once.
-pub fn start(hooks: &'static crate::runtime::hooks::Hooks) -> &'static Runtime {
+pub fn start(hooks: &'static crate::runtime::fibers::hooks::Hooks) -> &'static Runtime {
     if let Some(rt) = try_runtime() {
         return rt;
     }
     START.call_once(|| {
-        crate::runtime::hooks::install(hooks);
+        crate::runtime::fibers::hooks::install(hooks);
         start_pool();
     });
     try_runtime().unwrap_or_else(|| crate::fatal(&["runtime failed to start"]))
@@ -77,14 +77,17 @@ fn start_pool() {
         turn_budget: turn_state::Budget::new(),
         handoff_head: AtomicPtr::new(ptr::null_mut()),
         idle: IdleCounts::new(),
-        monitor_doze: crate::runtime::sleep_state::MonitorDoze::new(),
+        monitor_doze: crate::runtime::sleep::sleep_state::MonitorDoze::new(),
         initial_sigmask,
     }));
     if cfg.stats || cfg.report.is_some() {
-        crate::runtime::queue_delay::enable();
+        crate::runtime::fibers::queue_delay::enable();
     }
-    crate::runtime::poller::init(n, cfg.poll_per_worker.unwrap_or_else(|| crate::runtime::poller::per_worker_by_default(n)));
-    crate::runtime::preempt::init();
+    crate::runtime::sleep::poller::init(
+        n,
+        cfg.poll_per_worker.unwrap_or_else(|| crate::runtime::sleep::poller::per_worker_by_default(n)),
+    );
+    crate::runtime::preemption::preempt::init();
     // The descriptors the runtime keeps are made here, inside the program's first
     // `pthread_create`, while no other program thread can make one: opened later,
     // beside the program's threads, each took the lowest free number for a moment
@@ -112,5 +115,5 @@ fn start_pool() {
         w.task_files.open(tid);
     }
     spawn_runtime_thread(monitor::monitor_main, quota.cast());
-    (crate::runtime::hooks::get().after_pool_started)();
+    (crate::runtime::fibers::hooks::get().after_pool_started)();
 }

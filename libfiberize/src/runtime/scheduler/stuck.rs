@@ -81,7 +81,7 @@ impl Policy for StuckWatch {
                     self.blocked_since[i] = now;
                 } else if now.saturating_sub(self.blocked_since[i]) >= LONG_BLOCK_NS {
                     self.blocked_since[i] = u64::MAX;
-                    if let Some(f) = crate::runtime::registry::find_by_id(w.running.load(Ordering::Relaxed)) {
+                    if let Some(f) = crate::runtime::fibers::registry::find_by_id(w.running.load(Ordering::Relaxed)) {
                         mark_for_demotion(&f, &STATS.demotions_long_block);
                     }
                 }

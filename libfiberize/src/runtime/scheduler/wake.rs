@@ -3,8 +3,8 @@
 //! # Sleep / wake protocol (no lost wake-ups)
 //!
 //! An idle worker first spins for a while (`SPIN_ROUNDS`), then announces itself
-//! (timers are per worker, `crate::runtime::timer`: it sleeps at most until its own next one):
-//! `SleepWord::announce` and `IdleCounts` (SeqCst, `crate::runtime::sleep_state`, where
+//! (timers are per worker, `crate::runtime::sleep::timer`: it sleeps at most until its own next one):
+//! `SleepWord::announce` and `IdleCounts` (SeqCst, `crate::runtime::sleep::sleep_state`, where
 //! each fence says what it pairs with), re-checks every queue, and only
 //! then sleeps: in the reactor's `epoll_wait` (so that I/O readiness wakes it
 //! directly, see crate::io::reactor), or on a futex on `sleep_word` where there is no
@@ -19,8 +19,8 @@
 //!
 
 use super::*;
-use crate::runtime::park_state::UnparkAction;
-use crate::runtime::queue_delay::Source;
+use crate::runtime::fibers::queue_delay::Source;
+use crate::runtime::sleep::park_state::UnparkAction;
 
 impl Runtime {
     /// Wakes one sleeping worker if any sleeps and none is already looking for work.
@@ -129,7 +129,7 @@ pub fn push_from_donor(f: FiberRef) {
 }
 
 /// Makes a parked (or about-to-park) fiber runnable. Callable from anywhere: fibers,
-/// plain threads, timers. See the park protocol in [`crate::runtime::park_state`].
+/// plain threads, timers. See the park protocol in [`crate::runtime::sleep::park_state`].
 pub fn unpark(f: &FiberRef) {
     if unpark_quietly(f) {
         runtime_unchecked().notify();
@@ -311,16 +311,14 @@ fn note_wake_locality(f: &Fiber, w: &WorkerShared) {
     }
 }
 
-thread_local! {
-    /// The worker whose scheduler loop runs on this OS thread. Read only in scheduler
-    /// context, where FS is the worker's own (in fiber context FS is the donor's and
-    /// this reads the donor's copy, which is null).
-    pub(super) static WORKER: core::cell::Cell<*const WorkerShared> = const { core::cell::Cell::new(ptr::null()) };
-}
+/// The worker whose scheduler loop runs on this OS thread. Read only in scheduler
+/// context, where the thread pointer is the worker's own (in fiber context it is the
+/// donor's, whose copy is null). One of the runtime's initial-exec thread words.
+pub(super) const WORKER: crate::base::thread_words::ThreadWord = crate::base::thread_words::WORKER;
 
 #[inline]
 fn worker_context() -> Option<&'static WorkerShared> {
-    let w = WORKER.with(|c| c.get());
+    let w = WORKER.get() as *const WorkerShared;
     // SAFETY: set by worker_main to its leaked WorkerShared.
     if w.is_null() {
         None
@@ -353,7 +351,7 @@ pub fn park_current(f: &Fiber, deadline: Option<u64>) {
         // is delivered on the way out of a switch; there is none here, so deliver it
         // now (the caller may park again at once, e.g. in a mutex wait).
         if f.signals.held() != 0 {
-            (crate::runtime::hooks::get().deliver_signals)(f);
+            (crate::runtime::fibers::hooks::get().deliver_signals)(f);
         }
         return;
     }

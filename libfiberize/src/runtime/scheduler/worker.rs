@@ -12,7 +12,7 @@ use super::policy::{
     SPIN_PROBE_EVERY, SPIN_ROUNDS, STALE_NS,
 };
 use super::*;
-use crate::runtime::queue_delay::Source;
+use crate::runtime::fibers::queue_delay::Source;
 
 // ---------------------------------------------------------------------------------
 // Worker loop
@@ -30,14 +30,14 @@ pub(super) extern "C" fn worker_main(arg: *mut libc::c_void) -> *mut libc::c_voi
         w.wake_fd.store(crate::base::own_fds::eventfd_new_out_of_the_way(), Ordering::Release);
         crate::base::own_fds::hold_eventfd(&w.wake_fd);
     }
-    wake::WORKER.with(|c| c.set(w));
+    wake::WORKER.set(w as *const WorkerShared as usize);
     w.readiness_set.store(poller::claim_set(w.index), Ordering::Relaxed);
     // Workers run program code, so they take the program's signals (a handler then runs
     // with the interrupted fiber's TLS, as it would on that thread natively), under the
     // mask the program's threads would have inherited.
     // SAFETY: a valid sigset pointer into the leaked runtime.
     unsafe { crate::base::real::pthread_sigmask(libc::SIG_SETMASK, &rt.initial_sigmask, ptr::null_mut()) };
-    let base = sys::sigmask_get() & !crate::runtime::kick::KICK_BIT;
+    let base = sys::sigmask_get() & !crate::runtime::preemption::kick::KICK_BIT;
     sys::sigmask_set(base);
     w.base_sigmask.store(base, Ordering::Relaxed);
     // Scheduler context is shielded from program signal handlers except at the safe
@@ -234,7 +234,7 @@ pub(super) fn run_fiber(w: &WorkerShared, f: FiberRef) {
     if migrated {
         bump(&STATS.migrations);
     }
-    crate::runtime::queue_delay::record(f.take_queued(), migrated);
+    crate::runtime::fibers::queue_delay::record(f.take_queued(), migrated);
     f.running_on.enter(me, own_tp);
     f.set_life(Life::Running);
     w.running.store(f.id(), Ordering::Relaxed);
@@ -264,13 +264,14 @@ pub(super) fn run_fiber(w: &WorkerShared, f: FiberRef) {
     // away for good: the mask is installed then too, and the fiber takes the signal
     // as above (a lost signal under load: docs/RESULTS.md#signal-fixes).
     let base = w.base_sigmask.load(Ordering::Relaxed);
-    let own_mask = |f: &Fiber| f.signals.own_mask().map(|m| m & !crate::runtime::kick::KICK_BIT).filter(|&m| m != base);
+    let own_mask =
+        |f: &Fiber| f.signals.own_mask().map(|m| m & !crate::runtime::preemption::kick::KICK_BIT).filter(|&m| m != base);
     let result = unsafe {
         let co = f.coroutine_mut();
-        // WTLS registrations (crate::runtime::wtls): the worker's values in, the
+        // WTLS registrations (crate::runtime::fibers::wtls): the worker's values in, the
         // fiber's own aside; swapped back below whatever the fiber did (and ends an
         // `addr_of` pin). One load and branch for a fiber without any.
-        crate::runtime::wtls::swap_registered(&f, fiber_tp, own_tp);
+        crate::runtime::fibers::wtls::swap_registered(&f, fiber_tp, own_tp);
         sys::set_thread_pointer(fiber_tp);
         // Read after the FS switch: a signal deferred from here on is the fiber's
         // (its shield exit unblocks it on this thread); one deferred before is noted
@@ -284,7 +285,7 @@ pub(super) fn run_fiber(w: &WorkerShared, f: FiberRef) {
             sys::sigmask_set(base);
         }
         sys::set_thread_pointer(own_tp);
-        crate::runtime::wtls::swap_registered(&f, fiber_tp, own_tp);
+        crate::runtime::fibers::wtls::swap_registered(&f, fiber_tp, own_tp);
         r
     };
     w.running.store(0, Ordering::Relaxed);
@@ -311,12 +312,12 @@ pub(super) fn run_fiber(w: &WorkerShared, f: FiberRef) {
             f.running_on.leave();
             if crate::base::config::in_forked_child() {
                 // The fiber forked and is the child's thread now (thread.rs, "Fork").
-                (crate::runtime::hooks::get().resume_donor_in_forked_child)(&f);
+                (crate::runtime::fibers::hooks::get().resume_donor_in_forked_child)(&f);
             }
             f.donor.run_on_donor();
         }
         corosensei::CoroutineResult::Yield(Switch::Preempt) => {
-            // Suspended inside the kick handler (crate::runtime::preempt), whose mask this
+            // Suspended inside the kick handler (crate::runtime::preemption::preempt), whose mask this
             // thread still has; behind the fibers that waited here.
             sys::sigmask_set(base);
             requeue_on_worker(w, local, f, Source::Preempt);
@@ -340,7 +341,7 @@ pub(super) fn run_fiber(w: &WorkerShared, f: FiberRef) {
         }
         corosensei::CoroutineResult::Return(v) => {
             f.set_life(Life::Finished);
-            (crate::runtime::hooks::get().fiber_ended)(&f);
+            (crate::runtime::fibers::hooks::get().fiber_ended)(&f);
             f.running_on.leave();
             f.donor.finish(v);
         }

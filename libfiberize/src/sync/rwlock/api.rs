@@ -2,12 +2,12 @@
 //!
 //! A fiber must not block its worker in the kernel, so for a shared lock it first
 //! tries the real try-variant and, if the lock is busy, runs the real blocking call
-//! on its donor OS thread ([`crate::runtime::fiber::run_on_donor`]). glibc's owner identity
+//! on its donor OS thread ([`crate::runtime::fibers::switch::run_on_donor`]). glibc's owner identity
 //! is the TCB's tid, which the fiber shares with its donor, so the lock can be
 //! released later from any worker.
 
 use super::*;
-use crate::runtime::fiber;
+use crate::runtime::fibers::fiber;
 use libc::{pthread_rwlock_t, pthread_rwlockattr_t};
 
 crate::real_fns! {

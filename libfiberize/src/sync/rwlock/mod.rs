@@ -92,7 +92,7 @@ use libc::{c_int, clockid_t, timespec};
 
 use crate::base::sys;
 use crate::base::time;
-use crate::runtime::fiber::WaitKind;
+use crate::runtime::fibers::fiber::WaitKind;
 use crate::sync::mutex::self_id;
 use crate::sync::parking;
 use word::{Dequeued, Queue, RwError, RwQueues, Woken};

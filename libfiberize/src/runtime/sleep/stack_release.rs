@@ -2,7 +2,7 @@
 //!
 //! # Why
 //!
-//! A fiber runs on its donor's stack ([`crate::runtime::fiber`], "Where a fiber lives").
+//! A fiber runs on its donor's stack ([`crate::runtime::fibers::fiber`], "Where a fiber lives").
 //! Every page its deepest call ever touched stays resident until the thread ends, even
 //! while the fiber sleeps for seconds with a shallow stack. A client with thousands of
 //! terminals that each send a query (libmariadb and glibc's stdio go kilobytes deep) and
@@ -43,7 +43,7 @@
 
 use crate::base::stats::{bump, STATS};
 use crate::base::sys;
-use crate::runtime::fiber::Fiber;
+use crate::runtime::fibers::fiber::Fiber;
 
 /// Sleeps at least this long release dead stack pages. Origin: a fault-in of a few pages and one system call cost a few microseconds, under
 /// 0.1 % of such a sleep; shorter sleeps (polling loops) are left alone.

@@ -21,7 +21,7 @@
 //! fiber blocked in a foreign call is the blocked-worker path's business, and a
 //! signal would turn its call into EINTR) gets a request: `WorkerShared::preempt_request`
 //! is set to the `progress` value of that very run, and the worker is sent the kick
-//! signal (`runtime::kick::KICK_SIGNAL`, SIGRTMAX, which workers never block and which the
+//! signal (`runtime::preemption::kick::KICK_SIGNAL`, SIGRTMAX, which workers never block and which the
 //! library already uses to deliver `pthread_kill` to running fibers). A request for a
 //! run that has ended meanwhile does not match `progress` any more and is dropped.
 //!
@@ -39,7 +39,7 @@
 //! * the fiber is inside a shield (`shield::depth() != 0`: a runtime critical
 //!   section, a switch in progress);
 //! * the fiber took a worker-local address since its last switch
-//!   (`crate::runtime::wtls`: it may be in the middle of using the worker's block);
+//!   (`crate::runtime::fibers::wtls`: it may be in the middle of using the worker's block);
 //! * the interrupted context ran on a signal alternate stack (`uc_stack.ss_flags` has
 //!   `SS_ONSTACK`): that stack belongs to the worker's kernel thread, not to the fiber;
 //! * the interrupted RIP lies in the executable segments of libfiberize itself, the
@@ -120,7 +120,7 @@ use libc::{c_int, c_void};
 
 use crate::base::stats::{bump, STATS};
 use crate::base::sys;
-use crate::runtime::fiber::{Fiber, Life, Switch};
+use crate::runtime::fibers::fiber::{Fiber, Life, Switch};
 use crate::runtime::scheduler::{Runtime, WorkerShared};
 
 /// Objects a fiber must not be left in, by file name prefix (besides libfiberize itself,
@@ -227,7 +227,7 @@ pub fn on_kick(f: &Fiber, uc: *mut c_void) {
 }
 
 fn safe_to_leave(f: &Fiber, w: &WorkerShared, uc: *mut c_void) -> bool {
-    if uc.is_null() || crate::base::shield::depth() != 0 || f.life() != Life::Running || crate::runtime::wtls::pinned(f) {
+    if uc.is_null() || crate::base::shield::depth() != 0 || f.life() != Life::Running || crate::runtime::fibers::wtls::pinned(f) {
         return false;
     }
     // SAFETY: for an SA_SIGINFO handler the kernel passes the interrupted context.
@@ -238,7 +238,7 @@ fn safe_to_leave(f: &Fiber, w: &WorkerShared, uc: *mut c_void) -> bool {
     if in_refused_object(crate::base::arch::interrupted_pc(uc)) {
         return false;
     }
-    if crate::runtime::fiber::in_vfork_child() {
+    if crate::runtime::fibers::fiber::in_vfork_child() {
         return false; // the parent's memory: never switch stacks here
     }
     // Last, as it costs a system call: the handler runs on the requested worker's
@@ -275,7 +275,7 @@ impl Watch {
     /// One monitor tick: ask every worker whose fiber overran its slice while work
     /// waits to preempt it (module docs).
     pub fn tick(&mut self, rt: &Runtime) {
-        if self.slice_ns == 0 || !crate::runtime::kick::KICK_INSTALLED.load(Ordering::Acquire) {
+        if self.slice_ns == 0 || !crate::runtime::preemption::kick::KICK_INSTALLED.load(Ordering::Acquire) {
             return;
         }
         let now = sys::now_ns();
@@ -316,7 +316,7 @@ impl Watch {
             w.preempt_request.store(p, Ordering::Release);
             // To one of our own workers with the kick signal, whose handler is
             // installed (KICK_INSTALLED).
-            sys::tgkill(w.tid.load(Ordering::Relaxed) as i32, crate::runtime::kick::KICK_SIGNAL);
+            sys::tgkill(w.tid.load(Ordering::Relaxed) as i32, crate::runtime::preemption::kick::KICK_SIGNAL);
         }
     }
 }

@@ -27,12 +27,12 @@
 
 use core::sync::atomic::{AtomicPtr, Ordering};
 
-use crate::runtime::fiber::Fiber;
+use crate::runtime::fibers::fiber::Fiber;
 
 /// The upper layers' part in the core's protocols (see the module docs).
 pub struct Hooks {
     /// Runs the handlers of the signals pending for `f` that its mask lets through,
-    /// in `f`'s context (`signal::delivery::deliver_pending`).
+    /// in `f`'s context (`signal::mask::deliver_pending`).
     pub deliver_signals: fn(&Fiber),
     /// Ends `f` now if it has an asynchronous cancel request it can act on
     /// (`signal::cancel::act_on_async_cancel`).
@@ -52,7 +52,7 @@ pub struct Hooks {
     pub route_process_signals: fn(),
     /// Right after the workers and the monitor were started (`thread::process`).
     pub after_pool_started: fn(),
-    /// One event harvested from the idle epoll set (`runtime::poller`), whose cookie
+    /// One event harvested from the idle epoll set (`runtime::sleep::poller`), whose cookie
     /// the I/O layer registered: wake the fd's waiters; false for a stale event
     /// (`io::reactor::dispatch`).
     pub dispatch_readiness: fn(u64, u32) -> bool,

@@ -34,7 +34,7 @@ use libc::{c_int, siginfo_t};
 
 use crate::base::rawlock::RawLock;
 use crate::base::sys;
-use crate::runtime::fiber::{Fiber, Life};
+use crate::runtime::fibers::fiber::{Fiber, Life};
 
 /// Queued siginfos the table holds at most, for all fibers together. Origin: the
 /// kernel's default `RLIMIT_SIGPENDING` is thousands per user; a program queues a

@@ -17,7 +17,7 @@
 //!   the TCB; aarch64 just above it, and the offset is `addr - fiber_tp`). Addresses outside the static block (dynamic TLS of a `dlopen`ed module
 //!   without static room, or not TLS at all) come back unchanged. After an `addr_of`
 //!   the fiber is **pinned** until its next switch: the kick handler refuses to preempt
-//!   it (`crate::runtime::preempt`), so a pool operation on the worker's block is never
+//!   it (`crate::runtime::preemption::preempt`), so a pool operation on the worker's block is never
 //!   interleaved with another fiber's on the same worker. The address is valid until
 //!   the caller next blocks, yields or calls into a lock that may park.
 //! * [`register`]: a small variable (at most [`MAX_REGISTERED_BYTES`]) that the fiber
@@ -47,7 +47,7 @@
 //! race.
 
 use crate::base::arch;
-use crate::runtime::fiber::{self, Fiber};
+use crate::runtime::fibers::fiber::{self, Fiber};
 
 /// Largest registered variable, in bytes. Origin: the swaps run at every switch of a
 /// fiber that registered; a few cache lines is what a pointer, a counter or a small
@@ -102,10 +102,10 @@ fn fiber_on_worker() -> Option<(&'static Fiber, usize, usize)> {
 /// The fiber's WTLS state, made on first use.
 #[allow(clippy::mut_from_ref)]
 fn state_of(f: &Fiber) -> &mut FiberWtls {
-    let mut p = f.wtls();
+    let mut p = f.wtls().cast::<FiberWtls>();
     if p.is_null() {
         p = Box::into_raw(Box::default());
-        f.set_wtls(p);
+        f.set_wtls(p.cast());
     }
     // SAFETY: only the fiber's current runner touches it (FiberWtls docs): the caller
     // is that runner, the fiber itself.
@@ -159,7 +159,7 @@ pub fn at_fiber_destroy(cb: extern "C" fn()) -> bool {
 /// when the start routine returned and at `pthread_exit`, on the ending fiber).
 pub fn run_destroy_callbacks(f: &Fiber) {
     loop {
-        let p = f.wtls();
+        let p = f.wtls().cast::<FiberWtls>();
         if p.is_null() {
             return;
         }
@@ -173,7 +173,7 @@ pub fn run_destroy_callbacks(f: &Fiber) {
 /// Whether the fiber is pinned to its worker until its next switch (preemption asks).
 #[inline]
 pub fn pinned(f: &Fiber) -> bool {
-    let p = f.wtls();
+    let p = f.wtls().cast::<FiberWtls>();
     // SAFETY: read by the kick handler on the fiber's own stack: the fiber's runner.
     !p.is_null() && unsafe { (*p).pinned }
 }
@@ -186,7 +186,7 @@ pub fn pinned(f: &Fiber) -> bool {
 /// after it returned); `fiber_tp` and `worker_tp` are the two live thread pointers.
 #[inline]
 pub unsafe fn swap_registered(f: &Fiber, fiber_tp: usize, worker_tp: usize) {
-    let p = f.wtls();
+    let p = f.wtls().cast::<FiberWtls>();
     if p.is_null() {
         return;
     }
@@ -199,9 +199,17 @@ pub unsafe fn swap_registered(f: &Fiber, fiber_tp: usize, worker_tp: usize) {
     }
 }
 
+/// The fiber's WTLS block goes with the fiber: its slot (`Fiber::wtls`) is this
+/// module's, so the drop is too.
+impl Drop for Fiber {
+    fn drop(&mut self) {
+        free(self);
+    }
+}
+
 /// Frees the state (the fiber is being dropped).
-pub fn free(f: &Fiber) {
-    let p = f.take_wtls();
+fn free(f: &Fiber) {
+    let p = f.take_wtls().cast::<FiberWtls>();
     if !p.is_null() {
         // SAFETY: made by Box::into_raw in `state_of`; nobody runs the fiber any more.
         drop(unsafe { Box::from_raw(p) });

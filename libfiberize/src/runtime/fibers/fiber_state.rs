@@ -7,9 +7,9 @@
 
 use core::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
-pub use crate::runtime::donor_signals::DonorSignals;
-pub use crate::runtime::signal_state::SignalState;
-pub use crate::runtime::wait_note::WaitNote;
+pub use crate::runtime::fibers::wait_note::WaitNote;
+pub use crate::runtime::signals::donor_signals::DonorSignals;
+pub use crate::runtime::signals::signal_state::SignalState;
 
 /// A program signal handler ran on the fiber (so its current or next wait returns
 /// EINTR, as the kernel interrupts a thread's system call), and whether one of those
@@ -264,7 +264,7 @@ pub enum DonorCommand {
 /// donor queues the fiber again, which publishes through the pool's queues.
 ///
 /// `signals`: whether the donor takes the program's signals during a blocking call of
-/// its fiber, for senders that aim at it (`crate::runtime::donor_signals`).
+/// its fiber, for senders that aim at it (`crate::runtime::signals::donor_signals`).
 pub struct DonorHandoff {
     word: AtomicU32,
     retval: AtomicUsize,

@@ -39,10 +39,10 @@
 //!
 //! # Park protocol
 //!
-//! `park_state` ([`crate::runtime::park_state`]) closes the window between "the fiber
+//! `park_state` ([`crate::runtime::sleep::park_state`]) closes the window between "the fiber
 //! decided to sleep" and "the fiber's stack is no longer in use".
 
-use crate::runtime::fiber_state::{
+use crate::runtime::fibers::fiber_state::{
     Cancellation, Demotion, DirectWake, DonorHandoff, Identity, Interruption, RunningOn, SignalState, WaitNote,
 };
 use core::cell::{Cell, UnsafeCell};
@@ -53,10 +53,10 @@ use std::sync::Arc;
 use corosensei::stack::{Stack, StackPointer};
 use corosensei::{Coroutine, Yielder};
 
-use crate::base::stats::{bump, STATS};
-use crate::runtime::park_state::ParkState;
-use crate::runtime::sleep_state::DonorWait;
-pub use crate::runtime::wait_note::WaitKind;
+use crate::base::thread_words::ThreadWord;
+pub use crate::runtime::fibers::wait_note::WaitKind;
+use crate::runtime::sleep::park_state::ParkState;
+use crate::runtime::sleep::sleep_state::DonorWait;
 
 /// Why a fiber gave control back to whoever resumed it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -70,7 +70,7 @@ pub enum Switch {
     /// I am done on the donor; queue me in the pool again (donor → pool).
     BackToPool,
     /// Preempted inside the kick handler: queue me at the back of the global queue
-    /// (see `crate::runtime::preempt`).
+    /// (see `crate::runtime::preemption::preempt`).
     Preempt,
     /// I woke a lock waiter that others queue behind and queued it to run first: run me
     /// right after it (see `crate::runtime::scheduler::unpark_lock_waiter`).
@@ -112,7 +112,7 @@ impl Life {
 }
 
 /// A fiber. Its state is grouped by who changes it, each group a type of
-/// `crate::runtime::fiber_state` (or `park_state`) with named transitions and its
+/// `crate::runtime::fibers::fiber_state` (or `park_state`) with named transitions and its
 /// orderings chosen there once; `Fiber`'s own few words have accessors below.
 pub struct Fiber {
     /// Id, start routine, the donor's `pthread_t`, thread pointer and tid.
@@ -154,25 +154,21 @@ pub struct Fiber {
     /// Whether the fiber waits on its donor where only a kick to the donor ends the wait
     /// for a held signal or a cancellation request (`signal::donor_waits::fiber_sigtimedwait`).
     pub(crate) donor_wait: DonorWait,
-    /// WTLS registrations, pin and end callbacks (`crate::runtime::wtls`); null until
-    /// the fiber's first WTLS call, so that a fiber without any pays one load a switch.
-    wtls: AtomicPtr<crate::runtime::wtls::FiberWtls>,
+    /// WTLS registrations, pin and end callbacks: a slot that `crate::runtime::fibers::wtls`
+    /// owns (it makes, reads and frees the block, and drops it with the fiber); null
+    /// until the fiber's first WTLS call, so that a fiber without any pays one load a
+    /// switch.
+    wtls: AtomicPtr<()>,
     /// The fiber's stack `[stack_limit, stack_base)` (0, 0 until its donor lent it), for
-    /// `crate::runtime::stack_release`. Written once by the donor before the fiber is
+    /// `crate::runtime::sleep::stack_release`. Written once by the donor before the fiber is
     /// first queued (the queue's Release/Acquire publishes it), read by the fiber itself.
     stack_limit: AtomicUsize,
     stack_base: AtomicUsize,
-    /// When and from where the fiber was last queued (`crate::runtime::queue_delay`;
+    /// When and from where the fiber was last queued (`crate::runtime::fibers::queue_delay`;
     /// 0 while that is off). Relaxed: the queue it goes through orders it.
     queued: AtomicU64,
-    /// The fiber's `sigaltstack` settings (`crate::runtime::altstack`).
-    pub altstack: crate::runtime::altstack::AltStack,
-}
-
-impl Drop for Fiber {
-    fn drop(&mut self) {
-        crate::runtime::wtls::free(self);
-    }
+    /// The fiber's `sigaltstack` settings (`crate::runtime::signals::altstack`).
+    pub altstack: crate::runtime::signals::altstack::AltStack,
 }
 
 // SAFETY: the coroutine and yielder cells are only touched by whoever runs the fiber,
@@ -270,16 +266,16 @@ impl Fiber {
     /// Notes that the fiber is being queued now, from `source` (for the queue-wait
     /// statistics; one Relaxed load when they are off). TLS-free.
     #[inline]
-    pub(crate) fn mark_queued(&self, source: crate::runtime::queue_delay::Source) {
-        if crate::runtime::queue_delay::on() {
-            self.queued.store(crate::runtime::queue_delay::stamp(source), Ordering::Relaxed);
+    pub(crate) fn mark_queued(&self, source: crate::runtime::fibers::queue_delay::Source) {
+        if crate::runtime::fibers::queue_delay::on() {
+            self.queued.store(crate::runtime::fibers::queue_delay::stamp(source), Ordering::Relaxed);
         }
     }
 
     /// The stamp of the fiber's last `mark_queued` (0: none or off), cleared.
     #[inline]
     pub(crate) fn take_queued(&self) -> u64 {
-        if crate::runtime::queue_delay::on() {
+        if crate::runtime::fibers::queue_delay::on() {
             self.queued.swap(0, Ordering::Relaxed)
         } else {
             0
@@ -300,18 +296,18 @@ impl Fiber {
     /// worker running it (on the fiber's behalf, around the switch) and the fiber's
     /// drop touch it, never at once.
     #[inline]
-    pub(crate) fn wtls(&self) -> *mut crate::runtime::wtls::FiberWtls {
+    pub(crate) fn wtls(&self) -> *mut () {
         self.wtls.load(Ordering::Relaxed)
     }
 
     #[inline]
-    pub(crate) fn set_wtls(&self, p: *mut crate::runtime::wtls::FiberWtls) {
+    pub(crate) fn set_wtls(&self, p: *mut ()) {
         self.wtls.store(p, Ordering::Relaxed);
     }
 
     /// Takes the fiber's WTLS block (for freeing it).
     #[inline]
-    pub(crate) fn take_wtls(&self) -> *mut crate::runtime::wtls::FiberWtls {
+    pub(crate) fn take_wtls(&self) -> *mut () {
         self.wtls.swap(core::ptr::null_mut(), Ordering::Relaxed)
     }
 
@@ -361,12 +357,14 @@ impl Fiber {
         self.yielder.set(y);
     }
 
-    /// Switches from the fiber to whoever resumed it.
+    /// Switches from the fiber to whoever resumed it, and back: the bare switch,
+    /// shielded from program signal handlers. [`Fiber::suspend`]
+    /// (`crate::runtime::fibers::switch`) adds what the upper layers do when the fiber is back.
     ///
     /// # Safety
     /// Must be called by this fiber, on its own stack.
     #[inline]
-    pub unsafe fn suspend(&self, why: Switch) {
+    pub(crate) unsafe fn switch_out(&self, why: Switch) {
         let y = self.yielder.get();
         // The switch out and back in is shielded from program signal handlers: until
         // the worker has its own FS back, and from the moment it installs ours, a
@@ -376,16 +374,6 @@ impl Fiber {
         // life of the coroutine, and we are running on that coroutine (caller).
         unsafe { (*y).suspend(why) };
         crate::base::shield::exit();
-        // Not on the donor, which blocks every signal: a signal raised there would stay
-        // pending on it, lost to the fiber. Held signals wait for the fiber's return to a
-        // worker (the donor's waits end early for them), or go to the kernel at once
-        // when it became a plain thread (`become_plain_thread`).
-        if why != Switch::RunOnDonor && self.signals.held() != 0 {
-            (crate::runtime::hooks::get().deliver_signals)(self);
-        }
-        if why == Switch::Yield && self.cancel.is_asynchronous() {
-            (crate::runtime::hooks::get().act_on_async_cancel)(self);
-        }
     }
 }
 
@@ -395,7 +383,7 @@ impl Fiber {
 // One thread_local word in *our* TLS module. Because FS follows the fiber, reading it
 // in fiber context reads the donor's copy, which the donor set to its fiber; on a
 // worker (scheduler context), on the main thread or on any foreign thread it is 0.
-// Bit 0 marks "this fiber currently runs on its donor" (see run_on_donor), where the
+// Bit 0 marks "this fiber currently runs on its donor" (see `switch::run_on_donor`), where the
 // caller must behave like a plain OS thread. Bit 1 marks "this TCB is borrowed by a
 // vfork child" (see `crate::thread::process`): the child shares our memory, so it must touch
 // none of the runtime's tables and behave as a plain thread too.
@@ -406,14 +394,13 @@ const ON_DONOR_BIT: usize = 1;
 /// In `CURRENT`: a vfork child borrows this TCB (it must not touch the runtime).
 const VFORK_CHILD_BIT: usize = 2;
 
-thread_local! {
-    static CURRENT: Cell<usize> = const { Cell::new(0) };
-}
+/// The word itself: one of the runtime's initial-exec thread words.
+const CURRENT: ThreadWord = crate::base::thread_words::CURRENT_FIBER;
 
 /// The fiber running on this OS thread, if the caller is a fiber scheduled by a worker.
 #[inline]
 pub fn current() -> Option<&'static Fiber> {
-    let v = CURRENT.with(|c| c.get());
+    let v = CURRENT.get();
     if v == 0 || v & (ON_DONOR_BIT | VFORK_CHILD_BIT) != 0 || crate::base::config::in_forked_child() {
         return None;
     }
@@ -431,7 +418,7 @@ pub fn is_fiber() -> bool {
 /// The fiber this TCB belongs to, wherever it runs (worker or donor), ignoring the
 /// fork state: for the fork hooks, which must know who forked.
 pub(crate) fn owner_of_tcb() -> Option<&'static Fiber> {
-    let v = CURRENT.with(|c| c.get()) & !(ON_DONOR_BIT | VFORK_CHILD_BIT);
+    let v = CURRENT.get() & !(ON_DONOR_BIT | VFORK_CHILD_BIT);
     // SAFETY: as in `current`.
     (v != 0).then(|| unsafe { &*(v as *const Fiber) })
 }
@@ -439,110 +426,30 @@ pub(crate) fn owner_of_tcb() -> Option<&'static Fiber> {
 /// Whether the caller runs on a worker (not on its donor): read before the fork
 /// state changes `current`'s answer.
 pub(crate) fn runs_on_worker() -> bool {
-    let v = CURRENT.with(|c| c.get());
+    let v = CURRENT.get();
     v != 0 && v & (ON_DONOR_BIT | VFORK_CHILD_BIT) == 0
 }
 
 /// Whether the caller is a vfork child borrowing this thread's TCB (and memory).
 #[inline]
 pub fn in_vfork_child() -> bool {
-    CURRENT.with(|c| c.get()) & VFORK_CHILD_BIT != 0
+    CURRENT.get() & VFORK_CHILD_BIT != 0
 }
 
 /// Marks (or unmarks) this TCB as borrowed by a vfork child: set by the interposed
 /// `vfork` just before the system call, cleared in the parent when it returns.
 pub fn set_vfork_child(on: bool) {
-    CURRENT.with(|c| {
-        let v = c.get();
-        c.set(if on { v | VFORK_CHILD_BIT } else { v & !VFORK_CHILD_BIT });
-    });
+    let v = CURRENT.get();
+    CURRENT.set(if on { v | VFORK_CHILD_BIT } else { v & !VFORK_CHILD_BIT });
 }
 
 pub(crate) fn set_current(f: *const Fiber) {
-    CURRENT.with(|c| c.set(f as usize));
+    CURRENT.set(f as usize);
 }
 
 pub(crate) fn set_on_donor(on: bool) {
-    CURRENT.with(|c| {
-        let v = c.get();
-        c.set(if on { v | ON_DONOR_BIT } else { v & !ON_DONOR_BIT });
-    });
-}
-
-/// Runs `f` on the calling fiber's donor OS thread, so that `f` may block in the
-/// kernel without blocking a worker. For a plain thread, runs `f` directly.
-pub fn run_on_donor<R>(f: impl FnOnce() -> R) -> R {
-    let Some(fiber) = current() else { return f() };
-    bump(&STATS.donor_handoffs);
-    // SAFETY: we are this fiber, on its stack.
-    unsafe { fiber.suspend(Switch::RunOnDonor) };
-    // Now on the donor OS thread (FS unchanged: it is the donor's own TCB).
-    set_on_donor(true);
-    let r = f();
-    set_on_donor(false);
-    // SAFETY: as above; the donor's resume() returns and it queues us in the pool.
-    unsafe { fiber.suspend(Switch::BackToPool) };
-    r
-}
-
-/// The calling fiber, after handing it to its donor for good if the monitor found it
-/// blocking its worker too often (then None: the caller is a plain thread now). Called
-/// at the entry of blocking operations, where the fiber holds no runtime lock and is
-/// in no wait queue.
-#[inline]
-pub fn current_or_demote() -> Option<&'static Fiber> {
-    let f = current()?;
-    if f.demotion.is_due() {
-        demote(f);
-        return None;
-    }
-    Some(f)
-}
-
-#[cold]
-fn demote(f: &Fiber) {
-    bump(&STATS.fibers_demoted);
-    if crate::base::sites::on() {
-        let routine = f.identity.start_routine();
-        if let Some(e) = crate::base::sites::entry(crate::base::sites::Kind::Demoted, routine, || routine) {
-            e.add(0);
-        }
-    }
-    become_plain_thread();
-    (crate::runtime::hooks::get().demoted)(f);
-}
-
-/// Moves the calling fiber to its donor for good and returns there: from now on the
-/// caller is a plain OS thread (used by `pthread_exit`). Returns false for a caller
-/// that is not a fiber (it already is a plain thread).
-///
-/// Signals: the donor blocks every signal while its fiber lives; a plain thread takes
-/// them from the kernel under its own mask. So the fiber's mask goes with it (read on
-/// the worker, whose mask stands in for a fiber without its own), and
-/// signals for it go to the donor's kernel thread from the moment it is marked a plain
-/// thread (`signal::delivery::kill_fiber`); those held before are raised there (queued
-/// ones with their siginfo, `queued_signals`) once the mask is installed: the kernel runs the handlers it lets through and keeps the
-/// others pending, as it does for any thread (docs/DESIGN.md §2.12).
-pub fn become_plain_thread() -> bool {
-    let Some(fiber) = current() else { return false };
-    bump(&STATS.donor_handoffs);
-    let mask = fiber.signals.own_mask().unwrap_or_else(crate::base::sys::sigmask_get);
-    fiber.signals.mark_plain_thread();
-    // SAFETY: we are this fiber, on its stack.
-    unsafe { fiber.suspend(Switch::RunOnDonor) };
-    set_on_donor(true);
-    fiber.altstack.hand_to_kernel();
-    crate::base::sys::sigmask_set(mask & !crate::base::sys::GLIBC_INTERNAL_SIGNALS);
-    let (to_thread, to_process) = fiber.signals.take_all();
-    for bit in (0..64).filter(|b| to_thread & (1u64 << b) != 0) {
-        crate::runtime::queued_signals::send_all_here(fiber, bit + 1);
-    }
-    // Signals of the process that were handed to the fiber go back to the process,
-    // which gives them to a thread that takes them: this one, if its mask lets them in.
-    for bit in (0..64).filter(|b| to_process & (1u64 << b) != 0) {
-        crate::base::sys::kill(bit + 1);
-    }
-    true
+    let v = CURRENT.get();
+    CURRENT.set(if on { v | ON_DONOR_BIT } else { v & !ON_DONOR_BIT });
 }
 
 // ---------------------------------------------------------------------------------

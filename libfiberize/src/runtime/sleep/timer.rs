@@ -32,7 +32,7 @@ use std::collections::BinaryHeap;
 use crate::base::rawlock::RawLock;
 use crate::base::stats::{bump, STATS};
 use crate::base::sys;
-use crate::runtime::fiber::FiberRef;
+use crate::runtime::fibers::fiber::FiberRef;
 
 struct Entry {
     deadline: u64,

@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 
 use crate::base::rawlock::RawLock;
-use crate::runtime::fiber::{Fiber, FiberRef};
+use crate::runtime::fibers::fiber::{Fiber, FiberRef};
 
 static REGISTRY: RawLock<BTreeMap<u64, FiberRef>> = RawLock::new(BTreeMap::new());
 /// Live fibers by `pthread_t`, for `pthread_kill` and friends.
@@ -90,7 +90,7 @@ pub unsafe fn unregister_ptr(f: *const Fiber) {
 }
 
 /// How many live fibers are in lifecycle state `life` (for the watchdog).
-pub fn count_in_life(life: crate::runtime::fiber::Life) -> usize {
+pub fn count_in_life(life: crate::runtime::fibers::fiber::Life) -> usize {
     REGISTRY.lock().values().filter(|f| f.life() == life).count()
 }
 

@@ -103,7 +103,7 @@ impl SignalState {
         self.to_process.fetch_and(!bit, Ordering::AcqRel) & bit != 0
     }
     /// The signals held as sent to the thread (a queued siginfo goes with these:
-    /// `crate::runtime::queued_signals`).
+    /// `crate::runtime::signals::queued_signals`).
     #[inline]
     pub fn held_sent_to_thread(&self) -> u64 {
         self.to_thread.load(Ordering::Acquire)
