@@ -26,7 +26,7 @@
 //! | woken in a worker's scheduler context (readiness it harvested, timers it fired), or requeued on its own worker (a preemption, a turn's end): the back of its **deque**, or of its **coordinating** queue if it coordinates; a yield: the deque whatever its class; a requeue goes behind the **injector** instead when nothing is queued here and the injector is not empty | 4. the coordinating queue or the deque, drawn [`COORDINATING_WEIGHT`]`·c : d` by their lengths; then the other of the two |
 //! | woken by a plain thread or the monitor: the **injector**; by a donor: the **hand-off list** | 5. the hand-off list, then the injector (a batch into the own deque) |
 //! | | 6. steal from another worker: a batch of its deque, or its coordinating queue; its urgent queue and lifo slot only when it is not ACTIVE |
-//! | | 7. nothing: spin ([`SPIN_ROUNDS`]), then sleep in the readiness set (or in a direct wait, `direct_wait.rs`) |
+//! | | 7. nothing: spin ([`SPIN_ROUNDS`]; none after a direct wait declined for a peer on another CPU), then sleep in the readiness set. (A fiber alone on its worker blocks the worker in a direct wait on its descriptor instead of parking: `direct_wait.rs`.) |
 //!
 //! Why each step:
 //!
