@@ -82,6 +82,7 @@ extern "C" fn child_after_fork() {
     // there. From now on new threads are plain glibc threads and every waiter blocks
     // as a thread (docs/DESIGN.md §2.14).
     config::mark_forked_child();
+    fiber::mark_forked_child();
     if was_forked_child {
         // A grandchild: the tables were reset in its parent already; its maps file
         // (reopened there) names that parent.

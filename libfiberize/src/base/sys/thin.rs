@@ -363,3 +363,64 @@ pub fn getsockopt_int(fd: i32, level: i32, name: i32, value: &mut i32) -> isize 
         )
     }
 }
+
+// The socket calls of a fiber's attempt with `MSG_DONTWAIT` (`crate::io::ops`): raw,
+// because glibc's wrappers are cancellation points, whose bracket (two atomic
+// read-modify-writes of the thread's cancel state) buys nothing for a call that never
+// blocks, and a fiber's cancellation is the runtime's own.
+
+/// `recvfrom` as a raw system call.
+///
+/// # Safety
+/// `recvfrom`'s contract: `buf` has `n` writable bytes; `addr`/`len` are null or a
+/// sockaddr buffer and its length.
+#[inline]
+pub unsafe fn recvfrom(
+    fd: i32,
+    buf: *mut libc::c_void,
+    n: usize,
+    flags: i32,
+    addr: *mut libc::sockaddr,
+    len: *mut libc::socklen_t,
+) -> isize {
+    // SAFETY: the caller vouches for the buffers (this fn's # Safety).
+    unsafe { syscall6(libc::SYS_recvfrom as usize, fd as usize, buf as usize, n, flags as usize, addr as usize, len as usize) }
+}
+
+/// `sendto` as a raw system call.
+///
+/// # Safety
+/// `sendto`'s contract: `buf` has `n` readable bytes; `addr` is null or a sockaddr of
+/// `len` bytes.
+#[inline]
+pub unsafe fn sendto(
+    fd: i32,
+    buf: *const libc::c_void,
+    n: usize,
+    flags: i32,
+    addr: *const libc::sockaddr,
+    len: libc::socklen_t,
+) -> isize {
+    // SAFETY: as above.
+    unsafe { syscall6(libc::SYS_sendto as usize, fd as usize, buf as usize, n, flags as usize, addr as usize, len as usize) }
+}
+
+/// `recvmsg` as a raw system call.
+///
+/// # Safety
+/// `recvmsg`'s contract: `m` points to a msghdr whose buffers are writable.
+#[inline]
+pub unsafe fn recvmsg(fd: i32, m: *mut libc::msghdr, flags: i32) -> isize {
+    // SAFETY: as above.
+    unsafe { syscall6(libc::SYS_recvmsg as usize, fd as usize, m as usize, flags as usize, 0, 0, 0) }
+}
+
+/// `sendmsg` as a raw system call.
+///
+/// # Safety
+/// `sendmsg`'s contract: `m` points to a msghdr whose buffers are readable.
+#[inline]
+pub unsafe fn sendmsg(fd: i32, m: *const libc::msghdr, flags: i32) -> isize {
+    // SAFETY: as above.
+    unsafe { syscall6(libc::SYS_sendmsg as usize, fd as usize, m as usize, flags as usize, 0, 0, 0) }
+}

@@ -204,7 +204,9 @@ pub unsafe fn read(fd: c_int, buf: *mut c_void, n: size_t) -> ssize_t {
     };
     if st.has(SOCKET) {
         // SAFETY: read on a socket is recv with no flags.
-        let r = blocking_sized(fd, st, Dir::Read, n, || unsafe { super::recv(fd, buf, n, DW) as isize }) as ssize_t;
+        let r = blocking_sized(fd, st, Dir::Read, n, || unsafe {
+            raw_result(sys::recvfrom(fd, buf, n, DW, core::ptr::null_mut(), core::ptr::null_mut()))
+        }) as ssize_t;
         if r < 0 && no_longer_a_socket(fd) {
             // SAFETY: this call again, now on an untracked descriptor.
             return unsafe { read(fd, buf, n) };
@@ -236,7 +238,7 @@ pub unsafe fn readv(fd: c_int, iov: *const libc::iovec, cnt: c_int) -> ssize_t {
         m.msg_iov = iov as *mut libc::iovec;
         m.msg_iovlen = cnt as _;
         // SAFETY: `m` describes the program's buffers.
-        let r = blocking(fd, st, Dir::Read, || unsafe { super::recvmsg(fd, &mut m, DW) as isize }) as ssize_t;
+        let r = blocking(fd, st, Dir::Read, || unsafe { raw_result(sys::recvmsg(fd, &mut m, DW)) }) as ssize_t;
         if r < 0 && no_longer_a_socket(fd) {
             // SAFETY: this call again, now on an untracked descriptor.
             return unsafe { readv(fd, iov, cnt) };
@@ -260,7 +262,9 @@ pub unsafe fn recv(fd: c_int, buf: *mut c_void, n: size_t, flags: c_int) -> ssiz
             let sized = if flags == 0 { n } else { 0 };
             // SAFETY: `buf` has `n` writable bytes (recv's contract), as the real recv requires;
             // MSG_DONTWAIT only makes this call non-blocking.
-            blocking_sized(fd, st, Dir::Read, sized, || unsafe { super::recv(fd, buf, n, flags | DW) as isize }) as ssize_t
+            blocking_sized(fd, st, Dir::Read, sized, || unsafe {
+                raw_result(sys::recvfrom(fd, buf, n, flags | DW, core::ptr::null_mut(), core::ptr::null_mut()))
+            }) as ssize_t
         }
         // SAFETY: `buf` has `n` writable bytes (recv's contract), as the real recv requires (one
         // attempt: non-blocking or not ours).
@@ -277,7 +281,7 @@ pub unsafe fn recvfrom(fd: c_int, buf: *mut c_void, n: size_t, flags: c_int, a: 
             let sized = if flags == 0 { n } else { 0 };
             // SAFETY: `buf` has `n` writable bytes, `a`/`l` are null or a sockaddr buffer and its length
             // (recvfrom's contract), as the real recvfrom requires.
-            blocking_sized(fd, st, Dir::Read, sized, || unsafe { super::recvfrom(fd, buf, n, flags | DW, a, l) as isize })
+            blocking_sized(fd, st, Dir::Read, sized, || unsafe { raw_result(sys::recvfrom(fd, buf, n, flags | DW, a, l)) })
                 as ssize_t
         }
         // SAFETY: `buf`, `a` and `l` are as recvfrom's contract has them (see above), for the real
@@ -295,7 +299,7 @@ pub unsafe fn recvmsg(fd: c_int, m: *mut libc::msghdr, flags: c_int) -> ssize_t 
         Some(st) if flags & DW == 0 && st.has(SOCKET) => {
             // SAFETY: `m` points to a msghdr whose buffers are writable (recvmsg's contract), as the
             // real recvmsg requires; MSG_DONTWAIT for this call only.
-            blocking(fd, st, Dir::Read, || unsafe { super::recvmsg(fd, m, flags | DW) as isize }) as ssize_t
+            blocking(fd, st, Dir::Read, || unsafe { raw_result(sys::recvmsg(fd, m, flags | DW)) }) as ssize_t
         }
         // SAFETY: `m` points to a msghdr with writable buffers (recvmsg's contract), what the real
         // recvmsg needs.
@@ -315,7 +319,7 @@ pub unsafe fn write(fd: c_int, buf: *const c_void, n: size_t) -> ssize_t {
         // write on a socket is send with no flags (SIGPIPE on EPIPE included).
         // SAFETY: the remainder of the program's buffer.
         let r = send_all(fd, st, n, |done| unsafe {
-            super::send(fd, (buf as *const u8).add(done) as *const c_void, n - done, DW) as isize
+            raw_result(sys::sendto(fd, (buf as *const u8).add(done) as *const c_void, n - done, DW, core::ptr::null(), 0))
         }) as ssize_t;
         if r < 0 && no_longer_a_socket(fd) {
             // SAFETY: this call again, now on an untracked descriptor.
@@ -351,7 +355,7 @@ pub unsafe fn writev(fd: c_int, iov: *const libc::iovec, cnt: c_int) -> ssize_t 
             m.msg_iov = tail.as_mut_ptr();
             m.msg_iovlen = tail.len() as _;
             // SAFETY: `m` describes live buffers.
-            unsafe { super::sendmsg(fd, &m, DW) as isize }
+            unsafe { raw_result(sys::sendmsg(fd, &m, DW)) }
         }) as ssize_t;
         if r < 0 && no_longer_a_socket(fd) {
             // SAFETY: this call again, now on an untracked descriptor.
@@ -374,7 +378,14 @@ pub unsafe fn send(fd: c_int, buf: *const c_void, n: size_t, flags: c_int) -> ss
         Some(st) if flags & DW == 0 && st.has(SOCKET) => {
             // SAFETY: the remainder of the program's buffer.
             send_all(fd, st, n, |done| unsafe {
-                super::send(fd, (buf as *const u8).add(done) as *const c_void, n - done, flags | DW) as isize
+                raw_result(sys::sendto(
+                    fd,
+                    (buf as *const u8).add(done) as *const c_void,
+                    n - done,
+                    flags | DW,
+                    core::ptr::null(),
+                    0,
+                ))
             }) as ssize_t
         }
         // SAFETY: `buf` has `n` readable bytes (send's contract), what the real send needs.
@@ -389,7 +400,7 @@ pub unsafe fn sendto(fd: c_int, buf: *const c_void, n: size_t, flags: c_int, a: 
         Some(st) if flags & DW == 0 && st.has(SOCKET) => {
             // SAFETY: the remainder of the program's buffer.
             send_all(fd, st, n, |done| unsafe {
-                super::sendto(fd, (buf as *const u8).add(done) as *const c_void, n - done, flags | DW, a, l) as isize
+                raw_result(sys::sendto(fd, (buf as *const u8).add(done) as *const c_void, n - done, flags | DW, a, l))
             }) as ssize_t
         }
         // SAFETY: `buf` has `n` readable bytes and `a` is null or a sockaddr of `l` bytes (sendto's
@@ -423,7 +434,7 @@ pub unsafe fn sendmsg(fd: c_int, m: *const libc::msghdr, flags: c_int) -> ssize_
                     h.msg_controllen = 0;
                 }
                 // SAFETY: `h` describes live buffers.
-                unsafe { super::sendmsg(fd, &h, flags | DW) as isize }
+                unsafe { raw_result(sys::sendmsg(fd, &h, flags | DW)) }
             }) as ssize_t
         }
         // SAFETY: `m` points to a msghdr with readable buffers (sendmsg's contract), what the real

@@ -380,19 +380,27 @@ impl Fiber {
 // ---------------------------------------------------------------------------------
 // "Which fiber am I?"
 //
-// One thread_local word in *our* TLS module. Because FS follows the fiber, reading it
+// One word of the runtime's thread words (`base::thread_words`). Because FS follows the fiber, reading it
 // in fiber context reads the donor's copy, which the donor set to its fiber; on a
 // worker (scheduler context), on the main thread or on any foreign thread it is 0.
 // Bit 0 marks "this fiber currently runs on its donor" (see `switch::run_on_donor`), where the
 // caller must behave like a plain OS thread. Bit 1 marks "this TCB is borrowed by a
 // vfork child" (see `crate::thread::process`): the child shares our memory, so it must touch
-// none of the runtime's tables and behave as a plain thread too.
+// none of the runtime's tables and behave as a plain thread too. Bit 2 marks the
+// forking thread's TCB in a forked child, where no worker runs.
 // ---------------------------------------------------------------------------------
 
 /// In `CURRENT`: the fiber runs on its donor thread now (a plain OS thread's rules).
 const ON_DONOR_BIT: usize = 1;
 /// In `CURRENT`: a vfork child borrows this TCB (it must not touch the runtime).
 const VFORK_CHILD_BIT: usize = 2;
+/// In `CURRENT`: this TCB is the forking thread's in a forked child, where no worker
+/// runs (set by the fork hook together with `config::mark_forked_child`; new threads
+/// of the child start with the word at 0). A bit of the word, not a second load, on
+/// every `current()`.
+const FORKED_CHILD_BIT: usize = 4;
+/// The bits that make the caller a plain thread whatever fiber the word names.
+const PLAIN_THREAD_BITS: usize = ON_DONOR_BIT | VFORK_CHILD_BIT | FORKED_CHILD_BIT;
 
 /// The word itself: one of the runtime's initial-exec thread words.
 const CURRENT: ThreadWord = crate::base::thread_words::CURRENT_FIBER;
@@ -401,7 +409,7 @@ const CURRENT: ThreadWord = crate::base::thread_words::CURRENT_FIBER;
 #[inline]
 pub fn current() -> Option<&'static Fiber> {
     let v = CURRENT.get();
-    if v == 0 || v & (ON_DONOR_BIT | VFORK_CHILD_BIT) != 0 || crate::base::config::in_forked_child() {
+    if v == 0 || v & PLAIN_THREAD_BITS != 0 {
         return None;
     }
     // SAFETY: the donor set this to its fiber, which it keeps alive (an Arc) until it
@@ -418,7 +426,7 @@ pub fn is_fiber() -> bool {
 /// The fiber this TCB belongs to, wherever it runs (worker or donor), ignoring the
 /// fork state: for the fork hooks, which must know who forked.
 pub(crate) fn owner_of_tcb() -> Option<&'static Fiber> {
-    let v = CURRENT.get() & !(ON_DONOR_BIT | VFORK_CHILD_BIT);
+    let v = CURRENT.get() & !PLAIN_THREAD_BITS;
     // SAFETY: as in `current`.
     (v != 0).then(|| unsafe { &*(v as *const Fiber) })
 }
@@ -427,7 +435,7 @@ pub(crate) fn owner_of_tcb() -> Option<&'static Fiber> {
 /// state changes `current`'s answer.
 pub(crate) fn runs_on_worker() -> bool {
     let v = CURRENT.get();
-    v != 0 && v & (ON_DONOR_BIT | VFORK_CHILD_BIT) == 0
+    v != 0 && v & PLAIN_THREAD_BITS == 0
 }
 
 /// Whether the caller is a vfork child borrowing this thread's TCB (and memory).
@@ -445,6 +453,12 @@ pub fn set_vfork_child(on: bool) {
 
 pub(crate) fn set_current(f: *const Fiber) {
     CURRENT.set(f as usize);
+}
+
+/// Marks this TCB as the forking thread's in a forked child (the fork hook, right
+/// after `config::mark_forked_child`): from now on `current()` is None here.
+pub(crate) fn mark_forked_child() {
+    CURRENT.set(CURRENT.get() | FORKED_CHILD_BIT);
 }
 
 pub(crate) fn set_on_donor(on: bool) {
