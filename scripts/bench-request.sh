@@ -141,9 +141,11 @@ syscalls_by_kind() {
 
 # profile_by_object: the share of the server's cpu-clock samples per object.
 profile_by_object() {
-    perf report -i "$WORK/perf.data" --pid "$LAST_PID" --sort dso --stdio --percentage relative 2>/dev/null |
-        awk '/^ *[0-9.]+%/ && $1 + 0 >= 0.5 { printf " %s %s", $2, $1 } END { printf "\n" }' |
-        sed 's/^/    cpu-clock samples by object:/'
+    perf script -i "$WORK/perf.data" -F pid,ip,dso 2>/dev/null |
+        awk -v pid="$LAST_PID" '$1 == pid { o = $NF; gsub(/[()]/, "", o); sub(/.*\//, "", o); n[o]++; all++ }
+            END { for (o in n) print o, n[o], all }' |
+        sort -k2,2nr | awk '$2 / $3 >= 0.005 { line = line sprintf(" %s %.1f%%", $1, 100 * $2 / $3); all = $3 }
+            END { printf "    cpu-clock samples of the server (%d) by object:%s\n", all, line }'
 }
 
 printf "server on CPUs %s, load on CPUs %s; STACK_KB=%s MALLOCS=%s; %s rounds of %s s\n" \
@@ -170,7 +172,7 @@ for c in $CONNS; do
             med_rps[$cfg]=$(m "${rps[$cfg]:-}"); med_cpu[$cfg]=$(m "${cpu[$cfg]:-}")
             printf "%-6s %-7s %-10s %10s %8s %22s %14s\n" "$c" "$h" "$cfg" "${med_rps[$cfg]}" "$(m "${p95[$cfg]:-}")" \
                 "${med_cpu[$cfg]} ($(m "${usr[$cfg]:-}")+$(m "${sys[$cfg]:-}"))" "$(m "${sw[$cfg]:-}")"
-            if [ "${SYSCALLS:-0}" = 1 ] && measure "$cfg" "$h" "$c" -e raw_syscalls:sys_enter -m 4096; then
+            if [ "${SYSCALLS:-0}" = 1 ] && measure "$cfg" "$h" "$c" -e raw_syscalls:sys_enter -m 16384; then
                 syscalls_by_kind
             fi
             if [ "${PROFILE:-0}" = 1 ] && measure "$cfg" "$h" "$c" -e cpu-clock; then
