@@ -168,7 +168,7 @@ for c in $CONNS; do
         declare -A med_rps=() med_cpu=()
         for cfg in "${CONFIGS[@]}"; do
             if ! runnable "$cfg" "$c"; then med_rps[$cfg]=-; med_cpu[$cfg]=-; continue; fi
-            m() { tr ' ' '\n' <<<"$1" | grep . | median; }
+            m() { tr ' ' '\n' <<<"$1" | awk NF | median; }
             med_rps[$cfg]=$(m "${rps[$cfg]:-}"); med_cpu[$cfg]=$(m "${cpu[$cfg]:-}")
             printf "%-6s %-7s %-10s %10s %8s %22s %14s\n" "$c" "$h" "$cfg" "${med_rps[$cfg]}" "$(m "${p95[$cfg]:-}")" \
                 "${med_cpu[$cfg]} ($(m "${usr[$cfg]:-}")+$(m "${sys[$cfg]:-}"))" "$(m "${sw[$cfg]:-}")"
