@@ -9,11 +9,12 @@
  *       An epoll worker pool shaped like MariaDB's thread pool (threadpool_generic.cc):
  *       one group per CPU of the process's affinity, each with its own epoll set and
  *       one thread to begin with (connections dealt round robin), one listener at a
- *       time in epoll_wait, EPOLLONESHOT re-armed after each request,
- *       the thread that takes an event runs the request itself, idle threads wait on
- *       their own condition variable and are woken newest first (LIFO). A thread that
- *       waits for a commit leaves its group with no active thread: the group then wakes
- *       or creates another (MariaDB's wait_begin).
+ *       time in epoll_wait, EPOLLONESHOT re-armed after each request, the thread that
+ *       takes an event runs the request itself, a non-blocking epoll_wait before an
+ *       idle thread sleeps on its own condition variable, idle threads woken newest
+ *       first (LIFO), at most OVERSUBSCRIBE + 1 active threads taking from the queue.
+ *       A thread that waits for a commit leaves its group with no active thread: the
+ *       group then wakes or creates another (MariaDB's wait_begin).
  *     Both print "port=N" once listening; SIGTERM ends them cleanly with one line on
  *     stderr: "preloaded=P conn_is_fiber=F connections=C requests=R".
  *   bench_request load PORT CONNECTIONS SECONDS [PER_CONNECTION]
@@ -253,8 +254,8 @@ static void *connection_thread(void *arg) {
 
 /* ---- the pool ---- */
 
-#define OVERSUBSCRIBE 3      /* MariaDB's thread_pool_oversubscribe */
-#define MAX_GROUP_THREADS 256
+#define OVERSUBSCRIBE 3 /* MariaDB's thread_pool_oversubscribe */
+#define MAX_THREADS 65536 /* MariaDB's thread_pool_max_threads, for the whole pool */
 
 struct worker {
     pthread_cond_t cv;
@@ -262,16 +263,18 @@ struct worker {
     struct worker *next;
 };
 
+/* A thread is active unless it listens, sleeps as idle or waits for a commit. */
 struct group {
     pthread_mutex_t mu;
-    int ep, listener, active, threads;
+    int ep, listener, active, threads, connections;
+    double last_create;
     struct worker *waiting;     /* idle threads, newest first */
     struct conn **queue;        /* ready connections, FIFO ring */
     size_t qhead, qlen, qcap;
 } __attribute__((aligned(64)));
 
 static struct group *groups;
-static int ngroups;
+static int ngroups, pool_threads;
 static __thread struct group *my_group;
 
 static void queue_push(struct group *g, struct conn *c) {
@@ -293,24 +296,47 @@ static struct conn *queue_pop(struct group *g) {
     return c;
 }
 
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
 static void *pool_thread(void *arg);
 
-/* With g->mu held: the newest idle thread, or a new one. */
-static void wake_or_create(struct group *g) {
+/* With g->mu held: wakes the newest idle thread; 0 if there was one. */
+static int wake_thread(struct group *g) {
     struct worker *w = g->waiting;
-    if (w) {
-        g->waiting = w->next;
-        w->woken = 1;
-        pthread_cond_signal(&w->cv);
-    } else if (g->threads < MAX_GROUP_THREADS) {
-        pthread_t t;
-        pthread_attr_t a;
-        pthread_attr_init(&a);
-        pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-        pthread_attr_setstacksize(&a, 256 << 10);
-        if (pthread_create(&t, &a, pool_thread, g) == 0) g->threads++;
-        pthread_attr_destroy(&a);
+    if (!w) return -1;
+    g->waiting = w->next;
+    w->woken = 1;
+    pthread_cond_signal(&w->cv);
+    return 0;
+}
+
+/* With g->mu held: a new thread, counted active from now. */
+static void create_thread(struct group *g) {
+    if (__atomic_load_n(&pool_threads, __ATOMIC_RELAXED) >= MAX_THREADS) return;
+    pthread_t t;
+    pthread_attr_t a;
+    pthread_attr_init(&a);
+    pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+    pthread_attr_setstacksize(&a, 256 << 10);
+    if (pthread_create(&t, &a, pool_thread, g) == 0) {
+        g->threads++, g->active++;
+        __atomic_add_fetch(&pool_threads, 1, __ATOMIC_RELAXED);
+        g->last_create = now_s();
     }
+    pthread_attr_destroy(&a);
+}
+
+/* With g->mu held: an idle thread, else a new one while the group has no more threads
+ * than connections: at once without an active thread, otherwise throttled as MariaDB's
+ * (not below 4 threads, then 50, 100, 200 ms apart). */
+static void wake_or_create(struct group *g) {
+    if (wake_thread(g) == 0 || g->threads > g->connections) return;
+    double gap = g->threads < 4 ? 0 : g->threads < 8 ? 0.05 : g->threads < 16 ? 0.1 : 0.2;
+    if (g->active == 0 || now_s() - g->last_create >= gap) create_thread(g);
 }
 
 static void pool_wait_begin(void) {
@@ -327,46 +353,54 @@ static void pool_wait_end(void) {
     pthread_mutex_unlock(&g->mu);
 }
 
-/* The next connection with a request for this thread: from the queue, as the listener,
- * or after a wait on its own condition variable. Returns with the thread active. */
-static struct conn *get_event(struct group *g, struct worker *self) {
-    pthread_mutex_lock(&g->mu);
-    g->active--;
+/* The listener, entered and left with g->mu held: waits in epoll_wait; runs the first
+ * event itself if the queue was empty, otherwise queues them all, wakes one thread if
+ * none is active (creates one if it is alone) and stays the listener. */
+static struct conn *listen_for_events(struct group *g) {
+    struct epoll_event ev[64];
     for (;;) {
-        if (g->active < 1 + OVERSUBSCRIBE) {
-            struct conn *c = queue_pop(g);
-            if (c) {
-                g->active++;
-                pthread_mutex_unlock(&g->mu);
-                return c;
-            }
-            if (!g->listener) {
-                g->listener = 1;
-                pthread_mutex_unlock(&g->mu);
-                struct epoll_event ev[64];
-                int n = epoll_wait(g->ep, ev, 64, -1);
-                pthread_mutex_lock(&g->mu);
-                g->listener = 0;
-                if (n <= 0) continue;
-                /* The listener runs an event itself only if the queue was empty;
-                 * otherwise it queues them all and wakes one thread if none is active. */
-                int picks = g->qlen == 0;
-                for (int i = 0; i < n; i++) queue_push(g, ev[i].data.ptr);
-                if (picks) {
-                    c = queue_pop(g);
-                    g->active++;
-                    pthread_mutex_unlock(&g->mu);
-                    return c;
-                }
-                if (g->active == 0) wake_or_create(g);
-                continue;
-            }
+        pthread_mutex_unlock(&g->mu);
+        int n = epoll_wait(g->ep, ev, 64, -1);
+        pthread_mutex_lock(&g->mu);
+        if (n <= 0) continue;
+        int picks = g->qlen == 0;
+        for (int i = picks; i < n; i++) queue_push(g, ev[i].data.ptr);
+        if (picks) return ev[0].data.ptr;
+        if (g->active == 0 && wake_thread(g) && g->threads == 1) create_thread(g);
+    }
+}
+
+/* The next connection with a request for this thread (MariaDB's get_event): from the
+ * queue unless the group is oversubscribed, as the listener if there is none, from a
+ * non-blocking epoll_wait, or after sleeping on its own condition variable. */
+static struct conn *get_event(struct group *g, struct worker *self) {
+    struct conn *c = NULL;
+    pthread_mutex_lock(&g->mu);
+    for (;;) {
+        int oversubscribed = g->active >= 1 + OVERSUBSCRIBE;
+        if (!oversubscribed && (c = queue_pop(g))) break;
+        if (!g->listener) {
+            g->listener = 1;
+            g->active--;
+            c = listen_for_events(g);
+            g->active++;
+            g->listener = 0;
+            break;
+        }
+        struct epoll_event e;
+        if (!oversubscribed && epoll_wait(g->ep, &e, 1, 0) == 1) {
+            c = e.data.ptr;
+            break;
         }
         self->woken = 0;
         self->next = g->waiting;
         g->waiting = self;
+        g->active--;
         while (!self->woken) pthread_cond_wait(&self->cv, &g->mu);
+        g->active++;
     }
+    pthread_mutex_unlock(&g->mu);
+    return c;
 }
 
 static void *pool_thread(void *arg) {
@@ -374,15 +408,15 @@ static void *pool_thread(void *arg) {
     struct worker self = {.woken = 0};
     pthread_cond_init(&self.cv, NULL);
     my_group = g;
-    pthread_mutex_lock(&g->mu);
-    g->active++; /* get_event counts this thread out first */
-    pthread_mutex_unlock(&g->mu);
     for (;;) {
         struct conn *c = get_event(g, &self);
         if (serve_once(c)) {
             struct epoll_event e = {.events = EPOLLIN | EPOLLONESHOT, .data.ptr = c};
             epoll_ctl(g->ep, EPOLL_CTL_MOD, c->fd, &e);
         } else {
+            pthread_mutex_lock(&g->mu);
+            g->connections--;
+            pthread_mutex_unlock(&g->mu);
             close(c->fd);
             free(c);
         }
@@ -399,9 +433,20 @@ static void pool_start(void) {
         pthread_mutex_init(&groups[i].mu, NULL);
         groups[i].ep = epoll_create1(EPOLL_CLOEXEC);
         pthread_mutex_lock(&groups[i].mu);
-        wake_or_create(&groups[i]);
+        create_thread(&groups[i]);
         pthread_mutex_unlock(&groups[i].mu);
     }
+}
+
+/* Hands a new connection to a group, round robin. */
+static void pool_add(struct conn *c, unsigned next) {
+    struct group *g = &groups[next % (unsigned)ngroups];
+    pthread_mutex_lock(&g->mu);
+    g->connections++;
+    pthread_mutex_unlock(&g->mu);
+    fcntl(c->fd, F_SETFL, fcntl(c->fd, F_GETFL) | O_NONBLOCK);
+    struct epoll_event e = {.events = EPOLLIN | EPOLLONESHOT, .data.ptr = c};
+    epoll_ctl(g->ep, EPOLL_CTL_ADD, c->fd, &e);
 }
 
 /* ---- serve ---- */
@@ -432,9 +477,7 @@ static void *acceptor(void *arg) {
         c->fd = fd;
         __atomic_add_fetch(&connections, 1, __ATOMIC_RELAXED);
         if (pool_mode) {
-            fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
-            struct epoll_event e = {.events = EPOLLIN | EPOLLONESHOT, .data.ptr = c};
-            epoll_ctl(groups[next % (unsigned)ngroups].ep, EPOLL_CTL_ADD, fd, &e);
+            pool_add(c, next);
         } else {
             pthread_t t;
             int err = pthread_create(&t, &a, connection_thread, c);
@@ -473,12 +516,6 @@ static int serve(const char *how) {
 }
 
 /* ---- load ---- */
-
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
-}
 
 /* The server's CPU time (utime, stime of /proc/PID/stat, in clock ticks). */
 static void server_cpu(int pid, long *utime, long *stime) {
