@@ -21,6 +21,11 @@
 # on the server's CPUs, printing the server's system calls per request by kind;
 # PROFILE=1: one more run per configuration under `perf record -e cpu-clock`, printing the
 # share of the server's samples per object (libfiberize.so, the kernel, libc, the server).
+# Both record whole CPUs (`perf record -C`, root or kernel.perf_event_paranoid <= 0) and
+# keep the server's samples; the load switches perf on and off around its window through
+# perf's control fifo. KEEP_WORK=1 keeps the work folder (perf.data, logs) for a look.
+# Native at a count the kernel cannot carry (threads, pid_max, vm.max_map_count) or
+# beyond the descriptor limit is skipped with a line saying why.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release -p interpose >/dev/null 2>&1 || cargo build --release -p interpose
@@ -118,6 +123,7 @@ measure() {
     fi
     LAST_PID=$SERVER_PID
     stop_server
+    if grep -q PERF_ "$WORK/load.err"; then echo "    (perf: $(grep PERF_ "$WORK/load.err" | head -1))"; fi
     [ $ok = 1 ] || { echo "bench-request: $cfg $h @$c failed: $(cat "$WORK/load.err") $(tail -3 "$WORK/server.err")" >&2; return 1; }
 }
 

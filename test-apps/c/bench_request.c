@@ -551,19 +551,29 @@ static long server_switches(int pid) {
     return sum;
 }
 
-/* perf's control fifo (perf record/stat --control fifo:CTL,ACK): "enable"/"disable". */
+/* perf's control fifo (perf record/stat --control fifo:CTL,ACK): "enable"/"disable",
+ * then perf's "ack" awaited. Gives up after 2 s without a reader, 30 s without an ack
+ * (perf gone or never started) rather than block the load. */
 static void perf_control(const char *cmd) {
     const char *ctl = getenv("PERF_CTL"), *ack = getenv("PERF_ACK");
     if (!ctl || !*ctl) return;
-    int fd = open(ctl, O_WRONLY);
-    if (fd < 0 || write(fd, cmd, strlen(cmd)) < 0) perror("PERF_CTL");
-    if (fd >= 0) close(fd);
-    if (ack && *ack) {
-        char buf[16];
-        fd = open(ack, O_RDONLY);
-        if (fd >= 0 && read(fd, buf, sizeof buf) < 0) perror("PERF_ACK");
-        if (fd >= 0) close(fd);
+    int fd = -1;
+    for (int i = 0; i < 200 && fd < 0; i++) {
+        fd = open(ctl, O_WRONLY | O_NONBLOCK); /* ENXIO while nobody reads it */
+        if (fd < 0) usleep(10000);
     }
+    if (fd < 0 || write(fd, cmd, strlen(cmd)) < 0) {
+        perror("PERF_CTL");
+        if (fd >= 0) close(fd);
+        return;
+    }
+    close(fd);
+    if (!ack || !*ack) return;
+    fd = open(ack, O_RDONLY | O_NONBLOCK);
+    struct pollfd pf = {.fd = fd, .events = POLLIN};
+    char buf[16];
+    if (fd < 0 || poll(&pf, 1, 30000) != 1 || read(fd, buf, sizeof buf) <= 0) fprintf(stderr, "PERF_ACK: no ack from perf\n");
+    if (fd >= 0) close(fd);
 }
 
 /* Latency histogram: 1 µs buckets below 65 ms, 64 µs buckets up to 60 s. */
