@@ -70,7 +70,7 @@ runnable() {
         echo "bench-request: $1 @$2 skipped: the descriptor limit is $fds" >&2; return 1
     fi
     if [ "$1" = native ] && [ "$(thread_room)" -lt $(($2 + 64)) ]; then
-        echo "bench-request: native @$2 skipped: the kernel allows $(thread_room) more threads" >&2; return 1
+        echo "bench-request: native @$2 skipped: threads-max, pid_max and ulimit -u leave room for $(thread_room) more threads" >&2; return 1
     fi
     if [ "$1" = native ] && [ $(($(cat /proc/sys/vm/max_map_count) / 2)) -lt $(($2 + 64)) ]; then
         echo "bench-request: native @$2 skipped: vm.max_map_count is too small for $2 thread stacks" >&2; return 1
