@@ -27,7 +27,12 @@
 # rwN: oltp_read_write, tpccN: the TPC-C client of bench-mysql/tpcc at N terminals,
 # --no-wait), ROUNDS [5], SECONDS_PER_RUN [10], TPCC_SECONDS [20], WAREHOUSES [4],
 # TABLES/TABLE_SIZE [8 x 100000], PATH_KIND [unix | tcp], SERVER_CPUS/CLIENT_CPUS,
-# DATA_CACHE [/tmp/fiberize-yardstick-cache], PROFILE [0], PROFILE_SECONDS [8], SYSCALLS [0].
+# DATA_CACHE [/tmp/fiberize-yardstick-cache], PROFILE [0], PROFILE_SECONDS [8], SYSCALLS [0],
+# PLOT_DIR [none]. The medians also go to $WORK/yardstick.csv (point, server, kind, tps,
+# p95, p99, cpu_us, rounds; the machine, pinning and date in leading # lines); with
+# PLOT_DIR (relative to the repository's root: bench-mysql/plots for the README's
+# plot) the csv is copied there right after the medians and drawn as
+# PLOT_DIR/yardstick.png by bench-mysql/yardstick-plot.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -104,6 +109,14 @@ echo
 echo "== yardstick: servers on CPUs $SERVER_CPUS, clients on CPUs $CLIENT_CPUS, $PATH_KIND; medians of $ROUNDS rounds"
 echo "   (p95/p99 in ms; TPC-C: New-Order p90 in both; cpu: the server's µs per transaction); ratio = server / $first"
 printf "%-8s %-8s %9s %9s %9s %8s   %s\n" point server tps p95 p99 cpu_us "ratio tps / p95 / cpu"
+CSV=$WORK/yardstick.csv
+{
+    echo "# machine: $(nproc) CPUs ($(awk -F': ' '/model name/ { print $2; exit }' /proc/cpuinfo || true)), $(uname -r)"
+    echo "# setup: servers on CPUs $SERVER_CPUS, clients on CPUs $CLIENT_CPUS, $PATH_KIND, $TABLES x $TABLE_SIZE rows, TPC-C $WAREHOUSES warehouses"
+    echo "# date: $(date -u '+%Y-%m-%d %H:%M UTC')"
+    echo "# medians of $ROUNDS rounds (${SECONDS_PER_RUN} s, TPC-C ${TPCC_SECONDS} s); p95/p99 in ms (TPC-C: New-Order p90); cpu_us: the server's µs per transaction"
+    echo "point,server,kind,tps,p95,p99,cpu_us,rounds"
+} >"$CSV"
 for point in $POINTS; do
     bt=$(median_of "$first" "$point" tps); b95=$(median_of "$first" "$point" p95); bc=$(median_of "$first" "$point" cpu_us)
     for c in $CONFIGS; do
@@ -113,8 +126,15 @@ for point in $POINTS; do
             if (a == "FATAL" || b == "FATAL" || a == "" || b == "") { print "a run failed"; exit }
             printf "%.2fx / %.2fx / %.2fx", (a > 0 ? b / a : 0), (a5 > 0 ? b5 / a5 : 0), (ac > 0 ? bc / ac : 0) }')
         printf "%-8s %-8s %9s %9s %9s %8s   %s\n" "$point" "$n" "$t" "$p95" "$p99" "$cu" "$ratio"
+        case $c in native | *=native) kind=native ;; pool | *=pool) kind=pool ;; *) kind=preload ;; esac
+        echo "$point,$n,$kind,$t,$p95,$p99,$cu,$(grep -c " $n $point " "$WORK/results.txt" || true)" >>"$CSV"
     done
 done
+echo "== medians in $CSV"
+if [ -n "${PLOT_DIR:-}" ]; then
+    mkdir -p "$PLOT_DIR" && cp "$CSV" "$PLOT_DIR/yardstick.csv"
+    bash bench-mysql/yardstick-plot.sh "$PLOT_DIR/yardstick.csv" "$PLOT_DIR/yardstick.png" || echo "yardstick.sh: the plot failed" >&2
+fi
 
 # The profile round: each preloaded server under perf while it serves each point once
 # (not counted above: perf's own cost lands on the server's CPUs).

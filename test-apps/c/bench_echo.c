@@ -27,6 +27,7 @@
 #include <netinet/tcp.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include "loopback.h"
 
 #define MSG 32
 static const char message[MSG] = "hello world 0123456789abcdefghi";
@@ -42,21 +43,6 @@ static void *echo_connection(void *arg) {
     return NULL;
 }
 
-static int listen_loopback(int *port) {
-    int ls = socket(AF_INET, SOCK_STREAM, 0), one = 1;
-    setsockopt(ls, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    struct sockaddr_in sa = {0};
-    sa.sin_family = AF_INET;
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof sa;
-    if (bind(ls, (void *)&sa, sizeof sa) || listen(ls, 4096) || getsockname(ls, (void *)&sa, &len)) {
-        perror("listen");
-        exit(1);
-    }
-    *port = ntohs(sa.sin_port);
-    return ls;
-}
-
 /* Accepts `count` connections (forever if < 0), one detached echo thread each. */
 static void accept_connections(int ls, long count) {
     for (long i = 0; count < 0 || i < count; i++) {
@@ -66,17 +52,6 @@ static void accept_connections(int ls, long count) {
         if (pthread_create(&t, NULL, echo_connection, (void *)(long)fd)) { perror("pthread_create"); exit(1); }
         pthread_detach(t);
     }
-}
-
-static int connect_loopback(int port) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0), one = 1;
-    struct sockaddr_in sa = {0};
-    sa.sin_family = AF_INET;
-    sa.sin_port = htons(port);
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (connect(fd, (void *)&sa, sizeof sa)) { perror("connect"); exit(1); }
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    return fd;
 }
 
 static double seconds_since(const struct timespec *t0) {

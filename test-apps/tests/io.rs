@@ -469,3 +469,65 @@ fn dup2_onto_the_runtimes_numbers_moves_them() {
         assert_eq!(run.stdout, native.stdout, "{env:?}; stderr:\n{}", run.stderr);
     }
 }
+
+/// The synthetic request server of `scripts/bench-request.sh` (bench_request.c) served
+/// three ways: thread-per-connection natively and preloaded, and the epoll worker pool
+/// natively; with the plain handler and with the group commit. 8 connections make 300
+/// requests each against every server: all answered, and alike (the answers' checksum
+/// depends only on the requests); under the preload the connection threads were fibers.
+#[test]
+fn request_server_answers_alike_threaded_preloaded_and_pooled() {
+    use std::io::{BufRead, BufReader, Read};
+    use std::process::Stdio;
+    use std::time::{Duration, Instant};
+    let bin = build_c("bench_request");
+    let (conns, per_conn) = (8, 300);
+    let mut checksums = Vec::new();
+    for commit in ["0", "1"] {
+        for (how, preload) in [("threads", false), ("threads", true), ("pool", false)] {
+            let what = format!("bench_request serve {how} (preload={preload}, COMMIT={commit})");
+            let mut cmd = prepared(&bin, &["serve", how], preload, &[("COMMIT", commit)]);
+            std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+            let mut server = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn the server");
+            let mut first = String::new();
+            BufReader::new(server.stdout.take().expect("stdout")).read_line(&mut first).expect("the port line");
+            let port = first.trim().strip_prefix("port=").unwrap_or_else(|| panic!("{what}: printed {first:?}")).to_string();
+            let load =
+                run(&bin, &["load", &port, &conns.to_string(), "8", &per_conn.to_string()], false, Duration::from_secs(20));
+            // SAFETY: kill(2) on the server's own process group, made above.
+            unsafe { libc::kill(-(server.id() as libc::pid_t), libc::SIGTERM) };
+            let start = Instant::now();
+            while server.try_wait().expect("wait").is_none() {
+                if start.elapsed() > Duration::from_secs(10) {
+                    // SAFETY: as above.
+                    unsafe { libc::kill(-(server.id() as libc::pid_t), libc::SIGKILL) };
+                    let _ = server.wait();
+                    panic!("{what} did not end on SIGTERM");
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let mut stderr = String::new();
+            server.stderr.take().expect("stderr").read_to_string(&mut stderr).expect("the server's stderr");
+            let status = server.wait().expect("wait");
+            assert_eq!(load.status, Some(0), "{what}: the load failed:\n{}{}\nserver:\n{stderr}", load.stdout, load.stderr);
+            assert!(status.success(), "{what} exited with {status}:\n{stderr}");
+            let key = |text: &str, k: &str| -> String {
+                text.split_whitespace()
+                    .find_map(|kv| kv.strip_prefix(k))
+                    .unwrap_or_else(|| panic!("{what}: no {k} in {text}"))
+                    .to_string()
+            };
+            assert_eq!(key(&load.stdout, "requests="), (conns * per_conn).to_string(), "{what}: {}", load.stdout);
+            assert_eq!(key(&stderr, "requests="), (conns * per_conn).to_string(), "{what}: {stderr}");
+            assert_eq!(key(&stderr, "preloaded="), if preload { "1" } else { "0" }, "{what}: {stderr}");
+            if preload {
+                assert_eq!(key(&stderr, "conn_is_fiber="), "1", "{what}: {stderr}");
+                let pre = Run { status: status.code(), stdout: String::new(), stderr: stderr.clone() };
+                assert!(stat(&pre, "fibers_created") >= conns as u64, "{what}: {stderr}");
+            }
+            let checksum = key(&load.stdout, "checksum=");
+            checksums.push((what, checksum));
+        }
+    }
+    assert!(checksums.iter().all(|(_, c)| *c == checksums[0].1), "the servers answered differently: {checksums:?}");
+}

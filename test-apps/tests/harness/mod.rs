@@ -165,6 +165,13 @@ pub fn run(bin: &Path, args: &[&str], preload: bool, limit: Duration) -> Run {
 /// `run` with extra environment variables. The native run inherits no preload and no
 /// fiberize settings from the test's own environment.
 pub fn run_with(bin: &Path, args: &[&str], preload: bool, env: &[(&str, &str)], limit: Duration) -> Run {
+    let cmd = prepared(bin, args, preload, env);
+    run_command(cmd, limit, &format!("{} {args:?} (preload={preload}, env {env:?})", bin.display()))
+}
+
+/// The command [`run_with`] runs, for a test that starts the program itself (a server
+/// it talks to while it runs).
+pub fn prepared(bin: &Path, args: &[&str], preload: bool, env: &[(&str, &str)]) -> Command {
     let mut cmd = command(bin);
     cmd.args(args);
     for k in ["LD_PRELOAD", "GLIBC_TUNABLES", "FIBERIZE", "FIBERIZE_WORKERS", "FIBERIZE_STATS", "FIBERIZE_TUNE"] {
@@ -176,7 +183,7 @@ pub fn run_with(bin: &Path, args: &[&str], preload: bool, env: &[(&str, &str)], 
     for (k, v) in env {
         cmd.env(k, v);
     }
-    run_command(cmd, limit, &format!("{} {args:?} (preload={preload}, env {env:?})", bin.display()))
+    cmd
 }
 
 /// Runs a prepared command with a hard time limit, collecting stdout and stderr while
