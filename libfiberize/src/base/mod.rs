@@ -10,6 +10,7 @@
 //! Nothing here imports a module outside `base`.
 
 pub mod arch;
+pub mod batch;
 pub mod cgroup;
 pub mod config;
 pub mod layout;

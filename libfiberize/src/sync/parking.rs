@@ -36,7 +36,7 @@ use crate::runtime::scheduler;
 pub use crate::sync::lock_word::Place;
 use crate::sync::parking_fair::FairTimer;
 use crate::sync::parking_quick::{self, BucketLock};
-use crate::sync::parking_wake::{Wake, WakeBatch};
+use crate::sync::parking_wake::{self, Wake, WakeBatch};
 
 /// log2 of the bucket count. Origin: thousands of parked I/O fibers, whose keys walked
 /// long chains with fewer (docs/RESULTS.md#parking-table-size).
@@ -493,7 +493,7 @@ pub fn unpark_some(key: usize, bitset: u32, max: usize, callback: impl FnOnce(us
             }
         }
         b.lock.unlock();
-        wakes.run();
+        parking_wake::run(&mut wakes);
         total += n;
         if !more {
             return total;

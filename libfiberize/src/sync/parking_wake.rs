@@ -5,13 +5,11 @@
 //! unpark of a fiber queues it on a worker (and may tell an idle worker), a thread's
 //! wake is a `FUTEX_WAKE` system call, and neither needs the list.
 //!
-//! A batch holds its wake-ups in an uninitialised array with a length, not in
-//! `[Option<Wake>; N]`: the latter is written in full when it is made and read in full
-//! when it is dropped, on every `unpark_some` however few waiters it found.
+//! A batch is a [`Batch`] (`base::batch`): only the slots it fills are touched.
 
-use core::mem::MaybeUninit;
 use core::sync::atomic::AtomicU32;
 
+use crate::base::batch::Batch;
 use crate::base::sys;
 use crate::runtime::fibers::fiber::FiberRef;
 use crate::runtime::scheduler;
@@ -40,63 +38,22 @@ impl Wake {
 pub(crate) const WAKE_BATCH: usize = 16;
 
 /// Up to [`WAKE_BATCH`] wake-ups taken under a bucket lock, to run after it.
-pub(crate) struct WakeBatch {
-    slots: [MaybeUninit<Wake>; WAKE_BATCH],
-    /// Slots `..len` hold a wake-up not run yet.
-    len: usize,
-}
+pub(crate) type WakeBatch = Batch<Wake, WAKE_BATCH>;
 
-impl WakeBatch {
-    pub(crate) fn new() -> Self {
-        Self { slots: [const { MaybeUninit::uninit() }; WAKE_BATCH], len: 0 }
-    }
-
-    /// How many wake-ups it holds.
-    pub(crate) fn len(&self) -> usize {
-        self.len
-    }
-
-    /// Whether another wake-up fits.
-    pub(crate) fn has_room(&self) -> bool {
-        self.len < WAKE_BATCH
-    }
-
-    /// Adds a wake-up; the caller checked [`has_room`](Self::has_room).
-    pub(crate) fn push(&mut self, wake: Wake) {
-        self.slots[self.len].write(wake);
-        self.len += 1;
-    }
-
-    /// Runs every wake-up it holds and empties it: threads one by one, the fibers as
-    /// one batch (the idle workers told once).
-    pub(crate) fn run(&mut self) {
-        let n = core::mem::replace(&mut self.len, 0);
-        let mut fibers = self.slots[..n].iter().filter_map(|slot| {
-            // SAFETY: slots `..n` were written by `push`, and `len` is already 0, so
-            // each is read exactly once (here) and never dropped again.
-            match unsafe { slot.assume_init_read() } {
-                Wake::Fiber(f) => Some(f),
-                thread => {
-                    thread.run_as(false);
-                    None
-                }
-            }
-        });
-        scheduler::unpark_many(&mut fibers);
-        // `unpark_many` consumes the iterator; whatever it left (it leaves nothing)
-        // still runs, so that no wake-up is lost.
-        for f in fibers {
-            scheduler::unpark(&f);
+/// Runs every wake-up `batch` holds and empties it: threads one by one, the fibers as
+/// one batch (the idle workers told once).
+pub(crate) fn run(batch: &mut WakeBatch) {
+    let mut fibers = batch.drain().filter_map(|wake| match wake {
+        Wake::Fiber(f) => Some(f),
+        thread => {
+            thread.run_as(false);
+            None
         }
-    }
-}
-
-impl Drop for WakeBatch {
-    fn drop(&mut self) {
-        // Not reached with wake-ups in it (each pass runs its batch), unless a panic
-        // unwinds between a push and the run: the wake-ups still run then.
-        if self.len != 0 {
-            self.run();
-        }
+    });
+    scheduler::unpark_many(&mut fibers);
+    // `unpark_many` consumes the iterator; whatever it left (it leaves nothing) still
+    // runs, so that no wake-up is lost.
+    for f in fibers {
+        scheduler::unpark(&f);
     }
 }

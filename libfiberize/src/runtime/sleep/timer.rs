@@ -29,6 +29,7 @@ use core::cmp::Ordering as CmpOrdering;
 use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::collections::BinaryHeap;
 
+use crate::base::batch::Batch;
 use crate::base::rawlock::RawLock;
 use crate::base::stats::{bump, STATS};
 use crate::base::sys;
@@ -109,22 +110,20 @@ impl TimerHeap {
             return;
         }
         // Pop under the lock, unpark after it: unpark may queue and notify.
-        let mut due: [Option<Entry>; 32] = Default::default();
+        let mut due: Batch<Entry, 32> = Batch::new();
         loop {
-            let mut n = 0;
             let more = {
                 let mut heap = self.heap.lock();
-                while n < due.len() {
+                while due.has_room() {
                     match heap.peek() {
-                        Some(top) if top.deadline <= now => due[n] = heap.pop(),
+                        Some(top) if top.deadline <= now => due.push(heap.pop().expect("peeked")),
                         _ => break,
                     }
-                    n += 1;
                 }
                 self.next.store(heap.peek().map_or(u64::MAX, |e| e.deadline), Ordering::Release);
-                n == due.len()
+                !due.has_room()
             };
-            for e in due.iter_mut().take(n).filter_map(Option::take) {
+            for e in due.drain() {
                 if e.fiber.park_gen() == e.gen {
                     bump(&STATS.timers_fired);
                     unpark(&e.fiber);
