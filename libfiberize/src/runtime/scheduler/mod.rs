@@ -106,7 +106,7 @@ mod worker_role;
 use worker_role::{Role, WorkerRole};
 
 pub use clock::{monitor_ticks, parked_long};
-pub use direct_wait::{direct_wait, sleep_without_spin_next, DirectWait};
+pub use direct_wait::{prepare_direct_wait, sleep_without_spin_next, DirectWait, DirectWaiter};
 pub use lifo::Padded;
 pub(crate) use monitor::{mark_blocked, thread_state, worker_sleeps_in_kernel, BlockedCall};
 pub use start::{pool_never_started, start};
