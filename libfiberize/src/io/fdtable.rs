@@ -15,9 +15,9 @@
 //! `close_range`, `closefrom`, `fclose`, the same through `syscall`: `ops::lifecycle`),
 //! or a number reused by a file we never see opened is taken for what it was.
 //!
-//! The state of one descriptor is a [`ScheduledIo`] (its kind, its readiness and its
-//! waiters: `io::scheduled_io`, which alone changes it) and what we cached about its
-//! file (`O_DIRECT`).
+//! The state of one descriptor is a [`ScheduledIo`] (its kind, its registration, its
+//! readiness and its waiters: `io::scheduled_io`) and what we cached about its file
+//! (`O_DIRECT`).
 
 use core::ptr;
 use core::sync::atomic::{AtomicPtr, AtomicU32, Ordering};

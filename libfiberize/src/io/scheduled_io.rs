@@ -350,6 +350,27 @@ impl ScheduledIo {
         Some(r)
     }
 
+    /// Whether a read found the receive queue empty at readiness sequence `seq` (and no
+    /// edge came since): the next read would fail with EAGAIN.
+    #[inline]
+    pub fn known_empty(&self, seq: u32) -> bool {
+        self.drained_at.load(Ordering::Acquire) == (1u64 << 32 | seq as u64)
+    }
+
+    /// After a plain read of `requested` bytes from a byte stream that returned `r`, with
+    /// `seq` read before the call: EAGAIN or a short read proves the queue was empty.
+    /// Leaves errno alone.
+    #[inline]
+    pub fn note_if_drained(&self, seq: u32, requested: usize, r: isize) {
+        let would_block = || {
+            let e = errno();
+            e == libc::EAGAIN || e == libc::EWOULDBLOCK
+        };
+        if (r < 0 && would_block()) || (r > 0 && (r as usize) < requested) {
+            self.drained_at.store(1u64 << 32 | seq as u64, Ordering::Release);
+        }
+    }
+
     /// Counts a fiber among the waiters on this fd through the epoll set until the
     /// returned guard drops. In before its registration check and park: see
     /// [`ScheduledIo::leave_epoll_set`].

@@ -23,7 +23,7 @@
 //!
 //! | file | what it holds |
 //! |------|---------------|
-//! | `mod.rs` | the real functions, and the shared machinery: [`needs_loop`] (does this fd need our loop), the try-then-park retry loop ([`blocking`], [`blocking_sized`]) around the descriptor's wait (`ScheduledIo::wait`: park through the reactor, wait in the kernel when alone on the worker, or block in the real `poll` on the donor), and the drained-queue memory ([`known_empty`]) |
+//! | `mod.rs` | the real functions, and the shared machinery: [`needs_loop`] (does this fd need our loop), the try-then-park retry loop ([`blocking`], [`blocking_sized`]) around the descriptor's wait (`ScheduledIo::wait`: park through the reactor, wait in the kernel when alone on the worker, or block in the real `poll` on the donor), and the drained-queue memory (`ScheduledIo::known_empty`) |
 //! | [`transfer`] | `read`, `write`, their vector and socket forms, `accept4`, `connect` |
 //! | [`readiness`] | `poll`, `ppoll`, `select`, `pselect`, `epoll_pwait` |
 //! | [`lifecycle`] | creating, duplicating and closing descriptors, `fcntl`, `ioctl`, `setsockopt`, `fsync` |
@@ -149,10 +149,10 @@ fn blocking_sized(fd: c_int, st: &ScheduledIo, dir: Dir, requested: usize, mut a
     begin_blocking_call();
     loop {
         let seq = dir.seq(st).load(Ordering::Acquire);
-        if !(track && known_empty(st, seq)) {
+        if !(track && st.known_empty(seq)) {
             let r = attempt();
             if track {
-                note_if_drained(st, seq, requested, r);
+                st.note_if_drained(seq, requested, r);
                 if r > 0 {
                     // Between two requests of a server: the fiber's turn may end here.
                     scheduler::note_stream_read();
@@ -176,23 +176,6 @@ fn blocking_sized(fd: c_int, st: &ScheduledIo, dir: Dir, requested: usize, mut a
     }
 }
 
-/// Whether a read found the receive queue empty at readiness sequence `seq` (and no
-/// edge came since): the next read would fail with EAGAIN.
-#[inline]
-fn known_empty(st: &ScheduledIo, seq: u32) -> bool {
-    st.drained_at.load(Ordering::Acquire) == (1u64 << 32 | seq as u64)
-}
-
-/// After a plain read of `requested` bytes from a byte stream that returned `r`, with
-/// `seq` read before the call: EAGAIN or a short read proves the queue was empty.
-/// Leaves errno alone.
-#[inline]
-fn note_if_drained(st: &ScheduledIo, seq: u32, requested: usize, r: isize) {
-    if (r < 0 && would_block()) || (r > 0 && (r as usize) < requested) {
-        st.drained_at.store(1u64 << 32 | seq as u64, Ordering::Release);
-    }
-}
-
 /// A read the program made non-blocking itself (`MSG_DONTWAIT`, `O_NONBLOCK`), as is;
 /// on a stream socket we track, read by a fiber, an empty queue is remembered so that
 /// the `poll` that typically follows (libmariadb: recv with MSG_DONTWAIT, EAGAIN, poll,
@@ -205,7 +188,7 @@ fn nonblocking_read(fd: c_int, requested: usize, attempt: impl FnOnce() -> isize
     };
     let seq = st.read_seq.load(Ordering::Acquire);
     let r = attempt();
-    note_if_drained(st, seq, requested, r);
+    st.note_if_drained(seq, requested, r);
     if r > 0 {
         scheduler::note_stream_read();
     }

@@ -83,7 +83,7 @@ unsafe fn poll_begun(me: &fiber::Fiber, fds: *mut pollfd, n: nfds_t, timeout_ms:
                     // MariaDB's vio waits for POLLIN | POLLPRI: urgent data cannot be
                     // pending on a descriptor the reactor never reported it for.
                     let urgent_possible = p.events & libc::POLLPRI != 0 && st.has(fdtable::URGENT_SEEN);
-                    if !(dir == Dir::Read && !urgent_possible && known_empty(st, seq)) {
+                    if !(dir == Dir::Read && !urgent_possible && st.known_empty(seq)) {
                         // SAFETY: as above.
                         let r = unsafe { super::poll(fds, 1, 0) };
                         if r != 0 {
