@@ -307,7 +307,7 @@ fn parking_lot_quick_unpark_is_not_lost() {
         let woken = Arc::new(AtomicBool::new(false));
         let (b2, s2, wk2) = (bucket.clone(), seq.clone(), woken.clone());
         let waker = thread::spawn(move || {
-            s2.fetch_add(1, Ordering::AcqRel); // publish (reactor::bump_and_wake)
+            s2.fetch_add(1, Ordering::AcqRel); // publish (FdState::bump_and_wake)
             if !anybody_queued_after_publishing(&b2.head) {
                 return; // nobody queued: skip the lock
             }
@@ -332,7 +332,7 @@ fn parking_lot_quick_unpark_is_not_lost() {
     });
 }
 
-/// `reactor::leave_epoll_set` (a direct waiter takes the fd out of the epoll set)
+/// `FdState::leave_epoll_set` (a direct waiter takes the fd out of the epoll set)
 /// against a fiber that parks on the same fd through the reactor (`count_waiter`, then
 /// `ensure_registered`), both the real `io/epoll_membership.rs`: the parked fiber never
 /// ends up relying on a registration that was removed. The model's epoll set is a

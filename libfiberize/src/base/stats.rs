@@ -140,7 +140,7 @@ counters! {
     epoll_waits,
     epoll_events,
     /// Descriptors moved to the readiness set of the worker their only waiter runs on
-    /// (readiness sets per worker, `crate::io::reactor`).
+    /// (readiness sets per worker, `crate::io::scheduled_io`).
     fd_moves,
     /// Runtime-internal lock waits the monitor found a worker in and did not count as
     /// blocked (`scheduler::monitor`: no spare for them).

@@ -84,7 +84,7 @@ pub fn ensure_registered(flags: &AtomicU32, for_write: bool, set: &impl EpollSet
 }
 
 /// [`ensure_registered`], and with `relocate` also when the fd is registered already:
-/// `set.put(true, …)` then moves it to the caller's set (`crate::io::reactor`, a set
+/// `set.put(true, …)` then moves it to the caller's set (`crate::io::scheduled_io`, a set
 /// per worker). The move happens under `REG_BUSY` like every other `epoll_ctl` here,
 /// and the fd stays `REGISTERED` through it, so the hand-shake with
 /// [`leave_epoll_set`] is the one above.

@@ -15,97 +15,37 @@
 //! `close_range`, `closefrom`, `fclose`, the same through `syscall`: `ops::lifecycle`),
 //! or a number reused by a file we never see opened is taken for what it was.
 //!
-//! `flags` bits:
-//!
-//! | bit | name          | meaning                                                       |
-//! |-----|---------------|---------------------------------------------------------------|
-//! | 0   | OWNED         | created through us: blocking calls wait by readiness          |
-//! | 1   | USER_NONBLOCK | the program set `O_NONBLOCK` (then every call is one attempt)  |
-//! | 2   | REGISTERED    | in the reactor's epoll set                                    |
-//! | 3   | EPOLL_FD      | the program's own epoll instance (never made non-blocking)    |
-//! | 4   | STREAM        | byte stream: a short read proves the receive queue was empty  |
-//! | 5   | SOCKET        | a socket: `MSG_DONTWAIT` makes single calls non-blocking      |
-//! | 6   | WATCH_WRITE   | registered for EPOLLOUT too (a writer had to wait once)       |
-//! | 7   | REG_BUSY      | somebody is adding or removing it in the epoll set right now  |
-//! | 8   | LOCAL_SOCKET  | an `AF_UNIX` socket (`io::peer_cpu`)                          |
-//! | 9   | URGENT_SEEN   | the reactor reported `EPOLLPRI` for it once (sticky)          |
-//!
-//! `read_seq`/`write_seq` count readiness edges reported by the reactor; a waiter reads
-//! the sequence *before* its attempt and parks only while it is unchanged, so an edge
-//! between the attempt and the park is never lost. Their addresses are the parking
-//! keys of the fd's readers and writers.
+//! The state of one descriptor is a [`ScheduledIo`] (its kind, its registration, its
+//! readiness and its waiters: `io::scheduled_io`) and what we cached about its file
+//! (`O_DIRECT`).
 
 use core::ptr;
-use core::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
+use core::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
 
-// `FdState::flags`:
-/// We saw the descriptor created (socket, pipe, eventfd, accept…): its waits are ours.
-pub const OWNED: u32 = 1;
-/// The program itself set O_NONBLOCK: its calls return EAGAIN as natively.
-pub const USER_NONBLOCK: u32 = 2;
-// REGISTERED (4), WATCH_WRITE (64) and REG_BUSY (128) belong to the epoll-set
-// protocol, a model-checked file of their own.
-pub use crate::io::epoll_membership::{REGISTERED, REG_BUSY, WATCH_WRITE};
-/// The program's own epoll descriptor (its waits park on readiness of that fd).
-pub const EPOLL_FD: u32 = 8;
-/// A byte stream (SOCK_STREAM socket, pipe): a short read means the queue was empty.
-pub const STREAM: u32 = 16;
-/// A socket: per-call MSG_DONTWAIT makes its reads and writes non-blocking.
-pub const SOCKET: u32 = 32;
-/// An AF_UNIX socket: the kernel records no CPU for what comes in on it
-/// (`io::peer_cpu`).
-pub const LOCAL_SOCKET: u32 = 256;
-/// The reactor once reported `EPOLLPRI` (urgent data) for the descriptor since it was
-/// registered; until then a `poll` for `POLLPRI` cannot find it pending (registering
-/// reports a readiness that came before), so an empty receive queue is all a wait for
-/// `POLLIN | POLLPRI` needs to know (`ops::readiness::poll`).
-pub const URGENT_SEEN: u32 = 512;
+pub use crate::io::scheduled_io::{
+    ScheduledIo, EPOLL_FD, LOCAL_SOCKET, OWNED, REGISTERED, REG_BUSY, SOCKET, STREAM, URGENT_SEEN, USER_NONBLOCK, WATCH_WRITE,
+};
 
+/// One descriptor's state: a [`ScheduledIo`] (which it derefs to) and the `O_DIRECT`
+/// cache of its file.
 pub struct FdState {
-    pub flags: AtomicU32,
-    /// Bumped whenever the fd number is closed or reused; part of the epoll cookie.
-    pub gen: AtomicU32,
-    pub read_seq: AtomicU32,
-    pub write_seq: AtomicU32,
-    /// The epoll events of the reactor's edge that last moved `read_seq`, stored before
-    /// the move; 0 when something else moved it (a close, a direct wait): then nothing
-    /// is known of the readiness and a waiter that woke must probe.
-    pub read_events: AtomicU32,
-    /// SO_RCVTIMEO / SO_SNDTIMEO in ns (0: none).
-    pub rcvtimeo_ns: AtomicU64,
-    pub sndtimeo_ns: AtomicU64,
-    /// `1 << 32 | read_seq` when a read observed the receive queue empty at that
-    /// readiness sequence (0: unknown). While `read_seq` has not moved, the next read
-    /// would fail with EAGAIN, so a blocking read parks at once instead of trying.
-    pub drained_at: AtomicU64,
-    /// Fibers parked on this fd's readiness through the reactor (or about to): while
-    /// non-zero the fd must stay in the epoll set (`reactor::leave_epoll_set`).
-    pub epoll_waiters: AtomicU32,
-    /// The readiness set (`runtime::sleep::poller`) the fd is registered in while `REGISTERED`:
-    /// always 0 with one shared set; with a set per worker, the set of the worker whose
-    /// fiber last registered or moved it (`crate::io::reactor`). Written under the
-    /// registration lock (`REG_BUSY`).
-    pub home_set: AtomicU32,
+    pub io: ScheduledIo,
     /// Whether the descriptor was opened with `O_DIRECT`, as last seen by `F_GETFL`:
     /// `epoch << 2 | kind` (see [`FdState::cached_direct_io`]). 0: not known.
     file_io: AtomicU32,
 }
 
+impl core::ops::Deref for FdState {
+    type Target = ScheduledIo;
+    #[inline]
+    fn deref(&self) -> &ScheduledIo {
+        &self.io
+    }
+}
+
 impl FdState {
     const fn new() -> FdState {
-        FdState {
-            flags: AtomicU32::new(0),
-            gen: AtomicU32::new(0),
-            read_seq: AtomicU32::new(0),
-            write_seq: AtomicU32::new(0),
-            read_events: AtomicU32::new(0),
-            rcvtimeo_ns: AtomicU64::new(0),
-            sndtimeo_ns: AtomicU64::new(0),
-            drained_at: AtomicU64::new(0),
-            epoll_waiters: AtomicU32::new(0),
-            home_set: AtomicU32::new(0),
-            file_io: AtomicU32::new(0),
-        }
+        FdState { io: ScheduledIo::new(), file_io: AtomicU32::new(0) }
     }
 
     /// Whether the descriptor's open file description has `O_DIRECT`, if known (a
@@ -140,19 +80,6 @@ impl FdState {
         let kind = if direct { FILE_IO_DIRECT } else { FILE_IO_BUFFERED };
         let epoch = FILE_IO_EPOCH.load(Ordering::Relaxed) & FILE_IO_EPOCH_MASK;
         self.file_io.store(epoch << 2 | kind, Ordering::Relaxed);
-    }
-
-    #[inline]
-    pub fn has(&self, bit: u32) -> bool {
-        self.flags.load(Ordering::Acquire) & bit != 0
-    }
-
-    pub fn set_user_nonblock(&self, on: bool) {
-        if on {
-            self.flags.fetch_or(USER_NONBLOCK, Ordering::AcqRel);
-        } else {
-            self.flags.fetch_and(!USER_NONBLOCK, Ordering::AcqRel);
-        }
     }
 }
 
@@ -231,12 +158,7 @@ pub fn for_each_in(first: u32, last: u32, mut f: impl FnMut(i32, &'static FdStat
 /// Forgets everything about `fd` (it is being closed or replaced).
 pub fn reset(fd: i32) -> Option<u32> {
     let s = lookup(fd)?;
-    let old = s.flags.swap(0, Ordering::AcqRel);
-    s.gen.fetch_add(1, Ordering::AcqRel);
-    s.rcvtimeo_ns.store(0, Ordering::Relaxed);
-    s.sndtimeo_ns.store(0, Ordering::Relaxed);
-    s.drained_at.store(0, Ordering::Relaxed);
-    s.read_events.store(0, Ordering::Relaxed);
+    let old = s.io.reset();
     s.file_io.store(0, Ordering::Relaxed);
     Some(old)
 }
@@ -269,4 +191,11 @@ pub fn file_status_flags_set(fd: i32, flags: i32) {
     if flags & libc::O_DIRECT != 0 || s.cached_direct_io() != Some(false) {
         FILE_IO_EPOCH.fetch_add(1, Ordering::Relaxed);
     }
+}
+
+/// One event a poller harvested (`runtime::sleep::poller::poll`, through the core's
+/// hooks): the descriptor its cookie names handles it ([`ScheduledIo::dispatch`]).
+/// Returns whether it was a live descriptor's event.
+pub fn dispatch(cookie: u64, events: u32) -> bool {
+    lookup(crate::io::scheduled_io::cookie_fd(cookie)).is_some_and(|st| st.io.dispatch(cookie, events))
 }

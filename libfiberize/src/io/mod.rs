@@ -4,8 +4,13 @@
 //!   (sockets, pipes, eventfds, its epoll fds): whether we own it (set `O_NONBLOCK`
 //!   underneath), the program's own view of `O_NONBLOCK`, readiness sequence numbers,
 //!   `SO_RCVTIMEO`/`SO_SNDTIMEO`.
-//! * [`reactor`]: one edge-triggered epoll set; an idle worker waits in `epoll_wait`
-//!   itself, busy workers and the monitor poll it when nobody has for a while.
+//! * [`scheduled_io`]: the one owner of each descriptor's readiness: its registration
+//!   in the runtime's edge-triggered epoll sets (idle workers wait in them, busy
+//!   workers and the monitor poll them when nobody has for a while), its readiness
+//!   sequences, its waiters, and how a fiber waits for it (parked, directly in the
+//!   kernel when alone on its worker, or in the real `poll` on the donor).
+//! * [`epoll_membership`]: the registration lock and the hand-shake between a direct
+//!   waiter and the fibers parked through the set (model-checked).
 //! * [`ops`]: the blocking wrappers behind the exports: try the call (non-blocking
 //!   underneath), and on `EAGAIN` park the fiber until the fd's readiness changes, or,
 //!   for a plain thread, block in the real `poll`. Calls that cannot be made
@@ -19,4 +24,4 @@ pub mod fdtable;
 pub mod offload;
 pub mod ops;
 pub mod peer_cpu;
-pub mod reactor;
+pub mod scheduled_io;

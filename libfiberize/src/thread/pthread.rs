@@ -89,7 +89,7 @@ pub static LAYER_HOOKS: Hooks = Hooks {
     exit_if_main_left_and_all_done,
     route_process_signals: crate::signal::process::route_pending,
     after_pool_started: crate::thread::process::after_pool_started,
-    dispatch_readiness: crate::io::reactor::dispatch,
+    dispatch_readiness: crate::io::fdtable::dispatch,
     exit_thread: exit,
     demoted: crate::signal::cancel::hand_cancellation_to_glibc,
 };

@@ -43,7 +43,7 @@ pub(super) fn release(fd: c_int) {
     if let Some(st) = fdtable::lookup(fd) {
         if let Some(old) = fdtable::reset(fd) {
             if old & OWNED != 0 {
-                reactor::forget(fd, old & REGISTERED != 0, st);
+                st.io.forget(fd, old & REGISTERED != 0);
             }
         }
     }

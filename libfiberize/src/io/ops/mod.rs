@@ -23,12 +23,12 @@
 //!
 //! | file | what it holds |
 //! |------|---------------|
-//! | `mod.rs` | the real functions, and the shared machinery: [`needs_loop`] (does this fd need our loop), the try-then-park retry loop ([`blocking`], [`blocking_sized`]), the wait itself ([`wait`]: park through the reactor, wait in the kernel when alone on the worker, or block in the real `poll` on the donor), and the drained-queue memory ([`known_empty`]) |
+//! | `mod.rs` | the real functions, and the shared machinery: [`needs_loop`] (does this fd need our loop), the try-then-park retry loop ([`blocking`], [`blocking_sized`]) around the descriptor's wait (`ScheduledIo::wait`: park through the reactor, wait in the kernel when alone on the worker, or block in the real `poll` on the donor), and the drained-queue memory (`ScheduledIo::known_empty`) |
 //! | [`transfer`] | `read`, `write`, their vector and socket forms, `accept4`, `connect` |
 //! | [`readiness`] | `poll`, `ppoll`, `select`, `pselect`, `epoll_pwait` |
 //! | [`lifecycle`] | creating, duplicating and closing descriptors, `fcntl`, `ioctl`, `setsockopt`, `fsync` |
 
-use core::sync::atomic::{AtomicU32, Ordering};
+use core::sync::atomic::Ordering;
 
 use libc::{c_int, c_void, nfds_t, pollfd, size_t, sockaddr, socklen_t, ssize_t};
 
@@ -36,12 +36,10 @@ use crate::base::stats::{bump, STATS};
 use crate::base::sys;
 use crate::base::sys::{errno, set_errno};
 use crate::io::fdtable::{self, FdState, EPOLL_FD, LOCAL_SOCKET, OWNED, REGISTERED, SOCKET, STREAM, USER_NONBLOCK};
-use crate::io::peer_cpu::{self, Peer};
-use crate::io::reactor;
-use crate::runtime::fibers::fiber::{self, WaitKind};
-use crate::runtime::scheduler::{self, DirectWait};
+pub use crate::io::scheduled_io::{poll, Dir, ScheduledIo, Waited};
+use crate::runtime::fibers::fiber;
+use crate::runtime::scheduler;
 use crate::signal::{delivery, donor_waits};
-use crate::sync::parking::{self, ParkResult};
 
 pub mod lifecycle;
 pub mod readiness;
@@ -60,7 +58,6 @@ crate::real_fns! {
     fn sendmsg(fd: c_int, m: *const libc::msghdr, flags: c_int) -> ssize_t;
     fn accept4(fd: c_int, a: *mut sockaddr, l: *mut socklen_t, flags: c_int) -> c_int;
     fn connect(fd: c_int, a: *const sockaddr, l: socklen_t) -> c_int;
-    fn poll(fds: *mut pollfd, n: nfds_t, timeout: c_int) -> c_int;
     fn ppoll(fds: *mut pollfd, n: nfds_t, ts: *const libc::timespec, mask: *const libc::sigset_t) -> c_int;
     fn select(n: c_int, r: *mut libc::fd_set, w: *mut libc::fd_set, e: *mut libc::fd_set, t: *mut libc::timeval) -> c_int;
     fn pselect(n: c_int, r: *mut libc::fd_set, w: *mut libc::fd_set, e: *mut libc::fd_set, t: *const libc::timespec, m: *const libc::sigset_t) -> c_int;
@@ -121,44 +118,12 @@ fn would_block() -> bool {
     e == libc::EAGAIN || e == libc::EWOULDBLOCK
 }
 
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub enum Dir {
-    Read,
-    Write,
-}
-
-impl Dir {
-    fn seq(self, st: &FdState) -> &AtomicU32 {
-        match self {
-            Dir::Read => &st.read_seq,
-            Dir::Write => &st.write_seq,
-        }
-    }
-    fn poll_events(self) -> i16 {
-        match self {
-            Dir::Read => libc::POLLIN,
-            Dir::Write => libc::POLLOUT,
-        }
-    }
-    fn timeout_ns(self, st: &FdState) -> u64 {
-        match self {
-            Dir::Read => st.rcvtimeo_ns.load(Ordering::Relaxed),
-            Dir::Write => st.sndtimeo_ns.load(Ordering::Relaxed),
-        }
-    }
-}
-
-enum Waited {
-    Ready,
-    TimedOut,
-    Interrupted,
-}
-
 /// A blocking call begins (before its first attempt): a program signal handler that
 /// ran on the calling fiber before did not interrupt it; one that runs from here on
 /// does, wherever the call is when it runs (its attempt, the way to a park, the wait),
 /// as natively the thread would have been blocked in the kernel all that time. Each
-/// [`wait`] of the call (and [`try_direct_wait`]) looks at what ran since.
+/// wait of the call (`ScheduledIo::wait`, `ScheduledIo::try_direct_wait`) looks at what ran
+/// since.
 #[inline]
 fn begin_blocking_call() {
     if let Some(me) = fiber::current() {
@@ -166,112 +131,8 @@ fn begin_blocking_call() {
     }
 }
 
-/// Waits until `fd`'s readiness in `dir` moves past `seq`, or `deadline`. A program
-/// signal handler that ran on the fiber since [`begin_blocking_call`] ends the wait
-/// with `Interrupted` as the kernel's EINTR would: always, or for a `restartable` call
-/// (signal(7): reads and writes without a socket timeout, accept, connect) only when
-/// the handler lacks `SA_RESTART` (with it the wait goes on: the call restarts).
-///
-/// Whichever way the fiber waits, a `pthread_kill` ends it: in a direct wait the
-/// unpark writes the worker's eventfd and the kick runs the handler (or the park that
-/// follows delivers it); parked, the unpark resumes the fiber, which runs the handler
-/// on its way out of the switch, and the park, an interruptible one, returns.
-fn wait(fd: c_int, st: &FdState, dir: Dir, seq: u32, deadline: Option<u64>, restartable: bool) -> Waited {
-    if let Some(me) = fiber::current() {
-        if let Some(r) = try_direct_wait(fd, st, dir.poll_events(), deadline, restartable) {
-            return r.map_or_else(|w| w, |_| Waited::Ready);
-        }
-        let interrupted = || delivery::interrupted_for_good(me, restartable);
-        reactor::count_waiter(st, true);
-        if reactor::ensure_registered(fd, st, dir == Dir::Write).is_ok() {
-            let word = dir.seq(st);
-            let r = parking::park(
-                word as *const AtomicU32 as usize,
-                u32::MAX,
-                WaitKind::Io,
-                || word.load(Ordering::Acquire) == seq,
-                || {},
-                |_| {},
-                deadline,
-            );
-            reactor::count_waiter(st, false);
-            // Blocking reads, writes, accept, connect and poll are cancellation points.
-            crate::signal::cancel::testcancel();
-            return match r {
-                ParkResult::TimedOut => Waited::TimedOut,
-                _ if interrupted() => Waited::Interrupted,
-                _ => Waited::Ready,
-            };
-        }
-        reactor::count_waiter(st, false);
-    }
-    // A plain thread (or an fd epoll refuses): block in the real poll — on the donor
-    // if we are a fiber, so that no worker blocks.
-    let ms = crate::base::time::ms_until(deadline);
-    let mut p = pollfd { fd, events: dir.poll_events(), revents: 0 };
-    // SAFETY: one valid pollfd.
-    let r = crate::signal::on_donor::run_on_donor_taking_signals(|| unsafe { poll(&mut p, 1, ms) });
-    match r {
-        0 => Waited::TimedOut,
-        r if r < 0 && errno() == libc::EINTR => Waited::Interrupted,
-        _ => Waited::Ready,
-    }
-}
-
-/// A fiber alone on its worker waits for `fd` in the kernel itself
-/// (`scheduler::direct_wait`): `Some(Ok(revents))` when it is ready, `Some(Err(_))`
-/// when the wait timed out or a handler interrupted it (see [`wait`]), `None` when the
-/// caller must wait the ordinary way. Whatever ended the wait, the readiness sequences
-/// move on, since no reactor edge reports what happened meanwhile (`known_empty` must
-/// not skip the next attempt). A cancellation point, as the parked wait is.
-fn try_direct_wait(
-    fd: c_int,
-    st: &FdState,
-    events: i16,
-    deadline: Option<u64>,
-    restartable: bool,
-) -> Option<Result<i16, Waited>> {
-    let me = fiber::current()?;
-    // A handler that ran since the call began (e.g. while it made its attempt).
-    if delivery::interrupted_for_good(me, restartable) {
-        crate::signal::cancel::testcancel();
-        return Some(Err(Waited::Interrupted));
-    }
-    // Only while few fibers wait through the reactor: with many connections a worker
-    // that runs dry gets work again within microseconds, and taking fds in and out of
-    // the epoll set would only cost system calls. (A precaution: the first measurement
-    // that seemed to show the loss, MariaDB at 64 and 1024 connections, did not survive
-    // swapping the two servers' roles.)
-    if reactor::io_waiters() as usize >= crate::base::config::config().workers {
-        return None;
-    }
-    let peer = if st.has(SOCKET) { peer_cpu::where_peer_runs(fd, st.has(LOCAL_SOCKET)) } else { Peer::Unknown };
-    if let Peer::Elsewhere(cpu) = peer {
-        bump(&STATS.direct_waits_declined_peer_elsewhere);
-        // The fiber parks; if its worker then runs dry, it sleeps at once, and the
-        // peer's next send wakes it where the kernel sees fit: beside the peer.
-        if peer_cpu::kernel_may_pair_with(cpu) {
-            scheduler::sleep_without_spin_next();
-        }
-        return None;
-    }
-    // A peer on this CPU cannot answer while the worker spins: block at once.
-    let spin = peer != Peer::Here;
-    let r = match scheduler::direct_wait(fd, events, deadline, spin, || reactor::leave_epoll_set(fd, st)) {
-        DirectWait::Ready(revents) => Ok(revents),
-        DirectWait::TimedOut => Err(Waited::TimedOut),
-        DirectWait::Other if delivery::interrupted_for_good(me, restartable) => Err(Waited::Interrupted),
-        DirectWait::Other => return None,
-    };
-    st.read_events.store(0, Ordering::Relaxed);
-    st.read_seq.fetch_add(1, Ordering::AcqRel);
-    st.write_seq.fetch_add(1, Ordering::AcqRel);
-    crate::signal::cancel::testcancel();
-    Some(r)
-}
-
 /// The retry loop of a blocking call on an owned fd.
-fn blocking(fd: c_int, st: &FdState, dir: Dir, attempt: impl FnMut() -> isize) -> isize {
+fn blocking(fd: c_int, st: &ScheduledIo, dir: Dir, attempt: impl FnMut() -> isize) -> isize {
     blocking_sized(fd, st, dir, 0, attempt)
 }
 
@@ -280,17 +141,18 @@ fn blocking(fd: c_int, st: &FdState, dir: Dir, attempt: impl FnMut() -> isize) -
 /// attempt; until the reactor reports a new edge, the next read skips the doomed
 /// attempt and parks directly. (An edge that raced with the attempt only makes the
 /// sequence move on, which costs one attempt, never a lost wake-up.)
-fn blocking_sized(fd: c_int, st: &FdState, dir: Dir, requested: usize, mut attempt: impl FnMut() -> isize) -> isize {
+#[inline]
+fn blocking_sized(fd: c_int, st: &ScheduledIo, dir: Dir, requested: usize, mut attempt: impl FnMut() -> isize) -> isize {
     let t = dir.timeout_ns(st);
     let deadline = if t > 0 { Some(sys::now_ns().saturating_add(t)) } else { None };
     let track = dir == Dir::Read && requested > 0 && st.has(STREAM) && fiber::current().is_some();
     begin_blocking_call();
     loop {
         let seq = dir.seq(st).load(Ordering::Acquire);
-        if !(track && known_empty(st, seq)) {
+        if !(track && st.known_empty(seq)) {
             let r = attempt();
             if track {
-                note_if_drained(st, seq, requested, r);
+                st.note_if_drained(seq, requested, r);
                 if r > 0 {
                     // Between two requests of a server: the fiber's turn may end here.
                     scheduler::note_stream_read();
@@ -300,7 +162,7 @@ fn blocking_sized(fd: c_int, st: &FdState, dir: Dir, requested: usize, mut attem
                 return r;
             }
         }
-        match wait(fd, st, dir, seq, deadline, t == 0) {
+        match st.wait(fd, dir, seq, deadline, t == 0) {
             Waited::Ready => {}
             Waited::TimedOut => {
                 set_errno(libc::EAGAIN);
@@ -311,23 +173,6 @@ fn blocking_sized(fd: c_int, st: &FdState, dir: Dir, requested: usize, mut attem
                 return -1;
             }
         }
-    }
-}
-
-/// Whether a read found the receive queue empty at readiness sequence `seq` (and no
-/// edge came since): the next read would fail with EAGAIN.
-#[inline]
-fn known_empty(st: &FdState, seq: u32) -> bool {
-    st.drained_at.load(Ordering::Acquire) == (1u64 << 32 | seq as u64)
-}
-
-/// After a plain read of `requested` bytes from a byte stream that returned `r`, with
-/// `seq` read before the call: EAGAIN or a short read proves the queue was empty.
-/// Leaves errno alone.
-#[inline]
-fn note_if_drained(st: &FdState, seq: u32, requested: usize, r: isize) {
-    if (r < 0 && would_block()) || (r > 0 && (r as usize) < requested) {
-        st.drained_at.store(1u64 << 32 | seq as u64, Ordering::Release);
     }
 }
 
@@ -343,7 +188,7 @@ fn nonblocking_read(fd: c_int, requested: usize, attempt: impl FnOnce() -> isize
     };
     let seq = st.read_seq.load(Ordering::Acquire);
     let r = attempt();
-    note_if_drained(st, seq, requested, r);
+    st.note_if_drained(seq, requested, r);
     if r > 0 {
         scheduler::note_stream_read();
     }

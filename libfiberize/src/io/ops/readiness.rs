@@ -57,7 +57,7 @@ unsafe fn poll_begun(me: &fiber::Fiber, fds: *mut pollfd, n: nfds_t, timeout_ms:
         if let (Some(dir), Some(st)) = (dir, fdtable::owned(p.fd)) {
             // Alone on the worker: the kernel's poll itself, as natively (it reports
             // a present readiness at once, so no probe first).
-            match try_direct_wait(p.fd, st, p.events, deadline, false) {
+            match st.io.try_direct_wait(p.fd, p.events, deadline, false) {
                 Some(Ok(revents)) => {
                     p.revents = revents;
                     return 1;
@@ -75,7 +75,7 @@ unsafe fn poll_begun(me: &fiber::Fiber, fds: *mut pollfd, n: nfds_t, timeout_ms:
             // Registered first, then the sequence, then the probe: an edge after the
             // probe moves the sequence, and registering reports a readiness that
             // came before it, so the park below cannot miss one.
-            if reactor::ensure_registered(p.fd, st, dir == Dir::Write).is_ok() {
+            if st.io.ensure_registered(p.fd, dir == Dir::Write).is_ok() {
                 loop {
                     let seq = dir.seq(st).load(Ordering::Acquire);
                     // A read just found the queue empty at this sequence (e.g. the
@@ -83,14 +83,14 @@ unsafe fn poll_begun(me: &fiber::Fiber, fds: *mut pollfd, n: nfds_t, timeout_ms:
                     // MariaDB's vio waits for POLLIN | POLLPRI: urgent data cannot be
                     // pending on a descriptor the reactor never reported it for.
                     let urgent_possible = p.events & libc::POLLPRI != 0 && st.has(fdtable::URGENT_SEEN);
-                    if !(dir == Dir::Read && !urgent_possible && known_empty(st, seq)) {
+                    if !(dir == Dir::Read && !urgent_possible && st.known_empty(seq)) {
                         // SAFETY: as above.
                         let r = unsafe { super::poll(fds, 1, 0) };
                         if r != 0 {
                             return r;
                         }
                     }
-                    match wait(p.fd, st, dir, seq, deadline, false) {
+                    match st.io.wait(p.fd, dir, seq, deadline, false) {
                         Waited::Ready if dir == Dir::Read => {
                             // Woken by an edge that only said "data came in": that is
                             // the answer, as the kernel's poll would give it now (a
@@ -386,14 +386,14 @@ unsafe fn epoll_wait_begun(me: &fiber::Fiber, ep: c_int, ev: *mut libc::epoll_ev
     let call = |ms: c_int| unsafe { super::epoll_wait(ep, ev, max, ms) };
     let deadline = crate::base::time::deadline_in_ms(timeout_ms);
     if let Some(st) = fdtable::owned(ep) {
-        if reactor::ensure_registered(ep, st, false).is_ok() {
+        if st.io.ensure_registered(ep, false).is_ok() {
             loop {
                 let seq = st.read_seq.load(Ordering::Acquire);
                 let r = call(0);
                 if r != 0 {
                     return r;
                 }
-                match wait(ep, st, Dir::Read, seq, deadline, false) {
+                match st.io.wait(ep, Dir::Read, seq, deadline, false) {
                     Waited::Ready => {}
                     Waited::TimedOut => return 0,
                     Waited::Interrupted => {

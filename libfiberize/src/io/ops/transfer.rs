@@ -175,7 +175,7 @@ fn send_all(fd: c_int, st: &FdState, total: usize, mut send_from: impl FnMut(usi
         if !would_block() {
             return if done > 0 { done as isize } else { -1 };
         }
-        match wait(fd, st, Dir::Write, seq, deadline, t == 0) {
+        match st.io.wait(fd, Dir::Write, seq, deadline, t == 0) {
             Waited::Ready => {}
             Waited::TimedOut if done > 0 => return done as isize,
             Waited::TimedOut => {
@@ -499,7 +499,7 @@ pub unsafe fn connect(fd: c_int, a: *const sockaddr, l: socklen_t) -> c_int {
         if ready_now(fd, Dir::Write) {
             break;
         }
-        match wait(fd, st, Dir::Write, seq, deadline, t == 0) {
+        match st.io.wait(fd, Dir::Write, seq, deadline, t == 0) {
             Waited::Ready => seq = st.write_seq.load(Ordering::Acquire),
             Waited::TimedOut => {
                 set_errno(libc::EINPROGRESS);

@@ -54,7 +54,7 @@ pub struct Hooks {
     pub after_pool_started: fn(),
     /// One event harvested from the idle epoll set (`runtime::sleep::poller`), whose cookie
     /// the I/O layer registered: wake the fd's waiters; false for a stale event
-    /// (`io::reactor::dispatch`).
+    /// (`io::fdtable::dispatch`).
     pub dispatch_readiness: fn(u64, u32) -> bool,
     /// Ends the calling thread with `retval`, as `pthread_exit` (the cancellation layer
     /// acts on a cancel request this way; `thread::pthread::exit`).

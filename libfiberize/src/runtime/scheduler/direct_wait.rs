@@ -6,11 +6,13 @@
 //! parking it would make the worker sleep in the shared `epoll_wait`, and the reply
 //! would wake *some* idle worker, often one whose CPU is idle, so every reply costs an
 //! inter-processor interrupt and a CPU wake-up (docs/RESULTS.md#direct-wait-ppoll).
-//! Instead [`direct_wait`] blocks the worker in `ppoll` on that descriptor and on the
-//! worker's own eventfd, exactly as the program's thread would block natively, so the
-//! kernel wakes this thread on the waker's CPU as it does for native threads. The descriptor first leaves the
-//! reactor's epoll set (else its edges would also wake idle epoll sleepers), unless
-//! another fiber waits on it through the reactor (`FdState::epoll_waiters`).
+//! Instead a direct wait ([`prepare_direct_wait`], then [`DirectWaiter::wait`]) blocks
+//! the worker in `ppoll` on that descriptor and on the worker's own eventfd, exactly as
+//! the program's thread would block natively, so the kernel wakes this thread on the
+//! waker's CPU as it does for native threads. Between the two halves the I/O layer
+//! takes the descriptor out of the reactor's epoll set (else its edges would also wake
+//! idle epoll sleepers), unless another fiber waits on it through the reactor
+//! (`FdState::epoll_waiters`).
 //!
 //! ```text
 //!   fiber F on worker W: recv -> EAGAIN -> wait(fd)
@@ -62,7 +64,7 @@
 
 use super::*;
 
-/// How a [`direct_wait`] ended.
+/// How a direct wait ended.
 pub enum DirectWait {
     /// The descriptor is ready: these are its `revents`.
     Ready(i16),
@@ -73,21 +75,30 @@ pub enum DirectWait {
     Other,
 }
 
-/// Waits for `events` on `fd` directly in the kernel when the calling fiber is alone on
-/// its worker (see the module docs). `leave_epoll` takes the descriptor out of the
-/// reactor's epoll set and says whether it is out. `deadline` is CLOCK_MONOTONIC ns.
-/// `spin`: spin first, as an idle worker does; false where the descriptor's peer runs
-/// on this CPU ("Spinning" in the module docs).
-pub fn direct_wait(fd: i32, events: i16, deadline: Option<u64>, spin: bool, leave_epoll: impl FnOnce() -> bool) -> DirectWait {
-    let Some(f) = fiber::current() else { return DirectWait::Other };
+/// A direct wait that may begin: the calling fiber is alone on its worker, and its
+/// spin found nothing ([`prepare_direct_wait`]). The I/O layer takes the descriptor out
+/// of the reactor's epoll set, then blocks with [`DirectWaiter::wait`].
+pub struct DirectWaiter {
+    f: &'static fiber::Fiber,
+    w: &'static WorkerShared,
+    wake_fd: i32,
+}
+
+/// The first half of a direct wait for `events` on `fd` (see the module docs): `Ok`
+/// when the calling fiber is alone on its worker and may block in the kernel, `Err`
+/// with how it ended otherwise (`Ready` when the spin found the descriptor ready,
+/// `Other`: wait the ordinary way). `spin`: spin first, as an idle worker does; false
+/// where the descriptor's peer runs on this CPU ("Spinning" in the module docs).
+pub fn prepare_direct_wait(fd: i32, events: i16, spin: bool) -> Result<DirectWaiter, DirectWait> {
+    let Some(f) = fiber::current() else { return Err(DirectWait::Other) };
     // `f` is the caller: its worker is the one whose OS thread we are on.
-    let Some(w) = super::worker_of(f) else { return DirectWait::Other };
+    let Some(w) = super::worker_of(f) else { return Err(DirectWait::Other) };
     let wake_fd = w.wake_fd.load(Ordering::Acquire);
     // SAFETY: as above.
     let local_empty = unsafe { w.owner_local() }.is_empty();
     let rt = runtime_unchecked();
     if wake_fd < 0 || !local_empty || w.lifo.is_occupied(Ordering::Relaxed) || rt.has_work(Some(w)) {
-        return DirectWait::Other;
+        return Err(DirectWait::Other);
     }
     // Spin first, as an idle worker would, watching this fd instead of the epoll set;
     // not for a peer on this CPU (module docs).
@@ -101,55 +112,62 @@ pub fn direct_wait(fd: i32, events: i16, deadline: Option<u64>, spin: bool, leav
     if !spin {
         bump(&STATS.direct_waits_unspun);
     } else if worker::spin_for_work(rt, w, became_ready) {
-        return if revents != 0 { DirectWait::Ready(revents) } else { DirectWait::Other };
+        return Err(if revents != 0 { DirectWait::Ready(revents) } else { DirectWait::Other });
     }
-    if !leave_epoll() {
-        return DirectWait::Other;
-    }
+    Ok(DirectWaiter { f, w, wake_fd })
+}
 
-    // Announce as an idle worker does (`idle`), then publish where unpark must write.
-    w.direct.store(true, Ordering::SeqCst);
-    w.sleep_word.announce(&rt.idle);
-    f.direct_wake.publish(wake_fd);
-    let mut outcome = DirectWait::Other;
-    let own_set = w.readiness_set();
-    let watched = poller::start_watching(own_set);
-    let mut fds = [
-        libc::pollfd { fd, events, revents: 0 },
-        libc::pollfd { fd: wake_fd, events: libc::POLLIN, revents: 0 },
-        libc::pollfd { fd: watched.unwrap_or(-1), events: libc::POLLIN, revents: 0 },
-    ];
-    if !rt.has_work(Some(w)) && !f.park_state.is_notified_after_publishing() {
-        bump(&STATS.direct_waits);
-        let until = deadline.unwrap_or(u64::MAX).min(w.timers.next_deadline());
-        // Readiness in the epoll set (another fiber's fd) ends the wait: the fiber
-        // parks, and the worker, idle, harvests the events in epoll_wait.
-        let n = if watched.is_some() { 3 } else { 2 };
-        let r = sys::ppoll_until(&mut fds[..n], until);
-        if fds[0].revents != 0 {
-            outcome = DirectWait::Ready(fds[0].revents);
-        } else if r == 0 && deadline.is_some_and(|d| sys::now_ns() >= d) {
-            outcome = DirectWait::TimedOut;
+impl DirectWaiter {
+    /// The second half: blocks the worker in `ppoll` on `fd` (out of the epoll set
+    /// now) and the worker's eventfd until `events`, work for the worker, the next
+    /// timer or `deadline` (CLOCK_MONOTONIC ns).
+    pub fn wait(self, fd: i32, events: i16, deadline: Option<u64>) -> DirectWait {
+        let DirectWaiter { f, w, wake_fd } = self;
+        let rt = runtime_unchecked();
+        // Announce as an idle worker does (`idle`), then publish where unpark must write.
+        w.direct.store(true, Ordering::SeqCst);
+        w.sleep_word.announce(&rt.idle);
+        f.direct_wake.publish(wake_fd);
+        let mut outcome = DirectWait::Other;
+        let own_set = w.readiness_set();
+        let watched = poller::start_watching(own_set);
+        let mut fds = [
+            libc::pollfd { fd, events, revents: 0 },
+            libc::pollfd { fd: wake_fd, events: libc::POLLIN, revents: 0 },
+            libc::pollfd { fd: watched.unwrap_or(-1), events: libc::POLLIN, revents: 0 },
+        ];
+        if !rt.has_work(Some(w)) && !f.park_state.is_notified_after_publishing() {
+            bump(&STATS.direct_waits);
+            let until = deadline.unwrap_or(u64::MAX).min(w.timers.next_deadline());
+            // Readiness in the epoll set (another fiber's fd) ends the wait: the fiber
+            // parks, and the worker, idle, harvests the events in epoll_wait.
+            let n = if watched.is_some() { 3 } else { 2 };
+            let r = sys::ppoll_until(&mut fds[..n], until);
+            if fds[0].revents != 0 {
+                outcome = DirectWait::Ready(fds[0].revents);
+            } else if r == 0 && deadline.is_some_and(|d| sys::now_ns() >= d) {
+                outcome = DirectWait::TimedOut;
+            }
         }
-    }
-    if watched.is_some() {
-        poller::stop_watching(own_set);
-    }
-    f.direct_wake.withdraw();
-    let notified = w.sleep_word.wake(&rt.idle);
-    if notified {
-        bump(&STATS.worker_wakeups);
-    }
-    rt.wake_monitor_if_dozing();
+        if watched.is_some() {
+            poller::stop_watching(own_set);
+        }
+        f.direct_wake.withdraw();
+        let notified = w.sleep_word.wake(&rt.idle);
+        if notified {
+            bump(&STATS.worker_wakeups);
+        }
+        rt.wake_monitor_if_dozing();
 
-    w.direct.store(false, Ordering::SeqCst);
-    // A wake-up written for us (now or by a notifier that raced with the end of the
-    // wait) must not end the next direct wait at once; one written after this read
-    // costs that next wait one ordinary park, nothing worse.
-    if notified || fds[1].revents != 0 {
-        sys::eventfd_drain(wake_fd);
+        w.direct.store(false, Ordering::SeqCst);
+        // A wake-up written for us (now or by a notifier that raced with the end of the
+        // wait) must not end the next direct wait at once; one written after this read
+        // costs that next wait one ordinary park, nothing worse.
+        if notified || fds[1].revents != 0 {
+            sys::eventfd_drain(wake_fd);
+        }
+        outcome
     }
-    outcome
 }
 
 /// The calling fiber declined a direct wait for a peer on another CPU, and the kernel

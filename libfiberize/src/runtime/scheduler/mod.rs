@@ -117,7 +117,7 @@ use worker_role::{Role, WorkerRole};
 
 pub(crate) use blocked::{mark_blocked, thread_state, worker_sleeps_in_kernel, BlockedCall};
 pub use clock::{monitor_ticks, parked_long};
-pub use direct_wait::{direct_wait, sleep_without_spin_next, DirectWait};
+pub use direct_wait::{prepare_direct_wait, sleep_without_spin_next, DirectWait, DirectWaiter};
 pub use lifo::Padded;
 pub use start::{pool_never_started, start};
 pub use turn::note_stream_read;

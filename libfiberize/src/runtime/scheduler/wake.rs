@@ -7,7 +7,7 @@
 //! `SleepWord::announce` and `IdleCounts` (SeqCst, `crate::runtime::sleep::sleep_state`, where
 //! each fence says what it pairs with), re-checks every queue, and only
 //! then sleeps: in the reactor's `epoll_wait` (so that I/O readiness wakes it
-//! directly, see crate::io::reactor), or on a futex on `sleep_word` where there is no
+//! directly, see crate::io::scheduled_io), or on a futex on `sleep_word` where there is no
 //! reactor. A producer publishes its fiber and asks `IdleCounts::wake_needed` (a SeqCst
 //! fence, then the sleeper count); if somebody sleeps and nobody spins, it moves one
 //! `SleepWord` SLEEPING→NOTIFIED (`try_notify`) and wakes it (eventfd write or futex wake; the eventfd wakes some

@@ -461,7 +461,7 @@ fn idle(rt: &Runtime, w: &WorkerShared) {
         let d = w.timers.next_deadline();
         let deadline = if d == u64::MAX { None } else { Some(d) };
         if poller::available() {
-            // Sleep in epoll_wait (any number of idle workers do, see crate::io::reactor).
+            // Sleep in epoll_wait (any number of idle workers do, see crate::io::scheduled_io).
             // `polling` is published before the re-check of `sleep_word`, and a
             // notifier CASes `sleep_word` before it reads `polling` (all SeqCst): it
             // either sees us polling and writes the eventfd, or we see its NOTIFIED

@@ -3,7 +3,7 @@
 //!
 //! A readiness set is an epoll instance holding an eventfd ([`wake_set`] makes a
 //! sleeper look for work) and the descriptors fibers wait on, which the I/O layer
-//! registers (`crate::io::reactor`). What an event means is the I/O layer's business:
+//! registers (`crate::io::scheduled_io`). What an event means is the I/O layer's business:
 //! [`poll`] hands each one to `hooks().dispatch_readiness` ([`crate::runtime::fibers::hooks`]).
 //!
 //! # One set for all, or one per worker (`FIBERIZE_TUNE=poll_per_worker`)
@@ -38,7 +38,7 @@
 //! it takes that one; a worker that comes back to a full pool retires without one.
 //! A descriptor goes into the set of the worker whose fiber first waits on it, and
 //! moves to another worker's set when the only fiber waiting on it now runs there and
-//! that set holds at least two descriptors fewer (`crate::io::reactor`): so a
+//! that set holds at least two descriptors fewer (`crate::io::scheduled_io`): so a
 //! connection's readiness is harvested by the worker its fiber last ran on, which
 //! queues the fiber locally and runs it on the same core, and fibers that lock
 //! wake-ups gather on one worker do not take their connections with them. A worker
@@ -51,16 +51,17 @@
 //!
 //! A worker whose only fiber waits for one descriptor may instead block in `ppoll` on
 //! that descriptor (`scheduler::direct_wait`); the descriptor then leaves its set
-//! ([`crate::io::reactor::leave_epoll_set`]), and one direct waiter at a time per set
+//! (`FdState::leave_epoll_set` in `crate::io::scheduled_io`), and one direct waiter at a time per set
 //! also polls the set's epoll fd itself ([`start_watching`]) so that readiness there
 //! still wakes somebody.
 //!
 //! Non-blocking polls of one set are serialized by its `polling_now` flag (two at once
 //! would only split the events).
 //!
-//! Every `epoll_ctl` on the sets is made here: the reactor asks [`add_fd`],
-//! [`modify_fd`], [`delete_fd`] and [`move_fd`] with a set's index and the event it
-//! wants (what the event's cookie means stays the reactor's business).
+//! Every `epoll_ctl` on the sets is made here: the I/O layer asks [`add_fd`],
+//! [`modify_fd`] and [`delete_fd`] with a set's index, the fd and the event it wants
+//! (what the event's cookie means, and which set a descriptor belongs in, stay the I/O
+//! layer's business: `crate::io::scheduled_io`).
 
 use core::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
@@ -220,7 +221,7 @@ pub fn per_worker() -> bool {
 
 /// How many descriptors set `set` holds, as far as its ADDs and DELs tell (the kernel
 /// also drops an fd whose last reference closes behind the reactor's back, so this may
-/// drift a little high; it only steers where descriptors move, `crate::io::reactor`).
+/// drift a little high; it only steers where descriptors move, `crate::io::scheduled_io`).
 #[inline]
 pub fn fds_in(set: usize) -> i32 {
     SETS.get(set).map_or(0, |s| s.fds.load(Ordering::Relaxed))
@@ -267,18 +268,6 @@ pub fn delete_fd(set: usize, fd: i32) {
     if ep >= 0 && sys::epoll_ctl(ep, libc::EPOLL_CTL_DEL, fd, None) == 0 {
         SETS[set].fds.fetch_sub(1, Ordering::Relaxed);
     }
-}
-
-/// Moves `fd` from set `from` to set `to` with `event`: out of the old one, into the
-/// new one (the ADD reports a readiness that is already there, so an edge between the
-/// two calls is not lost). ENOSYS, and the fd left where it is, without set `to`.
-pub fn move_fd(from: usize, to: usize, fd: i32, event: &libc::epoll_event) -> Result<(), i32> {
-    if epfd(to) < 0 {
-        return Err(libc::ENOSYS);
-    }
-    delete_fd(from, fd);
-    bump(&STATS.fd_moves);
-    add_fd(to, fd, event)
 }
 
 /// Sleeps in epoll_wait on `set` until an event, a [`wake_set`] or `deadline`, and
