@@ -25,7 +25,9 @@ free_port() {
 #   pool     MariaDB's own thread pool (--thread-handling=pool-of-threads)
 #   preload  one thread per connection, under LD_PRELOAD=$LIB (the caller's LIB, which
 #            every script takes from FIBERIZE_LIB when that is set), with FIBERIZE_STATS=1
-# SERVER_PIN (an array, e.g. (taskset -c 0)) prefixes the command; SERVER_OPTS adds options;
+# SERVER_PIN (an array, e.g. (taskset -c 0)) prefixes the command; SERVER_WRAP (an array,
+# e.g. (valgrind --tool=callgrind)) goes right before mariadbd, after the environment (the
+# preload reaches the program under the tool); SERVER_OPTS adds options;
 # SERVER_ENV (an array of VAR=value) adds to a preloaded server's environment.
 # max_prepared_stmt_count is raised: sysbench oltp_read_write prepares ~18 statements per
 # connection, and 1024 connections pass the default 16382 (every run fails at connect).
@@ -50,7 +52,7 @@ start_mariadb() { # NAME MODE [TAG]
     local log="$WORK/err-$name$tag.log"
     mkdir -p "$WORK/tmp"
     # shellcheck disable=SC2086 # SERVER_OPTS is a list of options
-    ${SERVER_PIN[@]+"${SERVER_PIN[@]}"} ${pre[@]+"${pre[@]}"} /usr/sbin/mariadbd --no-defaults --datadir="$WORK/data-$name" \
+    ${SERVER_PIN[@]+"${SERVER_PIN[@]}"} ${pre[@]+"${pre[@]}"} ${SERVER_WRAP[@]+"${SERVER_WRAP[@]}"} /usr/sbin/mariadbd --no-defaults --datadir="$WORK/data-$name" \
         --socket="$WORK/sock-$name" --port="${PORT[$name]}" --bind-address=127.0.0.1 --user=root --pid-file="$WORK/pid-$name" \
         --tmpdir="$WORK/tmp" --log-error="$log" --max-connections=12000 --max-prepared-stmt-count=1048576 --skip-log-bin ${extra[@]+"${extra[@]}"} ${SERVER_OPTS:-} \
         >"$WORK/out-$name$tag.log" 2>&1 &
@@ -190,6 +192,20 @@ finish_configs() { # [txns-fn]
             grep -E "^(switches|parks|migrations|steals|lifo_capped|donor_handoffs|preemptions|turn|queue_)" || true)
     done
     echo "== logs in $WORK"
+}
+
+# Unless SERVER_CPUS or CLIENT_CPUS is given, the first half of this process's CPUs for
+# the servers and the second for the clients (2 vCPUs: 0 and 1), exported; exits unless
+# there are 2 CPUs at least (yardstick.sh, count.sh: the server on CPUs of its own).
+split_cpus_by_default() { # script-name
+    if [ -z "${SERVER_CPUS:-}" ] && [ -z "${CLIENT_CPUS:-}" ]; then
+        local cpus half
+        mapfile -t cpus < <(taskset -cp $$ | sed 's/.*: //' | tr ',' '\n' | awk -F- '{ if (NF == 2) for (i = $1; i <= $2; i++) print i; else print $1 }')
+        [ "${#cpus[@]}" -ge 2 ] || { echo "$1: needs at least 2 CPUs (server and client apart)" >&2; exit 2; }
+        half=$((${#cpus[@]} / 2))
+        SERVER_CPUS=$(IFS=,; echo "${cpus[*]:0:$half}"); CLIENT_CPUS=$(IFS=,; echo "${cpus[*]:$half}")
+    fi
+    export SERVER_CPUS CLIENT_CPUS
 }
 
 # Optional pinning: sets SERVER_PIN and CLIENT_PIN (taskset prefixes) from SERVER_CPUS and

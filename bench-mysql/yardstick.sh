@@ -51,15 +51,8 @@ if [[ " $POINTS " = *" tpcc"* ]]; then
 else
     WORKLOADS=sysbench; WAREHOUSES=0
 fi
-# Half and half of this process's CPUs unless given (2 vCPUs: 0 and 1).
-if [ -z "${SERVER_CPUS:-}" ] && [ -z "${CLIENT_CPUS:-}" ]; then
-    mapfile -t cpus < <(taskset -cp $$ | sed 's/.*: //' | tr ',' '\n' | awk -F- '{ if (NF == 2) for (i = $1; i <= $2; i++) print i; else print $1 }')
-    [ "${#cpus[@]}" -ge 2 ] || { echo "yardstick.sh: needs at least 2 CPUs (server and client apart)" >&2; exit 2; }
-    half=$((${#cpus[@]} / 2))
-    SERVER_CPUS=$(IFS=,; echo "${cpus[*]:0:$half}"); CLIENT_CPUS=$(IFS=,; echo "${cpus[*]:$half}")
-fi
-export SERVER_CPUS CLIENT_CPUS
 . bench-mysql/common.sh
+split_cpus_by_default yardstick.sh
 start_configs_side_by_side yardstick.sh yardstick
 echo "== work directory $WORK; points $POINTS over $PATH_KIND, $ROUNDS rounds"
 : >"$WORK/results.txt"
