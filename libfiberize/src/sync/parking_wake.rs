@@ -50,10 +50,7 @@ pub(crate) fn run(batch: &mut WakeBatch) {
             None
         }
     });
+    // `unpark_many` takes every fiber the iterator yields (a wake-up left in it would
+    // be dropped, and lost).
     scheduler::unpark_many(&mut fibers);
-    // `unpark_many` consumes the iterator; whatever it left (it leaves nothing) still
-    // runs, so that no wake-up is lost.
-    for f in fibers {
-        scheduler::unpark(&f);
-    }
 }

@@ -107,6 +107,25 @@ fn raw_result(r: isize) -> isize {
     r
 }
 
+/// `recv` of a fiber's non-blocking attempt, as a raw system call (no cancellation
+/// wrapper: the call never blocks), with libc's result convention.
+///
+/// # Safety
+/// `recv`'s contract: `buf` has `n` writable bytes.
+unsafe fn recv_nowait(fd: c_int, buf: *mut c_void, n: size_t, flags: c_int) -> isize {
+    // SAFETY: the caller's contract; no address is asked for.
+    raw_result(unsafe { sys::recvfrom(fd, buf, n, flags, core::ptr::null_mut(), core::ptr::null_mut()) })
+}
+
+/// `send` of a fiber's non-blocking attempt, as [`recv_nowait`].
+///
+/// # Safety
+/// `send`'s contract: `buf` has `n` readable bytes.
+unsafe fn send_nowait(fd: c_int, buf: *const c_void, n: size_t, flags: c_int) -> isize {
+    // SAFETY: the caller's contract; no address is given.
+    raw_result(unsafe { sys::sendto(fd, buf, n, flags, core::ptr::null(), 0) })
+}
+
 /// A socket call on a number taken for a socket failed with ENOTSOCK: the socket was
 /// closed out of our sight (an inline system call, a close inside glibc) and the number
 /// now names something else (a file that `open`, which we do not see, gave it). The
@@ -204,9 +223,7 @@ pub unsafe fn read(fd: c_int, buf: *mut c_void, n: size_t) -> ssize_t {
     };
     if st.has(SOCKET) {
         // SAFETY: read on a socket is recv with no flags.
-        let r = blocking_sized(fd, st, Dir::Read, n, || unsafe {
-            raw_result(sys::recvfrom(fd, buf, n, DW, core::ptr::null_mut(), core::ptr::null_mut()))
-        }) as ssize_t;
+        let r = blocking_sized(fd, st, Dir::Read, n, || unsafe { recv_nowait(fd, buf, n, DW) }) as ssize_t;
         if r < 0 && no_longer_a_socket(fd) {
             // SAFETY: this call again, now on an untracked descriptor.
             return unsafe { read(fd, buf, n) };
@@ -262,9 +279,7 @@ pub unsafe fn recv(fd: c_int, buf: *mut c_void, n: size_t, flags: c_int) -> ssiz
             let sized = if flags == 0 { n } else { 0 };
             // SAFETY: `buf` has `n` writable bytes (recv's contract), as the real recv requires;
             // MSG_DONTWAIT only makes this call non-blocking.
-            blocking_sized(fd, st, Dir::Read, sized, || unsafe {
-                raw_result(sys::recvfrom(fd, buf, n, flags | DW, core::ptr::null_mut(), core::ptr::null_mut()))
-            }) as ssize_t
+            blocking_sized(fd, st, Dir::Read, sized, || unsafe { recv_nowait(fd, buf, n, flags | DW) }) as ssize_t
         }
         // SAFETY: `buf` has `n` writable bytes (recv's contract), as the real recv requires (one
         // attempt: non-blocking or not ours).
@@ -318,9 +333,9 @@ pub unsafe fn write(fd: c_int, buf: *const c_void, n: size_t) -> ssize_t {
     if st.has(SOCKET) {
         // write on a socket is send with no flags (SIGPIPE on EPIPE included).
         // SAFETY: the remainder of the program's buffer.
-        let r = send_all(fd, st, n, |done| unsafe {
-            raw_result(sys::sendto(fd, (buf as *const u8).add(done) as *const c_void, n - done, DW, core::ptr::null(), 0))
-        }) as ssize_t;
+        let r =
+            send_all(fd, st, n, |done| unsafe { send_nowait(fd, (buf as *const u8).add(done) as *const c_void, n - done, DW) })
+                as ssize_t;
         if r < 0 && no_longer_a_socket(fd) {
             // SAFETY: this call again, now on an untracked descriptor.
             return unsafe { write(fd, buf, n) };
@@ -378,14 +393,7 @@ pub unsafe fn send(fd: c_int, buf: *const c_void, n: size_t, flags: c_int) -> ss
         Some(st) if flags & DW == 0 && st.has(SOCKET) => {
             // SAFETY: the remainder of the program's buffer.
             send_all(fd, st, n, |done| unsafe {
-                raw_result(sys::sendto(
-                    fd,
-                    (buf as *const u8).add(done) as *const c_void,
-                    n - done,
-                    flags | DW,
-                    core::ptr::null(),
-                    0,
-                ))
+                send_nowait(fd, (buf as *const u8).add(done) as *const c_void, n - done, flags | DW)
             }) as ssize_t
         }
         // SAFETY: `buf` has `n` readable bytes (send's contract), what the real send needs.
