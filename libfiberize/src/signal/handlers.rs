@@ -50,6 +50,11 @@ const NO_ACTION: ProgramAction =
 static ACTIONS: [ProgramAction; 65] = [NO_ACTION; 65];
 /// Serializes `sigaction` calls (table + kernel update as one step).
 static TABLE_LOCK: RawMutex = RawMutex::new();
+/// A superset of [`handled_signals`], kept by `sigaction` under `TABLE_LOCK` so that the
+/// monitor's look at pending signals each tick reads one word instead of the table. A
+/// one-shot handler's reset (in the trampoline, without the lock) leaves its bit set:
+/// the look re-checks the table for the signals it finds pending.
+static MAYBE_HANDLED: AtomicU64 = AtomicU64::new(0);
 
 /// Whether the library wraps handlers of `sig`.
 fn wrappable(sig: c_int) -> bool {
@@ -99,6 +104,9 @@ pub unsafe fn program_sigaction(sig: c_int, act: *const libc::sigaction, old: *m
     // SAFETY: `act`/`old` are null or valid (this fn's # Safety), `program_sigaction_locked`'s
     // contract; TABLE_LOCK is released on every path below.
     let r = unsafe { program_sigaction_locked(sig, act, old) };
+    // Recomputed from the table, under the lock, after every change (also a failed one:
+    // the slot may have been written before the kernel refused).
+    MAYBE_HANDLED.store(handled_signals(), Ordering::Release);
     TABLE_LOCK.unlock();
     r
 }
@@ -233,6 +241,13 @@ fn sys_set_errno(e: c_int) {
 
 type InfoHandler = extern "C" fn(c_int, *mut siginfo_t, *mut c_void);
 type PlainHandler = extern "C" fn(c_int);
+
+/// A superset of [`handled_signals`] in one load: 0 when the program installed no
+/// handler. Async-signal-safe.
+#[inline]
+pub fn maybe_handled_signals() -> u64 {
+    MAYBE_HANDLED.load(Ordering::Acquire)
+}
 
 /// The signals with a program handler behind the trampoline (not `SIG_IGN`, not
 /// `SIG_DFL`), as a kernel mask. Async-signal-safe (64 atomic loads).

@@ -63,16 +63,19 @@ use crate::base::sys;
 /// signal no fiber accepts stays pending, where `sigpending` shows it and where the
 /// kernel delivers it to the first thread (or fiber on its worker) that unblocks it.
 pub fn route_pending() {
-    let handled = crate::signal::handlers::handled_signals();
-    if handled == 0 {
+    // Each tick: one load, and a `sigpending` only once the program has a handler; the
+    // table itself is read only for a signal found pending.
+    let maybe_handled = crate::signal::handlers::maybe_handled_signals();
+    if maybe_handled == 0 {
         return;
     }
     // The monitor blocks every signal: its pending set is the process's (and its own,
     // which nobody signals).
-    let pending = sys::sigpending() & handled;
+    let mut pending = sys::sigpending() & maybe_handled;
     if pending == 0 {
         return;
     }
+    pending &= crate::signal::handlers::handled_signals();
     let zero = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     for bit in 0..64 {
         let one = 1u64 << bit;
