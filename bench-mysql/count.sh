@@ -17,7 +17,9 @@
 # parked inside it and resumed counts as a new call). Those calls per query and the
 # server's Questions, read just outside the window, are printed as a check.
 # Work done per second rather than per query (the library's monitor, InnoDB's background
-# threads) counts per query at valgrind's throughput, a few percent of native's.
+# threads) counts per query at valgrind's throughput, a few percent of native's: each
+# thread dumps apart (--separate-threads=yes), and the table gives the instructions
+# without the library's monitor thread beside those of all threads.
 # The native server is counted only up to NATIVE_MAX_CONNS (64): valgrind runs one
 # thread at a time, and 1024 native connection threads spin on it (10x the
 # instructions of the other two: no sensible count).
@@ -185,7 +187,7 @@ fi
 
 # The user side: each server under callgrind, one start per config.
 VG=(valgrind --tool=callgrind --cache-sim=yes --I1=32768,8,64 --D1=32768,8,64 --LL=524288,8,64
-    --instr-atstart=no --max-threads=4000 --callgrind-out-file="$WORK/callgrind.out")
+    --instr-atstart=no --max-threads=4000 --separate-threads=yes --callgrind-out-file="$WORK/callgrind.out")
 # Under valgrind: no io_uring (a thread blocked in io_uring_enter holds valgrind's one
 # running thread: the server hangs in InnoDB's start), and handshakes given time.
 VG_SERVER_OPTS=${VG_SERVER_OPTS:-"--innodb-use-native-aio=0 --connect-timeout=600"}
@@ -224,12 +226,13 @@ for c in $CONFIGS; do
             q1=$(status_of "$n" Questions)
             callgrind_control -i off "$pid" >/dev/null
             stop_load "$n"
-            dump=$(ls -t "$WORK/callgrind-$n.out".* | head -1)
-            mv "$dump" "$WORK/callgrind-$n-$conns-$r.out"
+            # One file per thread (--separate-threads=yes), the window's only dump so far.
+            mkdir -p "$WORK/callgrind-$n-$conns-$r"
+            mv "$WORK/callgrind-$n.out".* "$WORK/callgrind-$n-$conns-$r/"
             if [[ $c = pool || $c = *=pool ]]; then
                 echo "   pool threads at the end: $(status_of "$n" Threadpool_threads)"
             fi
-            python3 bench-mysql/count_summary.py summarize "$WORK/callgrind-$n-$conns-$r.out" --label "$n@$conns" \
+            python3 bench-mysql/count_summary.py summarize "$WORK/callgrind-$n-$conns-$r"/* --label "$n@$conns" \
                 --per "$PER" --questions $((q1 - q0 - 1)) --json "$WORK/count-$n-$conns-$r.json"
             JSONS+=("$WORK/count-$n-$conns-$r.json")
         done

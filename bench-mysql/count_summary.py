@@ -1,11 +1,14 @@
 #!/usr/bin/env python3
 """Per-query counts from callgrind dumps, for bench-mysql/count.sh.
 
-  count_summary.py summarize DUMP --label L --per FUNC --json OUT [--lib NAME] [--questions N]
-      Reads one callgrind dump (a window of a server's run, --cache-sim=yes), sums the
-      self cost of every function by ELF object, counts the calls of FUNC (a function that
-      runs once per query) and of a few other candidates, writes the per-query figures to
-      OUT (JSON) and prints the library's top functions per query.
+  count_summary.py summarize DUMP... --label L --per FUNC --json OUT [--lib NAME] [--questions N]
+      Reads the callgrind dumps of one window of a server's run (--cache-sim=yes; one file
+      per thread with --separate-threads=yes), sums the self cost of every function by ELF
+      object, counts the calls of FUNC (a function that runs once per query) and of a few
+      other candidates, writes the per-query figures to OUT (JSON) and prints the
+      library's top functions per query. The thread that runs the library's monitor
+      (its dump holds MONITOR) is also summed apart: its work is per tick, not per query,
+      so its share per query grows as valgrind slows the server.
   count_summary.py table JSON...
       The per-query table of several runs (the median of the rounds of each label), then
       per label after the first of its connection count, the functions whose per-query
@@ -24,6 +27,8 @@ import sys
 # the others are printed per query as a check).
 CANDIDATES = ["dispatch_command", "do_command", "mysqld_stmt_execute", "mysql_execute_command", "alloc_root"]
 GROUPS = [("mariadbd", "mariadbd"), ("libfiberize", "libfiberize"), ("libc", "libc.so"), ("ld.so", "ld-linux")]
+# The library's monitor thread runs this function for its whole life.
+MONITOR = "fiberize_rt::runtime::scheduler::monitor::monitor_main"
 
 
 def base_name(fn):
@@ -107,10 +112,35 @@ def parse(path):
     return events, cost, calls
 
 
+def parse_all(dumps):
+    """The dumps of one window merged: (events, cost, calls, the monitor thread's cost)."""
+    events, cost, calls, monitor = [], {}, {}, None
+    for d in dumps:
+        ev, c, k = parse(d)
+        if not c:
+            continue
+        if events and ev != events:
+            sys.exit(f"count_summary: {d} counts other events ({ev} against {events})")
+        events = ev
+        for key, vals in c.items():
+            acc = cost.setdefault(key, [0] * len(events))
+            for i, v in enumerate(vals):
+                acc[i] += v
+        for key, n in k.items():
+            calls[key] = calls.get(key, 0) + n
+        # (Only where threads dumped apart: one dump of all threads holds it too.)
+        if len(dumps) > 1 and any(fn == MONITOR for _, fn in c):
+            monitor = monitor or [0] * len(events)
+            for vals in c.values():
+                for i, v in enumerate(vals):
+                    monitor[i] += v
+    return events, cost, calls, monitor
+
+
 def summarize(a):
-    events, cost, calls = parse(a.dump)
+    events, cost, calls, monitor = parse_all(a.dumps)
     if not cost:
-        sys.exit(f"count_summary: no costs in {a.dump} (was instrumentation on?)")
+        sys.exit(f"count_summary: no costs in {a.dumps[0]}... (was instrumentation on?)")
     idx = {e: i for i, e in enumerate(events)}
     by_base = {}
     for (ob, fn), n in calls.items():
@@ -134,10 +164,11 @@ def summarize(a):
             totals[g][e] += row[e]
         funcs.append({"object": os.path.basename(ob or "???"), "group": g, "function": fn or "???",
                       **{e: row[e] / queries for e in want}})
+    totals["monitor"] = {e: get(monitor, e) if monitor else 0 for e in want}
     per_query = {g: {e: v / queries for e, v in t.items()} for g, t in totals.items()}
     # Keep the functions that matter to any column (the table's differences read them).
     funcs.sort(key=lambda r: -(r["Ir"] + 50 * (r["ILmr"] + r["DLmr"] + r["DLmw"])))
-    out = {"label": a.label, "dump": a.dump, "per": a.per, "queries": queries,
+    out = {"label": a.label, "dump": a.dumps[0], "per": a.per, "queries": queries,
            "questions": a.questions, "calls_per_query": {k: by_base.get(k, 0) / queries for k in CANDIDATES},
            "per_query": per_query, "functions": funcs[:600]}
     with open(a.json, "w") as f:
@@ -145,6 +176,9 @@ def summarize(a):
     checks = ", ".join(f"{k} {v:.3f}" for k, v in out["calls_per_query"].items())
     q = f"; the server's Questions in the window {a.questions} ({a.questions / queries:.3f} per {a.per} call)" if a.questions else ""
     print(f"== {a.label}: {queries} calls of {a.per} in the window{q}; calls per query: {checks}")
+    if monitor:
+        print(f"   the library's monitor thread: {per_query['monitor']['Ir']:.0f} instructions per query "
+              f"({get(monitor, 'Ir'):,} in the window)")
     lib = [r for r in funcs if r["group"] == "libfiberize"]
     show = [("Ir", lambda r: r["Ir"]), ("ILmr+DLmw (512 KB misses: instruction reads, data writes)", lambda r: r["ILmr"] + r["DLmw"])]
     if lib:
@@ -174,12 +208,13 @@ def table(a):
     def med(label, g, e):
         return statistics.median(r["per_query"][g][e] for r in by[label])
 
-    print("| per query | instructions all | in mariadbd | in libfiberize | in libc | in ld.so | L1 misses (I+D) | 512 KB misses: I / data reads / data writes |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| per query | instructions all | all but the monitor thread | in mariadbd | in libfiberize | in libc | in ld.so | L1 misses (I+D) | 512 KB misses: I / data reads / data writes |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for lb in labels:
         lib = med(lb, "libfiberize", "Ir")
         l1 = statistics.median(r["per_query"]["all"]["I1mr"] + r["per_query"]["all"]["D1mr"] + r["per_query"]["all"]["D1mw"] for r in by[lb])
-        print(f"| {lb} | {cell(med(lb, 'all', 'Ir'))} | {cell(med(lb, 'mariadbd', 'Ir'))} | {cell(lib) if lib else '—'} | "
+        but_monitor = statistics.median(r["per_query"]["all"]["Ir"] - r["per_query"].get("monitor", {}).get("Ir", 0) for r in by[lb])
+        print(f"| {lb} | {cell(med(lb, 'all', 'Ir'))} | {cell(but_monitor)} | {cell(med(lb, 'mariadbd', 'Ir'))} | {cell(lib) if lib else '—'} | "
               f"{cell(med(lb, 'libc', 'Ir'))} | {cell(med(lb, 'ld.so', 'Ir'))} | {cell(l1)} | "
               f"{cell(med(lb, 'all', 'ILmr'))} / {cell(med(lb, 'all', 'DLmr'))} / {cell(med(lb, 'all', 'DLmw'))} |")
     print()
@@ -210,7 +245,7 @@ def main():
     p = argparse.ArgumentParser()
     sub = p.add_subparsers(dest="cmd", required=True)
     s = sub.add_parser("summarize")
-    s.add_argument("dump")
+    s.add_argument("dumps", nargs="+")
     s.add_argument("--label", required=True)
     s.add_argument("--per", default="dispatch_command")
     s.add_argument("--json", required=True)
