@@ -25,6 +25,7 @@ free_port() {
 #   pool     MariaDB's own thread pool (--thread-handling=pool-of-threads)
 #   preload  one thread per connection, under LD_PRELOAD=$LIB (the caller's LIB, which
 #            every script takes from FIBERIZE_LIB when that is set), with FIBERIZE_STATS=1
+#            (SERVER_STATS=0: without; the stats turn on the queue-wait clock reads)
 # SERVER_PIN (an array, e.g. (taskset -c 0)) prefixes the command; SERVER_WRAP (an array,
 # e.g. (valgrind --tool=callgrind)) goes right before mariadbd, after the environment (the
 # preload reaches the program under the tool); SERVER_OPTS adds options;
@@ -46,7 +47,7 @@ start_mariadb() { # NAME MODE [TAG]
     case $mode in
     native) ;;
     pool) extra=(--thread-handling=pool-of-threads) ;;
-    preload) pre=(env LD_PRELOAD="$LIB" GLIBC_TUNABLES=glibc.pthread.rseq=0 FIBERIZE_STATS=1 ${SERVER_ENV[@]+"${SERVER_ENV[@]}"}) ;;
+    preload) pre=(env LD_PRELOAD="$LIB" GLIBC_TUNABLES=glibc.pthread.rseq=0 FIBERIZE_STATS=${SERVER_STATS:-1} ${SERVER_ENV[@]+"${SERVER_ENV[@]}"}) ;;
     *) echo "start_mariadb: unknown mode $mode" >&2; exit 2 ;;
     esac
     local log="$WORK/err-$name$tag.log"

@@ -20,6 +20,11 @@
 # threads) counts per query at valgrind's throughput, a few percent of native's: each
 # thread dumps apart (--separate-threads=yes), and the table gives the instructions
 # without the library's monitor thread beside those of all threads.
+# Not deterministic where timing decides whether a request is already there when its
+# thread reads: the library's instructions and the stacks' misses follow the I/O waits
+# and parks per query (the table's last column; two runs of one build: 0.30 and 1.13
+# parks per query, 2 008 and 2 601 of the library's instructions). Compare rows at like
+# rates.
 # The native server is counted only up to NATIVE_MAX_CONNS (64): valgrind runs one
 # thread at a time, and 1024 native connection threads spin on it (10x the
 # instructions of the other two: no sensible count).
@@ -42,7 +47,7 @@
 # native"] (as mix.sh: native, pool, NAME=native / NAME=pool, NAME=LIB[+VAR=value...]),
 # CONNS ["64 1024"], ROUNDS [1] (counted windows per point; the table takes the median),
 # COUNT_SECONDS [20], WARM_SECONDS [10], SETTLE_SECONDS [5], NATIVE_MAX_CONNS [64],
-# PER [dispatch_command], VALGRIND [1] (0: the kernel side only), KERNEL [1] (0: no perf
+# PER [dispatch_command], SERVER_STATS [0] (1: the preloaded servers with FIBERIZE_STATS), VALGRIND [1] (0: the kernel side only), KERNEL [1] (0: no perf
 # round), PERF_SECONDS [5],
 # TABLES/TABLE_SIZE [4 x 50000], DATA_CACHE [/tmp/fiberize-count-cache],
 # SERVER_OPTS [256 MB buffer pool], VG_SERVER_OPTS [no native AIO, 600 s to connect: added
@@ -53,6 +58,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 CONFIGS=${CONFIGS:-"pool preloaded=$ROOT/target/release/libfiberize.so native"}
+# The library as shipped: no stats (they add the queue-wait clock reads to every run).
+export SERVER_STATS=${SERVER_STATS:-0}
 CONNS=${CONNS:-"64 1024"}; ROUNDS=${ROUNDS:-1}
 COUNT_SECONDS=${COUNT_SECONDS:-20}; WARM_SECONDS=${WARM_SECONDS:-10}; SETTLE_SECONDS=${SETTLE_SECONDS:-5}
 NATIVE_MAX_CONNS=${NATIVE_MAX_CONNS:-64}; PER=${PER:-dispatch_command}

@@ -27,6 +27,10 @@ import sys
 # the others are printed per query as a check).
 CANDIDATES = ["dispatch_command", "do_command", "mysqld_stmt_execute", "mysql_execute_command", "alloc_root"]
 GROUPS = [("mariadbd", "mariadbd"), ("libfiberize", "libfiberize"), ("libc", "libc.so"), ("ld.so", "ld-linux")]
+# How often a query waited and switched: the library's costs and the misses of the
+# stacks follow these, and they follow timing (a request already there is no wait).
+LIB_CALLS = {"io waits": "fiberize_rt::io::scheduled_io::ScheduledIo::wait",
+             "parks": "fiberize_rt::runtime::scheduler::wake::park_current"}
 # The library's monitor thread runs this function for its whole life.
 MONITOR = "fiberize_rt::runtime::scheduler::monitor::monitor_main"
 
@@ -147,6 +151,8 @@ def summarize(a):
         if group_of(ob or "") == "mariadbd":
             by_base[base_name(fn or "")] = by_base.get(base_name(fn or ""), 0) + n
     queries = by_base.get(a.per, 0)
+    lib_calls = {k: sum(n for (ob, fn), n in calls.items() if group_of(ob or "") == "libfiberize" and fn == v)
+                 for k, v in LIB_CALLS.items()}
     if queries <= 0:
         sys.exit(f"count_summary: no calls of {a.per} in {a.dump}")
 
@@ -170,10 +176,11 @@ def summarize(a):
     funcs.sort(key=lambda r: -(r["Ir"] + 50 * (r["ILmr"] + r["DLmr"] + r["DLmw"])))
     out = {"label": a.label, "dump": a.dumps[0], "per": a.per, "queries": queries,
            "questions": a.questions, "calls_per_query": {k: by_base.get(k, 0) / queries for k in CANDIDATES},
+           "library_calls_per_query": {k: v / queries for k, v in lib_calls.items()},
            "per_query": per_query, "functions": funcs[:600]}
     with open(a.json, "w") as f:
         json.dump(out, f)
-    checks = ", ".join(f"{k} {v:.3f}" for k, v in out["calls_per_query"].items())
+    checks = ", ".join(f"{k} {v:.3f}" for k, v in {**out["calls_per_query"], **out["library_calls_per_query"]}.items())
     q = f"; the server's Questions in the window {a.questions} ({a.questions / queries:.3f} per {a.per} call)" if a.questions else ""
     print(f"== {a.label}: {queries} calls of {a.per} in the window{q}; calls per query: {checks}")
     if monitor:
@@ -208,15 +215,17 @@ def table(a):
     def med(label, g, e):
         return statistics.median(r["per_query"][g][e] for r in by[label])
 
-    print("| per query | instructions all | all but the monitor thread | in mariadbd | in libfiberize | in libc | in ld.so | L1 misses (I+D) | 512 KB misses: I / data reads / data writes |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("| per query | instructions all | all but the monitor thread | in mariadbd | in libfiberize | in libc | in ld.so | L1 misses (I+D) | 512 KB misses: I / data reads / data writes | the library's I/O waits / parks |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for lb in labels:
         lib = med(lb, "libfiberize", "Ir")
         l1 = statistics.median(r["per_query"]["all"]["I1mr"] + r["per_query"]["all"]["D1mr"] + r["per_query"]["all"]["D1mw"] for r in by[lb])
+        lc = [r.get("library_calls_per_query") for r in by[lb]]
+        waits = " / ".join(f"{statistics.median(c[k] for c in lc):.2f}" for k in LIB_CALLS) if all(lc) and lc[0] else "—"
         but_monitor = statistics.median(r["per_query"]["all"]["Ir"] - r["per_query"].get("monitor", {}).get("Ir", 0) for r in by[lb])
         print(f"| {lb} | {cell(med(lb, 'all', 'Ir'))} | {cell(but_monitor)} | {cell(med(lb, 'mariadbd', 'Ir'))} | {cell(lib) if lib else '—'} | "
               f"{cell(med(lb, 'libc', 'Ir'))} | {cell(med(lb, 'ld.so', 'Ir'))} | {cell(l1)} | "
-              f"{cell(med(lb, 'all', 'ILmr'))} / {cell(med(lb, 'all', 'DLmr'))} / {cell(med(lb, 'all', 'DLmw'))} |")
+              f"{cell(med(lb, 'all', 'ILmr'))} / {cell(med(lb, 'all', 'DLmr'))} / {cell(med(lb, 'all', 'DLmw'))} | {waits} |")
     print()
     for lb in labels:
         r = by[lb][0]
