@@ -23,7 +23,7 @@ MAX_LINES = 600
 # as they are against loom's atomics, so they may use nothing of the crate but
 # `crate::base::loom` (src/base/loom.rs) and each other (the test mounts them at the
 # same paths).
-PROTOCOL_FILES = {"runtime::signals::donor_signals", "runtime::sleep::park_state", "runtime::signals::signal_state", "runtime::sleep::sleep_state", "sync::lock_word", "sync::parking_quick", "sync::rwlock::word", "io::epoll_membership"}
+PROTOCOL_FILES = {"io::waiter_slot", "runtime::signals::donor_signals", "runtime::sleep::park_state", "runtime::signals::signal_state", "runtime::sleep::sleep_state", "sync::lock_word", "sync::parking_quick", "sync::rwlock::word", "io::epoll_membership"}
 LONG_FILES = {
     # file: why it stays whole
 }

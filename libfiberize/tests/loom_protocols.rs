@@ -2,8 +2,8 @@
 //!
 //! **Real code.** The protocol files `runtime/sleep/park_state.rs`, `runtime/sleep/sleep_state.rs`,
 //! `sync/lock_word.rs`, `sync/rwlock/word.rs`, `sync/parking_quick.rs`,
-//! `runtime/signals/signal_state.rs`, `runtime/signals/donor_signals.rs` and
-//! `io/epoll_membership.rs` are compiled into this test as they are (`#[path]` below),
+//! `runtime/signals/signal_state.rs`, `runtime/signals/donor_signals.rs`,
+//! `io/epoll_membership.rs` and `io/waiter_slot.rs` are compiled into this test as they are (`#[path]` below),
 //! against a `base::loom` of this crate that re-exports loom's atomics: the models call
 //! the functions the runtime calls (`crate::base::loom` in the library re-exports
 //! `core`'s). loom explores every interleaving and every outcome the C++11 memory model
@@ -78,6 +78,8 @@ mod signal_models;
 #[allow(dead_code)]
 #[path = "../src/runtime/signals/signal_state.rs"]
 mod signal_state;
+#[path = "loom_protocols/slot_models.rs"]
+mod slot_models;
 /// `crate::sync::lock_word`, as `rwlock/word.rs` names it (it shares `Woken`).
 mod sync {
     pub(crate) use super::lock_word;
@@ -88,6 +90,9 @@ mod rwlock_word;
 #[allow(dead_code)]
 #[path = "../src/runtime/sleep/sleep_state.rs"]
 mod sleep_state;
+#[allow(dead_code)]
+#[path = "../src/io/waiter_slot.rs"]
+mod waiter_slot;
 
 use park_state::{ParkState, UnparkAction};
 use sleep_state::{DonorWait, IdleCounts, MonitorDoze, SleepWord};

@@ -9,8 +9,9 @@
 //! its hand-offs, over the parking lot seen through a trait), [`crate::sync::rwlock::word`] (the
 //! rwlock's state word and its unlocks' wake-up decisions, likewise) and
 //! [`crate::sync::parking_quick`] (the parking lot's lock-free emptiness check against
-//! a waiter's link and validation) and [`crate::io::epoll_membership`] (a direct
-//! waiter's removal of an fd from the epoll set against a fiber parking through it).
+//! a waiter's link and validation), [`crate::io::epoll_membership`] (a direct
+//! waiter's removal of an fd from the epoll set against a fiber parking through it) and
+//! [`crate::io::waiter_slot`] (a descriptor's one waiter against a readiness edge).
 //! In the library these names are `core`'s atomics. The model checks
 //! (`libfiberize/tests/loom_protocols.rs`) compile **the same files** with a `base::loom`
 //! of their own that re-exports loom's atomics, and drive their real functions from

@@ -155,6 +155,15 @@ pub fn for_each_in(first: u32, last: u32, mut f: impl FnMut(i32, &'static FdStat
     }
 }
 
+/// In a forked child: no descriptor has a waiter (they were the parent's fibers, which
+/// never run in the child); a waker must not unpark one.
+pub fn forget_waiters_in_forked_child() {
+    for_each_in(0, u32::MAX, |_, s| {
+        s.io.read_waiter.forget_in_forked_child();
+        s.io.write_waiter.forget_in_forked_child();
+    });
+}
+
 /// Forgets everything about `fd` (it is being closed or replaced).
 pub fn reset(fd: i32) -> Option<u32> {
     let s = lookup(fd)?;

@@ -9,6 +9,8 @@
 //!   workers and the monitor poll them when nobody has for a while), its readiness
 //!   sequences, its waiters, and how a fiber waits for it (parked, directly in the
 //!   kernel when alone on its worker, or in the real `poll` on the donor).
+//! * [`waiter_slot`], [`slot_park`]: each descriptor's one waiter per direction,
+//!   outside the parking lot (model-checked hand-shake), and its wait and wake-up.
 //! * [`epoll_membership`]: the registration lock and the hand-shake between a direct
 //!   waiter and the fibers parked through the set (model-checked).
 //! * [`ops`]: the blocking wrappers behind the exports: try the call (non-blocking
@@ -25,3 +27,5 @@ pub mod offload;
 pub mod ops;
 pub mod peer_cpu;
 pub mod scheduled_io;
+pub mod slot_park;
+pub mod waiter_slot;

@@ -13,10 +13,11 @@
 //!   ScheduledIo::wait(fd, dir, seq)          the strategy, in this order:
 //!     1. direct: alone on the worker, the peer not on another CPU (io::peer_cpu):
 //!        scheduler::prepare_direct_wait (spin), leave_epoll_set, DirectWaiter::wait
-//!     2. parked: count_waiter, ensure_registered, parking::park on the sequence
+//!     2. parked: count_waiter, ensure_registered, then the direction's waiter slot
+//!        (io::slot_park), or parking::park on the sequence when the slot is taken
 //!     3. a plain thread, or an fd epoll refuses: the real poll (on the donor, if a fiber)
 //!   ScheduledIo::dispatch(cookie, events)    an edge a poller harvested:
-//!     sequence += 1, wake the fibers parked on it
+//!     sequence += 1, wake the slot's fiber and the lot's (if any) parked on it
 //! ```
 //!
 //! `flags` bits:
@@ -37,7 +38,10 @@
 //! `read_seq`/`write_seq` count readiness edges reported by the reactor; a waiter reads
 //! the sequence *before* its attempt and parks only while it is unchanged, so an edge
 //! between the attempt and the park is never lost. Their addresses are the parking
-//! keys of the fd's readers and writers.
+//! keys of the fd's readers and writers. The first fiber that waits in a direction
+//! waits in that direction's [`WaiterSlot`] (`read_waiter`/`write_waiter`), without
+//! the hashed lot's bucket lock; others meanwhile park in the lot on the sequence's
+//! address (`io::waiter_slot`).
 //!
 //! # Registration
 //!
@@ -76,11 +80,13 @@ use crate::base::stats::{bump, STATS};
 use crate::base::sys::errno;
 use crate::io::epoll_membership::{self, EpollSet};
 use crate::io::peer_cpu::{self, Peer};
-use crate::runtime::fibers::fiber::{self, WaitKind};
+use crate::io::slot_park;
+use crate::io::waiter_slot::WaiterSlot;
+use crate::runtime::fibers::fiber;
 use crate::runtime::scheduler::{self, DirectWait};
 use crate::runtime::sleep::poller;
 use crate::signal::delivery;
-use crate::sync::parking::{self, ParkResult};
+use crate::sync::parking::ParkResult;
 
 crate::real_fns! {
     fn poll(fds: *mut pollfd, n: libc::nfds_t, timeout: c_int) -> c_int;
@@ -103,6 +109,13 @@ impl Dir {
         match self {
             Dir::Read => &st.read_seq,
             Dir::Write => &st.write_seq,
+        }
+    }
+    /// The descriptor's waiter slot for this direction.
+    fn slot(self, st: &ScheduledIo) -> &WaiterSlot {
+        match self {
+            Dir::Read => &st.read_waiter,
+            Dir::Write => &st.write_waiter,
         }
     }
     pub fn poll_events(self) -> i16 {
@@ -195,6 +208,10 @@ pub struct ScheduledIo {
     /// fiber last registered or moved it (the module's Registration). Written under the
     /// registration lock (`REG_BUSY`).
     pub home_set: AtomicU32,
+    /// The fiber waiting for readability, or writability, when only one does
+    /// (`io::waiter_slot`).
+    pub read_waiter: WaiterSlot,
+    pub write_waiter: WaiterSlot,
 }
 
 impl ScheduledIo {
@@ -210,6 +227,8 @@ impl ScheduledIo {
             drained_at: AtomicU64::new(0),
             epoll_waiters: AtomicU32::new(0),
             home_set: AtomicU32::new(0),
+            read_waiter: WaiterSlot::new(),
+            write_waiter: WaiterSlot::new(),
         }
     }
 
@@ -257,16 +276,7 @@ impl ScheduledIo {
             }
             let waiting = self.count_waiter();
             if self.ensure_registered(fd, dir == Dir::Write).is_ok() {
-                let word = dir.seq(self);
-                let r = parking::park(
-                    word as *const AtomicU32 as usize,
-                    u32::MAX,
-                    WaitKind::Io,
-                    || word.load(Ordering::Acquire) == seq,
-                    || {},
-                    |_| {},
-                    deadline,
-                );
+                let r = slot_park::wait(dir.slot(self), me, dir.seq(self), seq, deadline);
                 drop(waiting);
                 // Blocking reads, writes, accept, connect and poll are cancellation points.
                 crate::signal::cancel::testcancel();
@@ -433,11 +443,11 @@ impl ScheduledIo {
         if read {
             self.read_events.store(read_events, Ordering::Relaxed);
             self.read_seq.fetch_add(1, Ordering::AcqRel);
-            parking::unpark_some_quick(&self.read_seq as *const _ as usize, u32::MAX, usize::MAX);
+            slot_park::wake(&self.read_waiter, &self.read_seq as *const _ as usize);
         }
         if write {
             self.write_seq.fetch_add(1, Ordering::AcqRel);
-            parking::unpark_some_quick(&self.write_seq as *const _ as usize, u32::MAX, usize::MAX);
+            slot_park::wake(&self.write_waiter, &self.write_seq as *const _ as usize);
         }
     }
 

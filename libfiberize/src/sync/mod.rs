@@ -21,3 +21,4 @@ pub mod rwlock;
 pub mod sem;
 pub mod sleep;
 pub mod spin;
+pub mod wait_loop;

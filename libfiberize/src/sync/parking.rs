@@ -29,7 +29,6 @@ use core::ptr;
 use core::sync::atomic::{AtomicPtr, AtomicU32, AtomicUsize, Ordering};
 
 use crate::base::rawlock::RawMutex;
-use crate::base::stats::{bump, STATS};
 use crate::base::sys;
 use crate::runtime::fibers::fiber::{Fiber, WaitKind};
 use crate::runtime::scheduler;
@@ -37,6 +36,8 @@ pub use crate::sync::lock_word::Place;
 use crate::sync::parking_fair::FairTimer;
 use crate::sync::parking_quick::{self, BucketLock};
 use crate::sync::parking_wake::{self, Wake, WakeBatch};
+use crate::sync::wait_loop::{self, Queued};
+pub use crate::sync::wait_loop::{Deadline, ParkResult};
 
 /// log2 of the bucket count. Origin: thousands of parked I/O fibers, whose keys walked
 /// long chains with fewer (docs/RESULTS.md#parking-table-size).
@@ -206,22 +207,6 @@ impl Bucket {
     }
 }
 
-/// How a park ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ParkResult {
-    /// Woken by an unpark, with its token.
-    Unparked(usize),
-    /// `validate` returned false: the caller did not sleep.
-    Invalid,
-    /// The deadline passed first.
-    TimedOut,
-    /// A signal was delivered to the waiting fiber (interruptible waits only).
-    Interrupted,
-}
-
-/// Deadline of a wait, on CLOCK_MONOTONIC, in nanoseconds.
-pub type Deadline = Option<u64>;
-
 /// Parks the caller on `key`, behind the waiters already queued.
 ///
 /// * `validate` runs under the bucket lock before queueing; if false, returns Invalid.
@@ -275,95 +260,57 @@ pub fn park_in(
         return ParkResult::Invalid;
     }
     before_sleep();
-
-    // Futex and semaphore waits return EINTR when a signal is delivered to the fiber,
-    // as the kernel's and glibc's do; lock and condition waits never do (POSIX). A
-    // descriptor wait ends on any handler: the I/O layer then decides between EINTR and
-    // a restart (SA_RESTART, signal(7)).
-    let interruptible = matches!(kind, WaitKind::Futex | WaitKind::Semaphore | WaitKind::Io);
-    // Waits that are POSIX cancellation points end early on a pending cancellation
-    // (the caller then acts on it, see `crate::signal::cancel`).
-    let cancellation_point = matches!(
-        kind,
-        WaitKind::Cond | WaitKind::Semaphore | WaitKind::Io | WaitKind::Sleep | WaitKind::Barrier | WaitKind::Join
-    );
-    // A mutex wait is no cancellation point, but with the asynchronous cancelability
-    // type a request ends it as glibc's SIGCANCEL would (the waiter is unlinked first).
-    let async_cancellable = kind == WaitKind::Mutex;
-    // A plain thread that was a fiber (demoted, say) notes its wait too, for the dump.
-    let noted = me.or_else(crate::runtime::fibers::fiber::owner_of_tcb);
-    if let Some(f) = noted {
-        f.wait.begin(kind, key);
-    }
-    if let Some(f) = me {
-        // A handler that ran before the wait did not interrupt it. Except in a
-        // descriptor wait: the I/O call cleared the mark when it began, and a handler
-        // that ran since (between its attempt and this park, say) interrupted the call,
-        // as it would the thread blocked in the kernel all that time.
-        if kind != WaitKind::Io {
-            f.interruption.clear();
-        }
-    } else {
-        bump(&STATS.thread_waits);
-    }
-    // A plain thread's futex wait returned EINTR: a handler ran (one installed without
-    // SA_RESTART, as the kernel restarts the wait otherwise).
-    let mut thread_interrupted = false;
-    let result = loop {
-        if waiter.woken.load(Ordering::Acquire) != 0 {
-            break ParkResult::Unparked(waiter.token.get());
-        }
-        let interrupted = (interruptible && (thread_interrupted || me.is_some_and(|f| f.interruption.is_set())))
-            || (cancellation_point && me.is_some_and(|f| f.cancel_pending()))
-            || (async_cancellable && me.is_some_and(|f| f.cancel.is_asynchronous() && f.cancel_pending()));
-        let expired = deadline.is_some_and(|d| sys::now_ns() >= d);
-        if interrupted || expired {
-            {
-                // A requeue may have moved us to another key: lock the bucket of the
-                // key we are on now, and re-check it under that lock.
-                let (cur_bucket, cur_key) = loop {
-                    let k = waiter.key.load(Ordering::Relaxed);
-                    let cb = bucket(k);
-                    cb.lock.lock();
-                    if waiter.key.load(Ordering::Relaxed) == k {
-                        break (cb, k);
-                    }
-                    cb.lock.unlock();
-                };
-                if waiter.woken.load(Ordering::Acquire) == 0 {
-                    cur_bucket.unlink(&waiter);
-                    let more = cur_bucket.any_with_key(cur_key);
-                    if cur_key == key {
-                        timed_out(more);
-                    }
-                    cur_bucket.lock.unlock();
-                    break if expired { ParkResult::TimedOut } else { ParkResult::Interrupted };
-                }
-                cur_bucket.lock.unlock();
-                continue; // an unpark won the race; take it
-            }
-        }
-        match me {
-            Some(f) => scheduler::park_current(f, deadline),
-            None => {
-                if sys::futex_wait(&waiter.woken, 0, deadline) == -(libc::EINTR as isize) {
-                    thread_interrupted = true;
-                }
-            }
-        }
-    };
-    if let Some(f) = noted {
-        f.wait.end();
-    }
-    if let Some(f) = me {
-        if result == ParkResult::Interrupted && async_cancellable {
-            crate::signal::cancel::act_on_async_cancel(f);
-        }
-    }
+    let queued = InBucket { waiter: &waiter, key, timed_out: Cell::new(Some(timed_out)) };
+    let result = wait_loop::sleep_queued(me, kind, key, deadline, &queued);
     if let Some(e) = report_kind.and_then(|k| crate::base::sites::entry(k, key, crate::base::sites::program_call_site)) {
         e.add(crate::base::sites::now().saturating_sub(since));
     }
     result
+}
+
+/// A waiter on a bucket's list, for the wait loop (`crate::sync::wait_loop`).
+struct InBucket<'a, T: FnOnce(bool)> {
+    waiter: &'a Waiter,
+    /// The key it parked on (a requeue may have moved it since).
+    key: usize,
+    /// The caller's `timed_out`, run if it leaves the key it parked on.
+    timed_out: Cell<Option<T>>,
+}
+
+impl<T: FnOnce(bool)> Queued for InBucket<'_, T> {
+    fn taken(&self) -> Option<usize> {
+        (self.waiter.woken.load(Ordering::Acquire) != 0).then(|| self.waiter.token.get())
+    }
+
+    fn withdraw(&self) -> bool {
+        // A requeue may have moved us to another key: lock the bucket of the key we
+        // are on now, and re-check it under that lock.
+        let (cur_bucket, cur_key) = loop {
+            let k = self.waiter.key.load(Ordering::Relaxed);
+            let cb = bucket(k);
+            cb.lock.lock();
+            if self.waiter.key.load(Ordering::Relaxed) == k {
+                break (cb, k);
+            }
+            cb.lock.unlock();
+        };
+        let left = self.waiter.woken.load(Ordering::Acquire) == 0;
+        if left {
+            cur_bucket.unlink(self.waiter);
+            let more = cur_bucket.any_with_key(cur_key);
+            if cur_key == self.key {
+                if let Some(f) = self.timed_out.take() {
+                    f(more);
+                }
+            }
+        }
+        cur_bucket.lock.unlock();
+        left
+    }
+
+    fn sleep_thread(&self, deadline: Deadline) -> bool {
+        sys::futex_wait(&self.waiter.woken, 0, deadline) == -(libc::EINTR as isize)
+    }
 }
 
 /// What an unparker learns, under the bucket lock, before the waiter is released.

@@ -102,6 +102,7 @@ extern "C" fn child_after_fork() {
         }
     }
     crate::runtime::sleep::poller::detach_in_forked_child();
+    crate::io::fdtable::forget_waiters_in_forked_child();
     crate::observe::metrics::let_go_in_forked_child();
     // The rest of the parent's descriptors (workers' eventfds, kept files) are not the
     // child's runtime's: closed and forgotten, so that the child's `dup2` onto such a
