@@ -13,8 +13,11 @@
 # preload, as in compare.sh), CLIENTS ["native preload"], SERVER_OPTS, SERVER_CPUS /
 # CLIENT_CPUS, DATA_CACHE (shared with compare.sh), OUT [bench-mysql/results/terminals-DATE],
 # LIB [target/release/libfiberize.so], PROFILE=SECONDS (after
-# the ramp, `perf stat` of the client's system calls by kind and `perf record -e cpu-clock
-# -g` for that long: OUT/syscalls-N-CLIENT.txt, OUT/perf-N-CLIENT.data).
+# the ramp, for that long, machine-wide: `perf record` of every system call, counted by
+# kind for the client's process into OUT/syscalls-N-CLIENT.txt, and `perf record -e
+# cpu-clock -g` into OUT/perf-N-CLIENT.data: `perf report -i … --pid $(cat
+# OUT/pid-N-CLIENT.txt)`. Machine-wide because per-thread counters for 10 000 threads
+# ran out of descriptors, and attaching to 1000 took most of the window).
 # A/B runs: CLIENTS may name `preloadB` (LIB_B [LIB] with the extra environment ENV_B,
 # e.g. "FIBERIZE_TUNE=poll_per_worker=0") and repeat names to alternate, e.g. "preload preloadB native
 # preload preloadB native"; files are numbered by position.
@@ -61,6 +64,14 @@ stack_rss() { # pid
          END { printf "stacks %d, stack RSS %d KiB, total RSS %d KiB", n, s, total }' "/proc/$1/smaps" 2>/dev/null || echo "gone"
 }
 
+# System calls of process PID in a machine-wide `perf record -e raw_syscalls:sys_enter`
+# FILE, by kind, most first ("count name").
+syscalls_by_kind() { # file pid
+    perf script -i "$1" -F pid,trace 2>/dev/null | awk -v p="$2" '$1 == p { print $3 }' | sort | uniq -c | sort -rn |
+        awk 'NR == FNR { if ($1 == "#define") name[$3] = substr($2, 6); next } { print $1, ($2 in name ? name[$2] : "nr" $2) }' \
+            /usr/include/x86_64-linux-gnu/asm/unistd_64.h - 2>/dev/null
+}
+
 n=0
 for client in $CLIENTS; do
     n=$((n + 1))
@@ -77,16 +88,14 @@ for client in $CLIENTS; do
     sleep "$RAMP"
     echo "client $client after the ramp: $(stack_rss $pid)" | tee "$OUT/stacks-$n-$client.txt"
     if [ -n "${PROFILE:-}" ]; then
-        events=raw_syscalls:sys_enter
-        for c in epoll_ctl epoll_wait epoll_pwait futex ppoll read write recvfrom sendto poll madvise clock_nanosleep nanosleep openat sched_yield; do
-            events+=,syscalls:sys_enter_$c
-        done
-        perf stat -e "$events" -p $pid -o "$OUT/syscalls-$n-$client.txt" -- sleep "$PROFILE" &
-        perf record -q -F 499 -e cpu-clock -g -p $pid -o "$OUT/perf-$n-$client.data" -- sleep "$PROFILE" >/dev/null 2>&1 &
+        echo $pid >"$OUT/pid-$n-$client.txt"
+        perf record -q -a -e raw_syscalls:sys_enter -o "$OUT/sys-$n-$client.data" -- sleep "$PROFILE" >/dev/null 2>&1 &
+        perf record -q -a -F 499 -e cpu-clock -g -o "$OUT/perf-$n-$client.data" -- sleep "$PROFILE" >/dev/null 2>&1 &
     fi
     sleep $((SECONDS_PER_RUN - 5))
     echo "client $client near the end: $(stack_rss $pid)" | tee -a "$OUT/stacks-$n-$client.txt"
     wait $pid || echo "client $client: exit status $?"
+    [ -n "${PROFILE:-}" ] && syscalls_by_kind "$OUT/sys-$n-$client.data" $pid >"$OUT/syscalls-$n-$client.txt"
     grep -E "^tpcc run: (tpmC|[0-9]+ transactions|response|errors|client CPU)|connected in|^fiberize: stats" "$log" | cut -c1-400
 done
 "$TPCC" check -P "${PORT[server]}" -w "$WAREHOUSES" | tee "$OUT/check.txt" | tail -1

@@ -61,7 +61,7 @@ pub fn socket_incoming_cpu(fd: c_int) -> Option<u32> {
 ///   (docs/RESULTS.md#direct-wait-unix-socket).
 ///
 /// Other descriptors (pipes, eventfds) are not asked about. The cost is one
-/// `getsockopt` and one `getcpu` per direct wait on a TCP or UDP socket.
+/// `getsockopt` per direct wait on a TCP or UDP socket (`getcpu` reads the vDSO).
 pub fn where_peer_runs(fd: c_int, local: bool) -> Peer {
     if local {
         return Peer::Elsewhere(None);

@@ -4,7 +4,8 @@
 //!
 //! * **No exports.** `libfiberize.so` shadows `syscall`, `nanosleep`, `sched_yield`, …;
 //!   the runtime must never reach those by name. Everything here is an inline system call
-//!   instruction or a libc function we do not shadow (`clock_gettime`, `getauxval`).
+//!   instruction, a libc function we do not shadow (`clock_gettime`, `getauxval`), or
+//!   the vDSO's `getcpu` (`vdso.rs`).
 //! * **No TLS.** A donor thread that has just handed its fiber back to the pool shares
 //!   its TLS block with that fiber, which may already run on a worker. The donor's code
 //!   from that point on may only use these functions: they touch neither `errno` nor any
@@ -27,8 +28,10 @@ use core::sync::atomic::AtomicU32;
 use crate::base::arch::syscall6;
 
 mod thin;
+mod vdso;
 pub use crate::base::arch::{detect_thread_pointer_method, set_thread_pointer, thread_pointer};
 pub use thin::*;
+pub use vdso::getcpu;
 
 // The kernel's futex operation codes, from `libc` (the one definition the runtime uses).
 const FUTEX_WAKE: usize = libc::FUTEX_WAKE as usize;
@@ -198,9 +201,10 @@ pub fn sigmask_unblock(bits: u64) {
     unsafe { syscall6(libc::SYS_rt_sigprocmask as usize, libc::SIG_UNBLOCK as usize, &bits as *const u64 as usize, 0, 8, 0, 0) };
 }
 
-/// The CPU the calling OS thread runs on (the getcpu system call: glibc's
-/// `sched_getcpu` reads the rseq area of the TCB, which for a fiber is its donor's).
-pub fn getcpu() -> i32 {
+/// The CPU the calling OS thread runs on, as the getcpu system call tells (glibc's
+/// `sched_getcpu` reads the rseq area of the TCB, which for a fiber is its donor's):
+/// [`getcpu`] asks the vDSO instead where it can (`vdso.rs`).
+fn getcpu_syscall() -> i32 {
     let mut cpu: u32 = 0;
     // SAFETY: getcpu writes one u32; the node and cache pointers may be null.
     let r = unsafe { syscall6(libc::SYS_getcpu as usize, &mut cpu as *mut u32 as usize, 0, 0, 0, 0, 0) };

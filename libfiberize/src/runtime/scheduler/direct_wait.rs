@@ -56,6 +56,18 @@
 //! Where the kernel may not move the worker (a server pinned apart from its clients),
 //! the spin stays: it saves a wake-up, and no wake-up would pair anything.
 //!
+//! # What it costs in system calls
+//!
+//! The `ppoll` stands for the program's own `poll` (or its blocking `recv`'s sleep). Beyond
+//! it, a direct wait on a TCP or UDP socket asks the kernel once where the peer runs
+//! (`getsockopt(SO_INCOMING_CPU)`; the worker's own CPU comes from the vDSO's
+//! `getcpu`, `base::sys`). The descriptor's `EPOLL_CTL_DEL` is made only when a parked
+//! wait had put it in the set, and the next parked wait's `EPOLL_CTL_ADD` puts it back:
+//! the pair comes where parked and direct waits on one descriptor alternate. Leaving it
+//! in the set would save the pair but make each reply an edge there too, which wakes an
+//! idle worker asleep in `epoll_wait`: the wake-up a direct wait exists to avoid
+//! (docs/RESULTS.md#tpcc-client-syscalls).
+//!
 //! A direct waiter counts as sleeping: `wake_one_sleeper` prefers ordinary sleepers
 //! and writes the eventfd of a direct one; `unpark` (cancellation, pthread_kill, a
 //! stale wake) writes the eventfd named in the fiber; the monitor does not mistake a
