@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Counts per query, not timings: what a point_select costs MariaDB in instructions and
 # simulated cache misses, native (thread per connection), with its own pool-of-threads
-# and preloaded, so that a change to the per-request path is judged by a deterministic
+# and preloaded, so that a change to the per-request path is judged by a counted
 # figure beside its timing.
 #
 # User side, under valgrind: each server runs under `valgrind --tool=callgrind
@@ -22,9 +22,8 @@
 # without the library's monitor thread beside those of all threads.
 # Not deterministic where timing decides whether a request is already there when its
 # thread reads: the library's instructions and the stacks' misses follow the I/O waits
-# and parks per query (the table's last column; two runs of one build: 0.30 and 1.13
-# parks per query, 2 008 and 2 601 of the library's instructions). Compare rows at like
-# rates.
+# and parks per query (the table's last column; two runs of one build can differ
+# several-fold there: docs/RESULTS.md#counts-follow-waits). Compare rows at like rates.
 # The native server is counted only up to NATIVE_MAX_CONNS (64): valgrind runs one
 # thread at a time, and 1024 native connection threads spin on it (10x the
 # instructions of the other two: no sensible count).
