@@ -198,6 +198,9 @@ fn an_idle_pool_lets_the_monitor_doze_and_still_wakes_for_everything() {
     // 58-61, against 126-159 with 16 each time; a count of wake-ups depends on the
     // machine's load, so the test asserts the rule's own counter.)
     assert!(stat(&pre, "monitor_redozes") > 0, "the monitor never dozed again soon after an errand:\n{}", pre.stderr);
+    // Between the errands and before each doze the pool is quiet at tick ends: the
+    // ticks stretch (`monitor`, "Stretching the tick while the pool is quiet").
+    assert!(stat(&pre, "monitor_stretched_ticks") > 0, "the monitor's tick never stretched:\n{}", pre.stderr);
 }
 
 #[test]

@@ -82,6 +82,9 @@ counters! {
     /// Dozes begun after fewer quiet ticks than the full count, because the previous
     /// doze was long (`scheduler::monitor`, "Dozing again").
     monitor_redozes,
+    /// Monitor sleeps longer than a tick because the pool was quiet at the end of the
+    /// previous one (`scheduler::monitor`, "Stretching the tick while the pool is quiet").
+    monitor_stretched_ticks,
     thread_waits,
     futex_waits,
     futex_wakes,

@@ -116,6 +116,7 @@ const METRICS: &[Metric] = &[
     stat!(monitor_dozes, "Times the monitor thread slept past its tick because every worker slept and nothing was queued."),
     stat!(monitor_wakeups, "Times the monitor thread woke: every tick, and the end of every doze."),
     stat!(monitor_redozes, "Dozes the monitor began soon after an errand woke an idling pool (2 quiet ticks instead of 16)."),
+    stat!(monitor_stretched_ticks, "Monitor sleeps of 2 or 4 ticks instead of one: the pool was quiet at the end of the previous tick."),
     stat!(thread_waits, "Waits of plain threads on the runtime's locks and conditions."),
     stat!(futex_waits, "futex waits of fibers."),
     stat!(futex_wakes, "futex wakes through the runtime."),

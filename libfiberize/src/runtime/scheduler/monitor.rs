@@ -62,9 +62,27 @@
 //! rule asks), [`REDOZE_AFTER_QUIET_TICKS`] quiet ticks are enough; a doze that ends
 //! sooner (a pool between bursts of requests, where dozing only adds a futex wake per
 //! burst) brings back the full count. Stats `monitor_wakeups`, `monitor_redozes`.
+//!
+//! # Stretching the tick while the pool is quiet
+//!
+//! A mostly idle pool serving short bursts (a client with a thousand thinking
+//! terminals: a statement's reply every millisecond or so, each run for tens of µs) is
+//! quiet at most tick ends but seldom for a doze window in a row, so the monitor ticked
+//! a thousand times a second for nothing. Each tick that ends with the pool quiet
+//! doubles the next one, up to [`MAX_TICK_STRETCH`] (1, 2, 4 ms); a tick that ends with
+//! a worker awake or work queued brings back the 1 ms tick. No worker wakes the monitor
+//! out of a stretched tick (that would put a futex wake on every worker's wake-up, the
+//! cost a doze avoids by its window), so what the monitor watches is seen later by at
+//! most the stretch, and only at the start of a burst after a quiet tick: a worker
+//! blocked in a call we do not intercept, a fiber that overran its slice (the stretch
+//! stays under the 5-tick slice), a stranded queue, a lost wake-up. A stretched tick
+//! stands for its ticks in the tick count, as a doze's skipped ticks do, and counts
+//! toward the doze window by its ticks. Stat `monitor_stretched_ticks`.
 
 use super::clock::{Policy, Tick, TICKS};
-use super::policy::{DOZE_AFTER_QUIET_TICKS, MAX_DOZE_NS, MONITOR_TICK_NS, POLICY_WINDOW_TICKS, REDOZE_AFTER_QUIET_TICKS};
+use super::policy::{
+    DOZE_AFTER_QUIET_TICKS, MAX_DOZE_NS, MAX_TICK_STRETCH, MONITOR_TICK_NS, POLICY_WINDOW_TICKS, REDOZE_AFTER_QUIET_TICKS,
+};
 use super::*;
 
 // ---------------------------------------------------------------------------------
@@ -102,7 +120,7 @@ pub(super) extern "C" fn monitor_main(quota: *mut libc::c_void) -> *mut libc::c_
             policy.tick(rt, &tick);
         }
         TICKS.tick();
-        doze.tick_ended(rt);
+        doze.tick_ended(rt, ticks);
     }
 }
 
@@ -110,8 +128,11 @@ pub(super) extern "C" fn monitor_main(quota: *mut libc::c_void) -> *mut libc::c_
 /// the module docs).
 #[derive(Default)]
 struct Doze {
-    /// Ticks in a row that ended with the pool quiet.
+    /// Ticks in a row that ended with the pool quiet (a stretched tick counts its ticks).
     quiet_ticks: u32,
+    /// The next ordinary sleep lasts `1 << stretch` ticks ("Stretching the tick while
+    /// the pool is quiet").
+    stretch: u32,
     /// The last doze lasted a doze window or longer: the pool idles, and a wake-up that
     /// ended it was a short errand.
     idling: bool,
@@ -122,7 +143,8 @@ impl Doze {
     /// the sleep stood for (the ticks a doze skipped are added to the tick count).
     fn sleep(&mut self, rt: &Runtime) -> u64 {
         let now = sys::now_ns();
-        let mut deadline = now + MONITOR_TICK_NS;
+        let period_ticks = 1u64 << self.stretch;
+        let mut deadline = now + period_ticks * MONITOR_TICK_NS;
         let mut dozed = false;
         let mut seen = rt.monitor_doze.word_value();
         let quiet_ticks_needed = if self.idling { REDOZE_AFTER_QUIET_TICKS } else { DOZE_AFTER_QUIET_TICKS };
@@ -143,14 +165,17 @@ impl Doze {
         sys::futex_wait(rt.monitor_doze.futex_word(), seen, Some(deadline));
         rt.monitor_doze.end();
         bump(&STATS.monitor_wakeups);
-        // The ticks this sleep stood for: one, or those a doze skipped (the clock is read
-        // again only after a doze).
+        // The ticks this sleep stood for: its period (nothing ends an ordinary sleep
+        // early, so the clock is not read again), or those a doze skipped.
         let ticks = if dozed {
             let slept_ns = sys::now_ns().saturating_sub(now);
             self.idling = slept_ns >= DOZE_AFTER_QUIET_TICKS as u64 * MONITOR_TICK_NS;
             (slept_ns / MONITOR_TICK_NS).max(1)
         } else {
-            1
+            if period_ticks > 1 {
+                bump(&STATS.monitor_stretched_ticks);
+            }
+            period_ticks
         };
         if ticks > 1 {
             TICKS.skipped(ticks - 1);
@@ -158,9 +183,17 @@ impl Doze {
         ticks
     }
 
-    /// After the policies ran: whether the pool stayed quiet through this tick.
-    fn tick_ended(&mut self, rt: &Runtime) {
-        self.quiet_ticks = if pool_is_quiet(rt) { self.quiet_ticks.saturating_add(1) } else { 0 };
+    /// After the policies ran, for a tick that stood for `ticks`: whether the pool is
+    /// quiet now, which counts toward a doze and stretches the next tick, or not, which
+    /// brings back the 1 ms tick.
+    fn tick_ended(&mut self, rt: &Runtime, ticks: u64) {
+        if pool_is_quiet(rt) {
+            self.quiet_ticks = self.quiet_ticks.saturating_add(ticks.min(u32::MAX as u64) as u32);
+            self.stretch = (self.stretch + 1).min(MAX_TICK_STRETCH);
+        } else {
+            self.quiet_ticks = 0;
+            self.stretch = 0;
+        }
     }
 }
 

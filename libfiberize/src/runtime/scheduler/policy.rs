@@ -64,7 +64,7 @@
 //! spares up to [`MAX_SPARES`]), preemption, the turn's length over windows of
 //! [`POLICY_WINDOW_TICKS`] ([`HANDOFF_PER_MILLE`], [`CALM_WINDOWS`],
 //! [`SHORT_MAX_WAITING_PER_WORKER`], [`MIN_RUNS_PER_WINDOW`]), the cgroup quota
-//! ([`QUOTA_CHECK_EVERY_TICKS`]) and its doze ([`DOZE_AFTER_QUIET_TICKS`],
+//! ([`QUOTA_CHECK_EVERY_TICKS`]), its stretch ([`MAX_TICK_STRETCH`]) and its doze ([`DOZE_AFTER_QUIET_TICKS`],
 //! [`REDOZE_AFTER_QUIET_TICKS`], [`MAX_DOZE_NS`]).
 //!
 //! # Designs rejected
@@ -220,6 +220,11 @@ pub const DOZE_AFTER_QUIET_TICKS: u32 = POLICY_WINDOW_TICKS;
 /// Quiet ticks before the monitor dozes again after a long doze. Origin: an idle
 /// MariaDB's background errands; see docs/RESULTS.md#monitor-doze.
 pub const REDOZE_AFTER_QUIET_TICKS: u32 = 2;
+/// Longest stretch of the tick while the pool is quiet, as a power of two: 4 ticks.
+/// Origin: under the preemption slice (`STRANDED_TICKS`), so a fiber that began to run
+/// in a stretched tick is looked at before its slice ends; see
+/// docs/RESULTS.md#tick-stretch.
+pub const MAX_TICK_STRETCH: u32 = 2;
 /// Longest doze: it bounds what a doze delays (the exit after `pthread_exit` in `main`,
 /// the monitor's net for a lost wake-up). Origin: see docs/RESULTS.md#monitor-doze.
 pub const MAX_DOZE_NS: u64 = 50_000_000;
