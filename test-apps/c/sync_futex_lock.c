@@ -3,8 +3,7 @@
  * word non-zero wakes one waiter with FUTEX_WAKE of 1), taken by 8 threads 3000 times
  * each; every 64th holder yields inside its critical section, so others find the lock
  * held and sleep on the word. Prints the shared count, which only mutual exclusion
- * keeps exact. Under the preload a wake of one waiter by a fiber gives the wakee the
- * worker (stat lock_wakes_yielded). */
+ * keeps exact; the futex emulation must lose no wake-up and let no two holders in. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <linux/futex.h>
