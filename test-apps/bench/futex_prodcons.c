@@ -1,21 +1,20 @@
 /* A producer/consumer on raw futex calls, as futex-based condition variables (Rust std's)
  * do it (a measurement, not a test): 8 producers push 200 000 items into a ring under a
- * futex lock of InnoDB's `srw_mutex` shape and wake one consumer per push while any
+ * futex lock of InnoDB's `srw_mutex` shape (test-apps/c/futex_lock.h) and wake one consumer per push while any
  * sleeps (FUTEX_WAKE of 1 on a sequence word); 8 consumers pop, sleeping on the word
  * when the ring is empty. Prints "items_per_sec=N". A futex wake of one that hands the
  * waker's worker to the wakee makes every push a round trip between two fibers.
  *   cc -O2 -pthread -o futex_prodcons test-apps/bench/futex_prodcons.c */
 #define _GNU_SOURCE
-#include <linux/futex.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
-#include <sys/syscall.h>
 #include <time.h>
-#include <unistd.h>
 
-enum { PRODUCERS = 8, CONSUMERS = 8, ITEMS = 200000, RING = 1024, HOLDER = 1, WAITER = 2 };
+#include "../c/futex_lock.h"
+
+enum { PRODUCERS = 8, CONSUMERS = 8, ITEMS = 200000, RING = 1024 };
 static uint32_t lock_word, seq, sleepers;
 static long head, tail, taken;
 static long ring[RING];
@@ -24,27 +23,8 @@ static long futex(uint32_t *word, int op, uint32_t val, const struct timespec *t
     return syscall(SYS_futex, word, op, val, timeout, NULL, 0);
 }
 
-static void lock(void) {
-    uint32_t free_word = 0;
-    if (__atomic_compare_exchange_n(&lock_word, &free_word, HOLDER + WAITER, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
-        return;
-    uint32_t seen = __atomic_add_fetch(&lock_word, WAITER, __ATOMIC_ACQUIRE);
-    for (;;) {
-        if (!(seen & HOLDER)) {
-            seen = __atomic_fetch_or(&lock_word, HOLDER, __ATOMIC_ACQUIRE);
-            if (!(seen & HOLDER))
-                return;
-            seen |= HOLDER;
-        }
-        futex(&lock_word, FUTEX_WAIT_PRIVATE, seen, NULL);
-        seen = __atomic_load_n(&lock_word, __ATOMIC_ACQUIRE);
-    }
-}
-
-static void unlock(void) {
-    if (__atomic_sub_fetch(&lock_word, HOLDER + WAITER, __ATOMIC_RELEASE) != 0)
-        futex(&lock_word, FUTEX_WAKE_PRIVATE, 1, NULL);
-}
+static void lock(void) { futex_lock(&lock_word); }
+static void unlock(void) { futex_unlock(&lock_word); }
 
 static void *producer(void *arg) {
     (void)arg;
