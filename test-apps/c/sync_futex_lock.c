@@ -1,7 +1,8 @@
 /* A lock built on raw futex calls the way InnoDB's srw_mutex is (futex_lock.h), taken
- * by 8 threads 3000 times each; every 64th holder yields inside its critical section, so others find the lock
- * held and sleep on the word. Prints the shared count, which only mutual exclusion
- * keeps exact; the futex emulation must lose no wake-up and let no two holders in. */
+ * by 8 threads 3000 times each; every 64th holder yields inside its critical section,
+ * so others find the lock held and sleep on the word. Prints the shared count, which
+ * only mutual exclusion keeps exact; the futex emulation must lose no wake-up and let
+ * no two holders in. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <pthread.h>
