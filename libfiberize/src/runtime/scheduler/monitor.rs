@@ -148,7 +148,8 @@ impl Doze {
         let mut dozed = false;
         let mut seen = rt.monitor_doze.word_value();
         let quiet_ticks_needed = if self.idling { REDOZE_AFTER_QUIET_TICKS } else { DOZE_AFTER_QUIET_TICKS };
-        if self.quiet_ticks >= quiet_ticks_needed {
+        let announced = self.quiet_ticks >= quiet_ticks_needed;
+        if announced {
             seen = rt.monitor_doze.announce();
             if pool_is_quiet(rt) {
                 let earliest_timer = rt.workers().iter().map(|w| w.timers.next_deadline()).min().unwrap_or(u64::MAX);
@@ -165,11 +166,15 @@ impl Doze {
         sys::futex_wait(rt.monitor_doze.futex_word(), seen, Some(deadline));
         rt.monitor_doze.end();
         bump(&STATS.monitor_wakeups);
-        // The ticks this sleep stood for: its period (nothing ends an ordinary sleep
-        // early, so the clock is not read again), or those a doze skipped.
-        let ticks = if dozed {
+        // The ticks this sleep stood for. Announced (a doze, or a tick slept while
+        // announced), a worker may have ended it early: the clock says. Otherwise
+        // nothing ends it before its deadline (no worker wakes an unannounced monitor,
+        // and runtime threads block every signal): its period, without a clock read.
+        let ticks = if announced {
             let slept_ns = sys::now_ns().saturating_sub(now);
-            self.idling = slept_ns >= DOZE_AFTER_QUIET_TICKS as u64 * MONITOR_TICK_NS;
+            if dozed {
+                self.idling = slept_ns >= DOZE_AFTER_QUIET_TICKS as u64 * MONITOR_TICK_NS;
+            }
             (slept_ns / MONITOR_TICK_NS).max(1)
         } else {
             if period_ticks > 1 {
