@@ -138,8 +138,8 @@ fn futex_operations() {
     assert!(stat(&pre, "futex_waits") > 0, "{}", pre.stderr);
 }
 
-/// A lock on a raw futex word (InnoDB's `srw_mutex` shape) whose holders yield inside
-/// it: exact counts both ways, lockers that are fibers and that slept on the word.
+/// A lock on a raw futex word (InnoDB's `srw_mutex` shape) whose holders now and then
+/// sleep inside it: exact counts both ways, lockers that are fibers and that slept on the word.
 #[test]
 fn a_futex_lock_of_innodbs_shape() {
     let (native, pre) = same_both_ways("sync_futex_lock", &[]);
