@@ -27,7 +27,7 @@
 # rwN: oltp_read_write, tpccN: the TPC-C client of bench-mysql/tpcc at N terminals,
 # --no-wait), ROUNDS [5], SECONDS_PER_RUN [10], TPCC_SECONDS [20], WAREHOUSES [4],
 # TABLES/TABLE_SIZE [8 x 100000], PATH_KIND [unix | tcp], SERVER_CPUS/CLIENT_CPUS,
-# DATA_CACHE [/tmp/fiberize-yardstick-cache], PROFILE [0], PROFILE_SECONDS [8], SYSCALLS [0],
+# DATA_CACHE [/tmp/fiberize-yardstick-cache; without a TPC-C point …-cache-sysbench], PROFILE [0], PROFILE_SECONDS [8], SYSCALLS [0],
 # PLOT_DIR [none]. The medians also go to $WORK/yardstick.csv (point, server, kind, tps,
 # p95, p99, cpu_us, rounds; the machine, pinning and date in leading # lines); with
 # PLOT_DIR (relative to the repository's root: bench-mysql/plots for the README's
@@ -41,15 +41,19 @@ POINTS=${POINTS:-"ps64 ps256 ps1024 rw256 tpcc256"}
 ROUNDS=${ROUNDS:-5}; SECONDS_PER_RUN=${SECONDS_PER_RUN:-10}; TPCC_SECONDS=${TPCC_SECONDS:-20}
 TABLES=${TABLES:-8}; TABLE_SIZE=${TABLE_SIZE:-100000}; PATH_KIND=${PATH_KIND:-unix}
 PROFILE=${PROFILE:-0}; PROFILE_SECONDS=${PROFILE_SECONDS:-8}; SYSCALLS=${SYSCALLS:-0}
-DATA_CACHE=${DATA_CACHE:-/tmp/fiberize-yardstick-cache}
 SERVER_OPTS=${SERVER_OPTS:-"--innodb-buffer-pool-size=1G --innodb-flush-log-at-trx-commit=2"}
 LIB=${FIBERIZE_LIB:-$ROOT/target/release/libfiberize.so}
+# A datadir with TPC-C and one without are cached apart: one cache for both made a run
+# without a TPC-C point replace the TPC-C data, and TPC-C on freshly loaded data runs
+# several times slower than on data earlier runs worked on (RESULTS.md#futex-wake-handoff).
 if [[ " $POINTS " = *" tpcc"* ]]; then
     WORKLOADS="sysbench tpcc"; WAREHOUSES=${WAREHOUSES:-4}
+    DATA_CACHE=${DATA_CACHE:-/tmp/fiberize-yardstick-cache}
     bash bench-mysql/tpcc/build.sh
     TPCC=$ROOT/target/tpcc/tpcc
 else
     WORKLOADS=sysbench; WAREHOUSES=0
+    DATA_CACHE=${DATA_CACHE:-/tmp/fiberize-yardstick-cache-sysbench}
 fi
 . bench-mysql/common.sh
 split_cpus_by_default yardstick.sh
