@@ -23,21 +23,18 @@ static long futex(uint32_t *word, int op, uint32_t val, const struct timespec *t
     return syscall(SYS_futex, word, op, val, timeout, NULL, 0);
 }
 
-static void lock(void) { futex_lock(&lock_word); }
-static void unlock(void) { futex_unlock(&lock_word); }
-
 static void *producer(void *arg) {
     (void)arg;
     for (int i = 0; i < ITEMS / PRODUCERS; i++) {
         for (;;) {
-            lock();
+            futex_lock(&lock_word);
             if (head - tail < RING)
                 break;
-            unlock();
+            futex_unlock(&lock_word);
             sched_yield();
         }
         ring[head++ % RING] = i;
-        unlock();
+        futex_unlock(&lock_word);
         __atomic_add_fetch(&seq, 1, __ATOMIC_SEQ_CST);
         if (__atomic_load_n(&sleepers, __ATOMIC_SEQ_CST))
             futex(&seq, FUTEX_WAKE_PRIVATE, 1, NULL);
@@ -49,15 +46,15 @@ static void *consumer(void *arg) {
     (void)arg;
     for (;;) {
         uint32_t seen = __atomic_load_n(&seq, __ATOMIC_SEQ_CST);
-        lock();
+        futex_lock(&lock_word);
         if (tail < head) {
             tail++;
             taken++;
-            unlock();
+            futex_unlock(&lock_word);
             continue;
         }
         int done = taken >= ITEMS;
-        unlock();
+        futex_unlock(&lock_word);
         if (done)
             return NULL;
         __atomic_add_fetch(&sleepers, 1, __ATOMIC_SEQ_CST);

@@ -64,8 +64,8 @@
 //! spares up to [`MAX_SPARES`]), preemption, the turn's length over windows of
 //! [`POLICY_WINDOW_TICKS`] ([`HANDOFF_PER_MILLE`], [`CALM_WINDOWS`],
 //! [`SHORT_MAX_WAITING_PER_WORKER`], [`MIN_RUNS_PER_WINDOW`]), the cgroup quota
-//! ([`QUOTA_CHECK_EVERY_TICKS`]), its stretch ([`MAX_TICK_STRETCH`]) and its doze ([`DOZE_AFTER_QUIET_TICKS`],
-//! [`REDOZE_AFTER_QUIET_TICKS`], [`MAX_DOZE_NS`]).
+//! ([`QUOTA_CHECK_EVERY_TICKS`]), its stretch ([`MAX_TICK_STRETCH`]) and its doze
+//! ([`DOZE_AFTER_QUIET_TICKS`], [`REDOZE_AFTER_QUIET_TICKS`], [`MAX_DOZE_NS`]).
 //!
 //! # Designs rejected
 //!
