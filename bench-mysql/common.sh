@@ -230,10 +230,11 @@ pin_from_env() { # script-name
 # The pristine datadir $WORK/data-prepare: sysbench's sbtest ($TABLES x $TABLE_SIZE) and,
 # when WORKLOADS names tpcc, the TPC-C database of $WAREHOUSES warehouses ($TPCC load).
 # With DATA_CACHE set, it is kept there and reused while its parameters match (loading
-# 10 warehouses takes minutes). Needs PORT[prepare].
+# 10 warehouses takes minutes; `tpcc=analyzed` marks a load that ends with ANALYZE TABLE,
+# so a cache made before it is loaded again). Needs PORT[prepare].
 prepare_datadir() {
     local params
-    params="tables=$TABLES table_size=$TABLE_SIZE warehouses=$WAREHOUSES tpcc=$([[ " $WORKLOADS " = *" tpcc "* ]] && echo 1 || echo 0) $(/usr/sbin/mariadbd --version | awk '{print $3}')"
+    params="tables=$TABLES table_size=$TABLE_SIZE warehouses=$WAREHOUSES tpcc=$([[ " $WORKLOADS " = *" tpcc "* ]] && echo analyzed || echo 0) $(/usr/sbin/mariadbd --version | awk '{print $3}')"
     if [ -n "${DATA_CACHE:-}" ] && [ "$(cat "$DATA_CACHE/params" 2>/dev/null)" = "$params" ]; then
         echo "== reusing the datadir in $DATA_CACHE ($params)"
         cp -a "$DATA_CACHE/data" "$WORK/data-prepare"

@@ -248,6 +248,16 @@ int cmd_load(void) {
     }
     for (int i = 0; i < jobs; i++) pthread_join(threads[i], NULL);
     free(threads);
-    printf("tpcc load: done, %ld rows in %.1fs\n", atomic_load(&rows_loaded), now_seconds() - start);
+    /* Fresh statistics for the optimizer. InnoDB recomputes a table's persistent
+     * statistics in the background once a tenth of its rows changed; a server stopped soon
+     * after the load (as a cached datadir's is) may keep those of the empty tables. Planned
+     * on them, TPC-C's joins and range scans ran ~8x slower than on the same data
+     * analyzed. */
+    db = db_connect(1);
+    if (!db) return 1;
+    if (db_exec(db, "ANALYZE TABLE warehouse, district, customer, history, new_orders, orders, order_line, item, stock"))
+        die_db(db, "analyze table");
+    mysql_close(db);
+    printf("tpcc load: done, %ld rows in %.1fs (tables analyzed)\n", atomic_load(&rows_loaded), now_seconds() - start);
     return 0;
 }
