@@ -44,8 +44,9 @@ PROFILE=${PROFILE:-0}; PROFILE_SECONDS=${PROFILE_SECONDS:-8}; SYSCALLS=${SYSCALL
 SERVER_OPTS=${SERVER_OPTS:-"--innodb-buffer-pool-size=1G --innodb-flush-log-at-trx-commit=2"}
 LIB=${FIBERIZE_LIB:-$ROOT/target/release/libfiberize.so}
 # A datadir with TPC-C and one without are cached apart: one cache for both made a run
-# without a TPC-C point replace the TPC-C data, and TPC-C on freshly loaded data runs
-# several times slower than on data earlier runs worked on (RESULTS.md#futex-wake-handoff).
+# without a TPC-C point load the TPC-C data again at the next run with one (minutes).
+# TPC-C's tables are analyzed when loaded: without their statistics TPC-C ran ~8x
+# slower (RESULTS.md#tpcc-datadir-statistics).
 if [[ " $POINTS " = *" tpcc"* ]]; then
     WORKLOADS="sysbench tpcc"; WAREHOUSES=${WAREHOUSES:-4}
     DATA_CACHE=${DATA_CACHE:-/tmp/fiberize-yardstick-cache}
