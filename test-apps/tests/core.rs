@@ -139,13 +139,17 @@ fn futex_operations() {
 }
 
 /// A lock on a raw futex word (InnoDB's `srw_mutex` shape) whose holders now and then
-/// sleep inside it: exact counts both ways, lockers that are fibers and that slept on the word.
+/// sleep inside it: exact counts both ways, lockers that are fibers and that slept on the
+/// word, and an unlock's wake of one waiter that gave the wakee the worker
+/// (`parking::unpark_one_handing_off`): without that, a woken waiter stays counted in the
+/// word until its turn comes, and every unlock meanwhile makes another wake.
 #[test]
 fn a_futex_lock_of_innodbs_shape() {
     let (native, pre) = same_both_ways("sync_futex_lock", &[]);
     assert_eq!(native.stdout, "count=24000 word=0\n", "{}", native.stderr);
     assert!(pre.stderr.contains("fiber_threads=8"), "the lockers were not fibers: {}", pre.stderr);
     assert!(stat(&pre, "futex_waits") > 0, "no thread ever slept on the word: {}", pre.stderr);
+    assert!(stat(&pre, "lock_wakes_yielded") > 0, "no wake of one gave the wakee the worker: {}", pre.stderr);
 }
 
 #[test]

@@ -148,7 +148,8 @@ counters! {
     /// Runtime-internal lock waits the monitor found a worker in and did not count as
     /// blocked (`scheduler::monitor`: no spare for them).
     internal_lock_waits,
-    /// Mutex unlocks that gave their worker to a convoy's wakee (`unpark_lock_waiter`).
+    /// Mutex unlocks that gave their worker to a convoy's wakee, and futex wakes of one
+    /// that gave it to theirs (`unpark_lock_waiter`).
     lock_wakes_yielded,
 }
 

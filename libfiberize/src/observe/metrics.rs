@@ -152,7 +152,7 @@ const METRICS: &[Metric] = &[
     stat!(eventfd_writes, "Writes to an eventfd to wake a sleeping worker or end a direct wait."),
     stat!(own_fds_moved, "The runtime's descriptors moved because the program dup2ed onto their numbers."),
     stat!(closefrom_walks, "closefrom calls made by walking /proc/self/fd, where close_range failed."),
-    stat!(lock_wakes_yielded, "Mutex unlocks that woke a waiter others queued behind and gave it the worker."),
+    stat!(lock_wakes_yielded, "Mutex unlocks that woke a waiter others queued behind, and futex wakes of one waiter (a program's own lock), that gave the wakee the worker."),
     stat!(epoll_waits, "epoll_wait calls on the runtime's readiness sets."),
     stat!(epoll_events, "Events those epoll_wait calls returned (wake-up eventfds included)."),
     stat!(fd_moves, "Descriptors moved to the readiness set of the worker their only waiter runs on (readiness sets per worker, from 4 workers)."),

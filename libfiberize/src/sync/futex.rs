@@ -149,6 +149,9 @@ pub unsafe fn futex(
                 return Err(libc::EINVAL);
             }
             bump(&STATS.futex_wakes);
+            if val == 1 && bitset == u32::MAX {
+                return Ok(parking::unpark_one_handing_off(key) as isize);
+            }
             Ok(parking::unpark_some_quick(key, bitset, val as usize) as isize)
         }
         FUTEX_REQUEUE | FUTEX_CMP_REQUEUE => {

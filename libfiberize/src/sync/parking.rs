@@ -345,17 +345,40 @@ fn take(b: &Bucket, w: *const Waiter, token: usize) -> Wake {
 /// Wakes the first waiter on `key`. `callback` runs under the bucket lock and returns
 /// the token for the waiter (TOKEN_HANDOFF to pass a lock directly).
 pub fn unpark_one(key: usize, callback: impl FnOnce(UnparkInfo) -> usize) -> bool {
-    unpark_one_with(key, false, callback)
+    unpark_one_with(key, Handing::Never, callback)
 }
 
 /// [`unpark_one`] for a mutex: `UnparkInfo::be_fair` is set when the waiter it dequeues queued at the front (it was
 /// woken before and lost) and the bucket's fairness interval has passed ([`crate::sync::parking_fair`]); a waiter
 /// others queue behind that parked long is woken with [`scheduler::unpark_lock_waiter`].
 pub fn unpark_one_fair(key: usize, callback: impl FnOnce(UnparkInfo) -> usize) -> bool {
-    unpark_one_with(key, true, callback)
+    unpark_one_with(key, Handing::Convoy, callback)
 }
 
-fn unpark_one_with(key: usize, fair: bool, callback: impl FnOnce(UnparkInfo) -> usize) -> bool {
+/// A program's wake of one waiter on its own lock word (`FUTEX_WAKE` of 1, the unlock of
+/// a futex-based lock such as InnoDB's `srw_mutex`): a fiber waker gives the wakee its
+/// worker ([`scheduler::unpark_lock_waiter`]), as the kernel's wake-up preemption runs a
+/// thread that slept. Returns how many it woke (0 or 1).
+pub fn unpark_one_handing_off(key: usize) -> usize {
+    if !parking_quick::anybody_queued_after_publishing(&bucket(key).head) {
+        return 0;
+    }
+    usize::from(unpark_one_with(key, Handing::Always, |_| TOKEN_NORMAL))
+}
+
+/// When `unpark_one_with` gives the wakee the waker's worker.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Handing {
+    /// A mutex's wake: only out of a convoy (and fairness is looked at).
+    Convoy,
+    /// Never.
+    Never,
+    /// Always (from a fiber).
+    Always,
+}
+
+fn unpark_one_with(key: usize, handing: Handing, callback: impl FnOnce(UnparkInfo) -> usize) -> bool {
+    let fair = handing == Handing::Convoy;
     let b = bucket(key);
     b.lock.lock();
     let mut p = b.head.load(Ordering::Relaxed) as *const Waiter;
@@ -399,10 +422,10 @@ fn unpark_one_with(key: usize, fair: bool, callback: impl FnOnce(UnparkInfo) -> 
     let (at_front, parked_tick) = unsafe { ((*p).at_front, (*p).parked_tick) };
     let be_fair = fair && at_front && b.fair.be_fair(sys::now_ns(), key);
     let token = callback(UnparkInfo { unparked: true, have_more, be_fair });
-    let convoy = fair && have_more && scheduler::parked_long(parked_tick);
+    let hand_off = handing == Handing::Always || (fair && have_more && scheduler::parked_long(parked_tick));
     let wake = take(b, p, token);
     b.lock.unlock();
-    wake.run_as(convoy);
+    wake.run_as(hand_off);
     true
 }
 
