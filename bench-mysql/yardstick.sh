@@ -45,8 +45,8 @@ SERVER_OPTS=${SERVER_OPTS:-"--innodb-buffer-pool-size=1G --innodb-flush-log-at-t
 LIB=${FIBERIZE_LIB:-$ROOT/target/release/libfiberize.so}
 # A datadir with TPC-C and one without are cached apart: one cache for both made a run
 # without a TPC-C point load the TPC-C data again at the next run with one (minutes).
-# TPC-C's tables are analyzed when loaded: without their statistics TPC-C ran ~8x
-# slower (RESULTS.md#tpcc-datadir-statistics).
+# TPC-C's tables are analyzed when loaded: without their statistics TPC-C ran several
+# times slower (RESULTS.md#tpcc-datadir-statistics).
 if [[ " $POINTS " = *" tpcc"* ]]; then
     WORKLOADS="sysbench tpcc"; WAREHOUSES=${WAREHOUSES:-4}
     DATA_CACHE=${DATA_CACHE:-/tmp/fiberize-yardstick-cache}

@@ -250,9 +250,9 @@ int cmd_load(void) {
     free(threads);
     /* Fresh statistics for the optimizer. InnoDB recomputes a table's persistent
      * statistics in the background once a tenth of its rows changed; a server stopped soon
-     * after the load (as a cached datadir's is) may keep those of the empty tables. Planned
-     * on them, TPC-C's joins and range scans ran ~8x slower than on the same data
-     * analyzed. */
+     * after the load (as a cached datadir's is) may keep those of the empty tables, and
+     * TPC-C's joins and range scans planned on them run several times slower
+     * (docs/RESULTS.md#tpcc-datadir-statistics). */
     db = db_connect(1);
     if (!db) return 1;
     if (db_exec(db, "ANALYZE TABLE warehouse, district, customer, history, new_orders, orders, order_line, item, stock"))

@@ -361,9 +361,9 @@ pub fn unpark_one_fair(key: usize, callback: impl FnOnce(UnparkInfo) -> usize) -
 /// thread that slept. Returns how many it woke (0 or 1).
 ///
 /// Queued instead, a woken InnoDB latch waiter stayed counted in the latch word until its
-/// turn came, and every unlock meanwhile woke again, to nobody (~13 000 wakes a TPC-C
-/// transaction). The price: a producer that notifies a consumer at every push now runs
-/// a round trip between two fibers per item (~0.8x native). Rejected: handing off only
+/// turn came, and every unlock meanwhile woke again, to nobody: thousands of wakes a
+/// TPC-C transaction. The price: a producer that notifies a consumer at every push now
+/// runs a round trip between two fibers per item, below native. Rejected: handing off only
 /// behind a long queue (did not pay on TPC-C) and yielding at a second wake to nobody
 /// (livelocked MariaDB); docs/RESULTS.md#futex-wake-handoff.
 pub fn unpark_one_handing_off(key: usize) -> usize {
