@@ -4,7 +4,8 @@
  * lies below must read as the program wrote it again. Each of N threads (default 64)
  * fills ~96 KiB of stack in a recursion, sleeps 300 ms with live data in its frame and
  * errno set, checks both, recurses again, and a signal handler with a 16 KiB frame
- * interrupts one sleeper. Deterministic stdout; stderr: preloaded=, VmRSS samples. */
+ * interrupts one sleeper; then two long sleeps at one depth (the second finds nothing to give
+ * back) and deep calls again. Deterministic stdout; stderr: preloaded=, VmRSS samples. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
@@ -84,6 +85,13 @@ static void *terminal(void *arg) {
     CHECK(first == second);
     sleep_ms(100); /* a second long sleep after going deep again */
     CHECK(deep(DEPTH, (uint64_t)id) == first);
+    /* Two long sleeps at one depth: the second finds nothing written below the kept
+     * margin since the first gave it back, and leaves the stack alone (preloaded:
+     * stack_releases_skipped); deep calls after it, and the next long sleep releases. */
+    sleep_ms(60);
+    sleep_ms(60);
+    CHECK(deep(DEPTH, (uint64_t)id) == first);
+    sleep_ms(60);
     /* The signalled one stays until its handler ran (main signals it while it lives). */
     for (int i = 0; id == 0 && !handler_sum && i < 10000; i++) sleep_ms(1);
     return (void *)(uintptr_t)(first & 0xffff);

@@ -66,6 +66,8 @@ counters! {
     worker_wakeups,
     direct_waits,
     direct_waits_declined_peer_elsewhere,
+    /// Times a direct wait asked the kernel where a socket's peer runs (`io::peer_cpu`).
+    peer_cpu_lookups,
     /// Direct waits that blocked without spinning first: the peer runs on the worker's
     /// CPU (`scheduler::direct_wait`, "Spinning").
     direct_waits_unspun,
@@ -124,6 +126,9 @@ counters! {
     preempt_refused,
     preempt_fallbacks,
     stack_releases,
+    /// Long sleeps that left the stack alone: the page below the kept margin still read
+    /// as zero since the same range was released (`runtime::sleep::stack_release`).
+    stack_releases_skipped,
     // Locality: what keeps a connection on its core, or does not.
     /// Runs of a fiber on another worker than its previous run (`scheduler::run_fiber`).
     migrations,

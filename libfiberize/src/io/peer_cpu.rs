@@ -61,11 +61,14 @@ pub fn socket_incoming_cpu(fd: c_int) -> Option<u32> {
 ///   (docs/RESULTS.md#direct-wait-unix-socket).
 ///
 /// Other descriptors (pipes, eventfds) are not asked about. The cost is one
-/// `getsockopt` per direct wait on a TCP or UDP socket (`getcpu` reads the vDSO).
+/// `getsockopt` per direct wait on a TCP or UDP socket (`getcpu` reads the vDSO); a
+/// socket whose peer ran outside the process's mask is asked only every so many waits
+/// (`ScheduledIo::try_direct_wait`).
 pub fn where_peer_runs(fd: c_int, local: bool) -> Peer {
     if local {
         return Peer::Elsewhere(None);
     }
+    crate::base::stats::bump(&crate::base::stats::STATS.peer_cpu_lookups);
     match socket_incoming_cpu(fd) {
         Some(cpu) if cpu as i32 == sys::getcpu() => Peer::Here,
         Some(cpu) => Peer::Elsewhere(Some(cpu)),

@@ -152,6 +152,11 @@ impl Drop for EpollWaiter<'_> {
     }
 }
 
+/// Direct waits on a socket whose peer runs outside the process's CPU mask that are
+/// declined before its CPU is asked again. Origin: one `getsockopt` in this many waits
+/// no longer shows in a profile, and a peer that moved is seen within as many replies.
+const PEER_RECHECK_AFTER: u32 = 64;
+
 /// How many fibers wait for readiness through the epoll set now.
 pub fn io_waiters() -> u32 {
     IO_WAITERS.load(Ordering::Relaxed)
@@ -193,6 +198,11 @@ pub struct ScheduledIo {
     /// the move; 0 when something else moved it (a close, a direct wait): then nothing
     /// is known of the readiness and a waiter that woke must probe.
     pub read_events: AtomicU32,
+    /// Direct waits left to decline without asking where the peer runs: set when the
+    /// kernel last put the socket's peer on a CPU outside the process's mask, where no
+    /// direct wait can be paired with it nor wake-up move the worker beside it
+    /// ([`ScheduledIo::try_direct_wait`]). A hint, so Relaxed.
+    peer_unreachable_for: AtomicU32,
     /// SO_RCVTIMEO / SO_SNDTIMEO in ns (0: none).
     pub rcvtimeo_ns: AtomicU64,
     pub sndtimeo_ns: AtomicU64,
@@ -222,6 +232,7 @@ impl ScheduledIo {
             read_seq: AtomicU32::new(0),
             write_seq: AtomicU32::new(0),
             read_events: AtomicU32::new(0),
+            peer_unreachable_for: AtomicU32::new(0),
             rcvtimeo_ns: AtomicU64::new(0),
             sndtimeo_ns: AtomicU64::new(0),
             drained_at: AtomicU64::new(0),
@@ -255,6 +266,7 @@ impl ScheduledIo {
         self.sndtimeo_ns.store(0, Ordering::Relaxed);
         self.drained_at.store(0, Ordering::Relaxed);
         self.read_events.store(0, Ordering::Relaxed);
+        self.peer_unreachable_for.store(0, Ordering::Relaxed);
         old
     }
 
@@ -328,6 +340,15 @@ impl ScheduledIo {
         if io_waiters() as usize >= crate::base::config::config().workers {
             return None;
         }
+        // A peer last seen where this process may not run (a client pinned apart from
+        // its server) is declined again without a `getsockopt` each time, and asked
+        // about once every PEER_RECHECK_AFTER waits, in case it moved.
+        let unreachable_for = self.peer_unreachable_for.load(Ordering::Relaxed);
+        if unreachable_for != 0 {
+            self.peer_unreachable_for.store(unreachable_for - 1, Ordering::Relaxed);
+            bump(&STATS.direct_waits_declined_peer_elsewhere);
+            return None;
+        }
         let peer = if self.has(SOCKET) { peer_cpu::where_peer_runs(fd, self.has(LOCAL_SOCKET)) } else { Peer::Unknown };
         if let Peer::Elsewhere(cpu) = peer {
             bump(&STATS.direct_waits_declined_peer_elsewhere);
@@ -335,6 +356,8 @@ impl ScheduledIo {
             // peer's next send wakes it where the kernel sees fit: beside the peer.
             if peer_cpu::kernel_may_pair_with(cpu) {
                 scheduler::sleep_without_spin_next();
+            } else if cpu.is_some() {
+                self.peer_unreachable_for.store(PEER_RECHECK_AFTER, Ordering::Relaxed);
             }
             return None;
         }

@@ -110,6 +110,7 @@ const METRICS: &[Metric] = &[
         direct_waits_declined_peer_elsewhere,
         "Direct waits not taken: the socket's last segment came in on another CPU than the worker's."
     ),
+    stat!(peer_cpu_lookups, "Times a direct wait asked the kernel on which CPU a socket's peer last sent (getsockopt)."),
     stat!(direct_waits_unspun, "Direct waits that blocked at once, without a spin: the socket's peer runs on the worker's CPU."),
     stat!(poll_probes_saved, "Waits in poll for input answered from the readiness edge that woke them, without a second poll."),
     stat!(idle_spins_skipped, "Idle episodes that slept without spinning: the last fiber declined a wait for a peer on another CPU, so the kernel may place the worker beside it."),
@@ -147,6 +148,7 @@ const METRICS: &[Metric] = &[
     stat!(preempt_refused, "Preemptions refused (the fiber was not in program code)."),
     stat!(preempt_fallbacks, "Workers given up on preempting and replaced by a spare."),
     stat!(stack_releases, "Sleeps before which a fiber gave its dead stack pages back."),
+    stat!(stack_releases_skipped, "Long sleeps that left the stack alone: nothing was written below the kept margin since the last release."),
     stat!(migrations, "Runs of a fiber on another worker than its previous run."),
     stat!(cross_worker_wakes, "Fibers made runnable by code on another worker than the one they last ran on."),
     stat!(eventfd_writes, "Writes to an eventfd to wake a sleeping worker or end a direct wait."),

@@ -135,6 +135,7 @@ pub unsafe fn futex(
             bump(&STATS.futex_waits);
             if let Some(f) = crate::runtime::fibers::fiber::owner_of_tcb() {
                 f.wait.expect(val);
+                f.wait.note_futex_wait(key);
             }
             match parking::park(key, bitset, WaitKind::Futex, || word.load(Ordering::SeqCst) == val, || {}, |_| {}, deadline) {
                 ParkResult::Unparked(_) => Ok(0),
@@ -149,7 +150,13 @@ pub unsafe fn futex(
                 return Err(libc::EINVAL);
             }
             bump(&STATS.futex_wakes);
-            if val == 1 && bitset == u32::MAX {
+            // A contender's wake of one (an unlock of a lock it waited for before) gives
+            // the wakee its worker (`parking::unpark_one_handing_off`); a signal (a
+            // condition's notify, a thread's unpark) queues it as any wake-up.
+            if val == 1
+                && bitset == u32::MAX
+                && crate::runtime::fibers::fiber::owner_of_tcb().is_some_and(|f| f.wait.waited_on_futex(key))
+            {
                 return Ok(parking::unpark_one_handing_off(key) as isize);
             }
             Ok(parking::unpark_some_quick(key, bitset, val as usize) as isize)

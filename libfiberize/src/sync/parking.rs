@@ -356,16 +356,20 @@ pub fn unpark_one_fair(key: usize, callback: impl FnOnce(UnparkInfo) -> usize) -
 }
 
 /// A program's wake of one waiter on its own lock word (`FUTEX_WAKE` of 1, the unlock of
-/// a futex-based lock such as InnoDB's `srw_mutex`): a fiber waker gives the wakee its
+/// a futex-based lock such as InnoDB's `srw_mutex`), by a fiber that contends for that
+/// word itself (`sync::futex`: it waited on it lately): the waker gives the wakee its
 /// worker ([`scheduler::unpark_lock_waiter`]), as the kernel's wake-up preemption runs a
 /// thread that slept. Returns how many it woke (0 or 1).
 ///
 /// Queued instead, a woken InnoDB latch waiter stayed counted in the latch word until its
 /// turn came, and every unlock meanwhile woke again, to nobody: thousands of wakes a
-/// TPC-C transaction. The price: a producer that notifies a consumer at every push now
-/// runs a round trip between two fibers per item, below native. Rejected: handing off only
-/// behind a long queue (did not pay on TPC-C) and yielding at a second wake to nobody
-/// (livelocked MariaDB); docs/RESULTS.md#futex-wake-handoff.
+/// TPC-C transaction. A waker that never waits on the word signals it (a condition's
+/// notify, a thread's unpark): handing off there made a producer that notifies a
+/// consumer at every push run a round trip between two fibers per item, below native,
+/// and did not pay on TPC-C. Rejected: handing off only behind a long queue (did not pay
+/// on TPC-C), yielding at a second wake to nobody (livelocked MariaDB), and handing a
+/// signal's wakee the worker after a long wait (did not pay);
+/// docs/RESULTS.md#futex-wake-handoff and #futex-wake-contender.
 pub fn unpark_one_handing_off(key: usize) -> usize {
     if !parking_quick::anybody_queued_after_publishing(&bucket(key).head) {
         return 0;

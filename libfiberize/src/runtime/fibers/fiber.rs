@@ -164,6 +164,9 @@ pub struct Fiber {
     /// first queued (the queue's Release/Acquire publishes it), read by the fiber itself.
     stack_limit: AtomicUsize,
     stack_base: AtomicUsize,
+    /// The top of the range the fiber's last stack release gave back (0: none yet), for
+    /// `crate::runtime::sleep::stack_release`. Only the fiber itself touches it.
+    stack_released_to: AtomicUsize,
     /// When and from where the fiber was last queued (`crate::runtime::fibers::queue_delay`;
     /// 0 while that is off). Relaxed: the queue it goes through orders it.
     queued: AtomicU64,
@@ -206,6 +209,7 @@ impl Fiber {
             wtls: AtomicPtr::new(core::ptr::null_mut()),
             stack_limit: AtomicUsize::new(0),
             stack_base: AtomicUsize::new(0),
+            stack_released_to: AtomicUsize::new(0),
             queued: AtomicU64::new(0),
             altstack: Default::default(),
         }
@@ -239,6 +243,18 @@ impl Fiber {
     #[inline]
     pub fn stack_bounds(&self) -> (usize, usize) {
         (self.stack_limit.load(Ordering::Relaxed), self.stack_base.load(Ordering::Relaxed))
+    }
+
+    /// The top of the range the fiber's last stack release gave back (0: none yet).
+    #[inline]
+    pub fn stack_released_to(&self) -> usize {
+        self.stack_released_to.load(Ordering::Relaxed)
+    }
+
+    /// Notes the top of the range a stack release just gave back.
+    #[inline]
+    pub fn set_stack_released_to(&self, end: usize) {
+        self.stack_released_to.store(end, Ordering::Relaxed);
     }
 
     #[inline]

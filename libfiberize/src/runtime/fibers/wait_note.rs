@@ -39,7 +39,16 @@ pub struct WaitNote {
     /// by a condition or futex wait, counted down by each descriptor wait (see
     /// [`WaitNote::coordinates`]). Written only by the fiber itself.
     coordinating: AtomicU8,
+    /// The words of the fiber's last few futex waits (their parking keys), a ring
+    /// written at `futex_ring_next`, so that its own `FUTEX_WAKE` can tell a word it
+    /// contends for from one it only signals ([`WaitNote::waited_on_futex`]).
+    futex_keys: [AtomicUsize; RECENT_FUTEX_WORDS],
+    futex_ring_next: AtomicU8,
 }
+
+/// How many futex words [`WaitNote::waited_on_futex`] remembers. Origin: a guess, the
+/// latches an InnoDB statement holds at once are a handful; four compares per wake.
+const RECENT_FUTEX_WORDS: usize = 4;
 
 impl WaitNote {
     pub const fn new() -> WaitNote {
@@ -49,7 +58,27 @@ impl WaitNote {
             sp: AtomicUsize::new(0),
             expected: AtomicU32::new(0),
             coordinating: AtomicU8::new(0),
+            futex_keys: [const { AtomicUsize::new(0) }; RECENT_FUTEX_WORDS],
+            futex_ring_next: AtomicU8::new(0),
         }
+    }
+    /// The fiber is about to wait on the futex word of parking key `key`.
+    #[inline]
+    pub fn note_futex_wait(&self, key: usize) {
+        if self.waited_on_futex(key) {
+            return;
+        }
+        let at = self.futex_ring_next.load(Ordering::Relaxed) as usize % RECENT_FUTEX_WORDS;
+        self.futex_keys[at].store(key, Ordering::Relaxed);
+        self.futex_ring_next.store((at + 1) as u8, Ordering::Relaxed);
+    }
+    /// Whether the fiber waited on the word of parking key `key` in one of its last
+    /// [`RECENT_FUTEX_WORDS`] futex waits on distinct words: a waker that did is a
+    /// contender of a lock word, one that did not signals a word others wait on (a
+    /// condition, a thread's parking word).
+    #[inline]
+    pub fn waited_on_futex(&self, key: usize) -> bool {
+        self.futex_keys.iter().any(|k| k.load(Ordering::Relaxed) == key)
     }
     /// A futex wait is about to begin, expecting `value` in its word.
     #[inline]

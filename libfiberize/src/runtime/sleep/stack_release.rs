@@ -34,12 +34,36 @@
 //! * It is a raw system call: `errno` is not touched (a sleep that succeeds leaves it
 //!   as it was, as glibc's does).
 //!
-//! # Cost
+//! # Cost, and when it is skipped
 //!
 //! One `madvise` per long sleep (the kernel skips page tables that map nothing and
 //! flushes TLBs only when a page was actually unmapped), plus a zero-page fault for every
 //! page the fiber touches again afterwards: a few microseconds against a sleep of
 //! tens of milliseconds or more.
+//!
+//! A program whose sleepers never go deep between sleeps (a TPC-C terminal: query,
+//! keying time, query, think time) paid that call at every sleep and gave nothing back.
+//! So a sleep whose range ends where the fiber's last release ended, while the highest
+//! page of that range still reads as all zero, skips it:
+//!
+//! ```text
+//!   base ┌──────────────┐
+//!        │ live frames  │
+//!     sp ├──────────────┤
+//!        │ LIVE_MARGIN  │   kept
+//!    end ├──────────────┤ ← the last release ended here too
+//!        │ checked page │   all zero: nothing wrote here since that release
+//!        │ released     │   so nothing deeper is likely resident either
+//!  limit └──────────────┘
+//! ```
+//!
+//! Reading released pages maps the shared zero page (no memory is charged). A call
+//! that went deeper meanwhile wrote its frames through the checked page (return
+//! addresses, saved registers, locals); only a single frame larger than a page that
+//! leaves that page unwritten can pass unseen, and then those pages stay resident until
+//! a later sleep finds the page written or sleeps at another depth: memory held as a
+//! native thread holds it, never data lost (skipping gives nothing back, it frees
+//! nothing).
 
 use crate::base::stats::{bump, STATS};
 use crate::base::sys;
@@ -77,6 +101,14 @@ pub fn release_dead_pages(f: &Fiber, sleep_ns: u64) {
     let sp = crate::base::arch::stack_pointer();
     let (limit, base) = f.stack_bounds();
     let Some((start, len)) = dead_range(limit, base, sp) else { return };
+    let end = start + len;
+    // SAFETY: `[end - PAGE, end)` is a whole page inside `[start, end)` (both ends page
+    // aligned, `end > start`), so inside this fiber's own mapped stack and more than
+    // LIVE_MARGIN below its stack pointer: dead memory no other thread uses (module docs).
+    if f.stack_released_to() == end && unsafe { page_reads_zero(end - PAGE) } {
+        bump(&STATS.stack_releases_skipped);
+        return;
+    }
     // SAFETY: `[start, start + len)` is whole pages of this fiber's own stack, all of them
     // more than LIVE_MARGIN below the stack pointer of the running fiber (dead by the
     // ABI, and used by no other thread: module docs); MADV_DONTNEED on private anonymous
@@ -84,7 +116,20 @@ pub fn release_dead_pages(f: &Fiber, sleep_ns: u64) {
     let r = unsafe { sys::madvise(start, len, libc::MADV_DONTNEED) };
     if r == 0 {
         bump(&STATS.stack_releases);
+        f.set_stack_released_to(end);
     }
+}
+
+/// Whether the page at `page` holds only zero bytes (module docs: a released page that
+/// nothing wrote since).
+///
+/// # Safety
+/// `page` is a page-aligned page of mapped memory that no other thread writes meanwhile.
+unsafe fn page_reads_zero(page: usize) -> bool {
+    let words = page as *const usize;
+    // SAFETY: every index is inside the page (caller), read volatile: the compiler must not
+    // assume anything of dead stack memory.
+    (0..PAGE / core::mem::size_of::<usize>()).all(|i| unsafe { words.add(i).read_volatile() } == 0)
 }
 
 #[cfg(test)]
