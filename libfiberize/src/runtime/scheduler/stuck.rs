@@ -251,6 +251,13 @@ mod tests {
         }
         assert!(sys::thread_cpu_ns(me).expect("own clock") > before);
         let gone = std::thread::spawn(|| sys::gettid() as u32).join().unwrap();
+        // The kernel clears the tid a join waits on before it reaps the thread, so its
+        // clock can still be read for a moment after the join returns (seen under
+        // qemu-user): wait for the reaping, boundedly.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while sys::thread_cpu_ns(gone).is_some() && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
         assert_eq!(sys::thread_cpu_ns(gone), None);
     }
 }
