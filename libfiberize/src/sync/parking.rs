@@ -389,7 +389,6 @@ enum Handing {
 }
 
 fn unpark_one_with(key: usize, handing: Handing, callback: impl FnOnce(UnparkInfo) -> usize) -> bool {
-    let fair = handing == Handing::Convoy;
     let b = bucket(key);
     b.lock.lock();
     let mut p = b.head.load(Ordering::Relaxed) as *const Waiter;
@@ -431,9 +430,13 @@ fn unpark_one_with(key: usize, handing: Handing, callback: impl FnOnce(UnparkInf
         };
     // SAFETY: `p` is live under the lock.
     let (at_front, parked_tick) = unsafe { ((*p).at_front, (*p).parked_tick) };
-    let be_fair = fair && at_front && b.fair.be_fair(sys::now_ns(), key);
+    let be_fair = handing == Handing::Convoy && at_front && b.fair.be_fair(sys::now_ns(), key);
     let token = callback(UnparkInfo { unparked: true, have_more, be_fair });
-    let hand_off = handing == Handing::Always || (fair && have_more && scheduler::parked_long(parked_tick));
+    let hand_off = match handing {
+        Handing::Always => true,
+        Handing::Convoy => have_more && scheduler::parked_long(parked_tick),
+        Handing::Never => false,
+    };
     let wake = take(b, p, token);
     b.lock.unlock();
     wake.run_as(hand_off);

@@ -151,8 +151,8 @@ pub fn unpark(f: &FiberRef) {
 /// gives the wakee its worker, which has the CPU now: the wakee goes to the worker's
 /// urgent queue (run before anything else, and left to this worker as the lifo slot
 /// is) and the unlocker yields, to run again right after it (the lifo slot). A program's
-/// own lock gets the same at every `FUTEX_WAKE` of one waiter
-/// (`crate::sync::parking::unpark_one_handing_off`). Elsewhere
+/// own lock gets the same at a `FUTEX_WAKE` of one waiter by a fiber that waited on that
+/// word itself (`crate::sync::parking::unpark_one_handing_off`). Elsewhere
 /// (a plain thread, a donor, a shield, a condition wait releasing its mutex: it parks at
 /// once) it is an ordinary [`unpark`].
 pub fn unpark_lock_waiter(f: &FiberRef) {
