@@ -29,7 +29,7 @@ free_port() {
 # SERVER_PIN (an array, e.g. (taskset -c 0)) prefixes the command; SERVER_WRAP (an array,
 # e.g. (valgrind --tool=callgrind)) goes right before mariadbd, after the environment (the
 # preload reaches the program under the tool); SERVER_OPTS adds options;
-# SERVER_ENV (an array of VAR=value) adds to a preloaded server's environment.
+# SERVER_ENV (an array of VAR=value) adds to the server's environment.
 # max_prepared_stmt_count is raised: sysbench oltp_read_write prepares ~18 statements per
 # connection, and 1024 connections pass the default 16382 (every run fails at connect).
 # Sets MARIADB_PID (the server's process, a child of the calling shell: `wait` works).
@@ -45,8 +45,8 @@ install_datadir() { # DIR (a new datadir; the log goes to $WORK/install.log)
 start_mariadb() { # NAME MODE [TAG]
     local name=$1 mode=$2 tag=${3:-} pre=() extra=()
     case $mode in
-    native) ;;
-    pool) extra=(--thread-handling=pool-of-threads) ;;
+    native) pre=(env ${SERVER_ENV[@]+"${SERVER_ENV[@]}"}) ;;
+    pool) pre=(env ${SERVER_ENV[@]+"${SERVER_ENV[@]}"}); extra=(--thread-handling=pool-of-threads) ;;
     preload) pre=(env LD_PRELOAD="$LIB" GLIBC_TUNABLES=glibc.pthread.rseq=0 FIBERIZE_STATS=${SERVER_STATS:-1} ${SERVER_ENV[@]+"${SERVER_ENV[@]}"}) ;;
     *) echo "start_mariadb: unknown mode $mode" >&2; exit 2 ;;
     esac
@@ -129,17 +129,33 @@ quiesce_servers() {
     [ "$waited" -le 1 ] || echo "== servers quiet after ${waited}s$([ "$waited" -ge "${QUIESCE_SECONDS:-90}" ] && echo " (not quiet: gave up)")"
 }
 
+# What a CONFIGS entry runs: native, pool or preload (see start_config).
+config_kind() { # config
+    case $1 in
+    native | *=native | *=native+*) echo native ;;
+    pool | *=pool | *=pool+*) echo pool ;;
+    *) echo preload ;;
+    esac
+}
+
 # Copies the prepared datadir for one server of a CONFIGS list (ab-tpcc.sh, mix.sh) and
 # starts it: native, pool, NAME=native or NAME=pool (a second such server under another
 # name: a control, whose ratio to the first shows how far two identical servers differ
-# in the same rounds), or NAME=LIB[+VAR=value...] (preloaded with LIB; CONFIG_ENV, an
-# array the caller may set, and the VAR=value words go into its environment; commas
-# separate FIBERIZE_TUNE's entries: NAME=LIB+FIBERIZE_TUNE=poll_per_worker=0,name=value).
+# in the same rounds), NAME=native+VAR=value... or NAME=pool+VAR=value... (such a server
+# with VAR=value in its environment: a control for a preloaded config's environment,
+# e.g. a GLIBC_TUNABLES setting), or NAME=LIB[+VAR=value...] (preloaded with LIB;
+# CONFIG_ENV, an array the caller may set, and the VAR=value words go into its
+# environment; commas separate FIBERIZE_TUNE's entries:
+# NAME=LIB+FIBERIZE_TUNE=poll_per_worker=0,name=value).
 start_config() { # config
     local c=$1 n=${1%%=*} parts
     cp -a "$WORK/data-prepare" "$WORK/data-$n"
     case $c in
-    native | pool | *=native | *=pool) start_mariadb "$n" "${c#*=}" ;;
+    native | pool | *=native | *=pool) SERVER_ENV=(); start_mariadb "$n" "${c#*=}" ;;
+    *=native+* | *=pool+*)
+        IFS=+ read -ra parts <<<"${c#*=}"
+        SERVER_ENV=("${parts[@]:1}")
+        start_mariadb "$n" "${parts[0]}" ;;
     *=*)
         IFS=+ read -ra parts <<<"${c#*=}"
         LIB=$(realpath "${parts[0]}")
@@ -187,7 +203,7 @@ finish_configs() { # [txns-fn]
     local c n
     for c in $CONFIGS; do
         n=${c%%=*}
-        case $c in native | pool | *=native | *=pool) continue ;; esac
+        [ "$(config_kind "$c")" = preload ] || continue
         [ -z "${1:-}" ] || locality_per_txn "$n" "$("$1" "$n")"
         echo "== $n stats:" $(grep -h "fiberize: stats" "$WORK/out-$n.log" "$WORK/err-$n.log" 2>/dev/null | tr ' ' '\n' |
             grep -E "^(switches|parks|migrations|steals|lifo_capped|donor_handoffs|preemptions|turn|queue_)" || true)

@@ -43,7 +43,8 @@
 #   CONFIGS="pool old=/tmp/old.so new=target/release/libfiberize.so" CONNS=1024 bash bench-mysql/count.sh
 #
 # Environment (defaults in brackets): CONFIGS ["pool preloaded=target/release/libfiberize.so
-# native"] (as mix.sh: native, pool, NAME=native / NAME=pool, NAME=LIB[+VAR=value...]),
+# native"] (as mix.sh: native, pool, NAME=native / NAME=pool, NAME=native+VAR=value,
+# NAME=LIB[+VAR=value...]),
 # CONNS ["64 1024"], ROUNDS [1] (counted windows per point; the table takes the median),
 # COUNT_SECONDS [20], WARM_SECONDS [10], SETTLE_SECONDS [5], NATIVE_MAX_CONNS [64],
 # PER [dispatch_command], SERVER_STATS [0] (1: the preloaded servers with FIBERIZE_STATS), VALGRIND [1] (0: the kernel side only), KERNEL [1] (0: no perf
@@ -138,7 +139,7 @@ restart_fresh() { # CONFIG: a fresh copy of the prepared datadir, server started
     rm -rf "$WORK/data-$n"
     start_config "$1"
 }
-is_native() { case $1 in native | *=native) return 0 ;; esac; return 1; }
+is_native() { [ "$(config_kind "$1")" = native ]; }
 
 # The kernel side: each server normally, perf stat over its threads.
 EVENTS=()
@@ -235,7 +236,7 @@ for c in $CONFIGS; do
             # One file per thread (--separate-threads=yes), the window's only dump so far.
             mkdir -p "$WORK/callgrind-$n-$conns-$r"
             mv "$WORK/callgrind-$n.out".* "$WORK/callgrind-$n-$conns-$r/"
-            if [[ $c = pool || $c = *=pool ]]; then
+            if [ "$(config_kind "$c")" = pool ]; then
                 echo "   pool threads at the end: $(status_of "$n" Threadpool_threads)"
             fi
             python3 bench-mysql/count_summary.py summarize "$WORK/callgrind-$n-$conns-$r"/* --label "$n@$conns" \

@@ -22,13 +22,15 @@
 #   CONFIGS="native pool old=/tmp/old/libfiberize.so new=target/release/libfiberize.so" POINTS="ps64 ps1024" bash bench-mysql/yardstick.sh
 #
 # Environment (defaults in brackets): CONFIGS ["native pool new=target/release/libfiberize.so"]
-# (as mix.sh: native, pool, NAME=native / NAME=pool for a control, NAME=LIB[+VAR=value...]),
+# (as mix.sh: native, pool, NAME=native / NAME=pool for a control, NAME=native+VAR=value /
+# NAME=pool+VAR=value for one with an environment, NAME=LIB[+VAR=value...]),
 # POINTS ["ps64 ps256 ps1024 rw256 tpcc256"] (psN: oltp_point_select at N connections,
 # rwN: oltp_read_write, tpccN: the TPC-C client of bench-mysql/tpcc at N terminals,
 # --no-wait), ROUNDS [5], SECONDS_PER_RUN [10], TPCC_SECONDS [20], WAREHOUSES [4],
 # TABLES/TABLE_SIZE [8 x 100000], PATH_KIND [unix | tcp], SERVER_CPUS/CLIENT_CPUS,
 # DATA_CACHE [/tmp/fiberize-yardstick-cache; without a TPC-C point …-cache-sysbench], PROFILE [0], PROFILE_SECONDS [8], SYSCALLS [0],
-# PLOT_DIR [none]. The medians also go to $WORK/yardstick.csv (point, server, kind, tps,
+# PLOT_DIR [none], SERVER_STATS [0] (1: the preloaded servers with FIBERIZE_STATS, whose
+# counters it prints at the end). The medians also go to $WORK/yardstick.csv (point, server, kind, tps,
 # p95, p99, cpu_us, rounds; the machine, pinning and date in leading # lines); with
 # PLOT_DIR (relative to the repository's root: bench-mysql/plots for the README's
 # plot) the csv is copied there right after the medians and drawn as
@@ -42,6 +44,15 @@ ROUNDS=${ROUNDS:-5}; SECONDS_PER_RUN=${SECONDS_PER_RUN:-10}; TPCC_SECONDS=${TPCC
 TABLES=${TABLES:-8}; TABLE_SIZE=${TABLE_SIZE:-100000}; PATH_KIND=${PATH_KIND:-unix}
 PROFILE=${PROFILE:-0}; PROFILE_SECONDS=${PROFILE_SECONDS:-8}; SYSCALLS=${SYSCALLS:-0}
 SERVER_OPTS=${SERVER_OPTS:-"--innodb-buffer-pool-size=1G --innodb-flush-log-at-trx-commit=2"}
+# With a TPC-C point, a redo log of 2 GB: with MariaDB's 96 MB default, native's page
+# cleaner froze at the log's sync limit for 30-45 s in TPC-C rounds after read_write,
+# which voided its CPU per transaction; each round of read_write and TPC-C adds ~165 MB
+# of checkpoint age that no server flushes between rounds, so 1 GB would reach its
+# flushing limits in the fifth (RESULTS.md#yardstick-as-shipped).
+[[ " $POINTS " != *" tpcc"* || $SERVER_OPTS = *innodb-log-file-size* ]] || SERVER_OPTS+=" --innodb-log-file-size=2G"
+# The library as shipped: FIBERIZE_STATS off (its queue-wait clock reads cost the
+# preloaded server a few per cent of its CPU per query; RESULTS.md#yardstick-as-shipped).
+export SERVER_STATS=${SERVER_STATS:-0}
 LIB=${FIBERIZE_LIB:-$ROOT/target/release/libfiberize.so}
 # A datadir with TPC-C and one without are cached apart: one cache for both made a run
 # without a TPC-C point load the TPC-C data again at the next run with one (minutes).
@@ -124,7 +135,7 @@ for point in $POINTS; do
             if (a == "FATAL" || b == "FATAL" || a == "" || b == "") { print "a run failed"; exit }
             printf "%.2fx / %.2fx / %.2fx", (a > 0 ? b / a : 0), (a5 > 0 ? b5 / a5 : 0), (ac > 0 ? bc / ac : 0) }')
         printf "%-8s %-8s %9s %9s %9s %8s   %s\n" "$point" "$n" "$t" "$p95" "$p99" "$cu" "$ratio"
-        case $c in native | *=native) kind=native ;; pool | *=pool) kind=pool ;; *) kind=preload ;; esac
+        kind=$(config_kind "$c")
         echo "$point,$n,$kind,$t,$p95,$p99,$cu,$(grep -c " $n $point " "$WORK/results.txt" || true)" >>"$CSV"
     done
 done
@@ -138,7 +149,7 @@ fi
 # (not counted above: perf's own cost lands on the server's CPUs).
 if [ "$PROFILE" != 0 ] && command -v perf >/dev/null; then
     for c in $CONFIGS; do
-        case $c in native | pool | *=native | *=pool) [ "$PROFILE" = all ] || continue ;; esac
+        [ "$(config_kind "$c")" = preload ] || [ "$PROFILE" = all ] || continue
         n=${c%%=*}
         for point in $POINTS; do
             quiesce_servers
@@ -157,7 +168,7 @@ if [ "$PROFILE" != 0 ] && command -v perf >/dev/null; then
                 perf report -i "$WORK/perf-$n-$point.data" --stdio --no-children -g none --sort dso,sym 2>/dev/null |
                     sed -n '/^ *[0-9]/p' | sed -n 1,25p > "$WORK/top-$n-$point.txt"
                 echo "     (top symbols: $WORK/top-$n-$point.txt)"
-                [[ $c == *=* && $c != *=native && $c != *=pool ]] || continue
+                [ "$(config_kind "$c")" = preload ] || continue
             fi
             echo "== $n $point: libfiberize.so ${share}% of the server's CPU samples; its top symbols:"
             perf report -i "$WORK/perf-$n-$point.data" --stdio --no-children -g none --dsos libfiberize.so --sort sym 2>/dev/null |
