@@ -29,7 +29,9 @@ free_port() {
 # SERVER_PIN (an array, e.g. (taskset -c 0)) prefixes the command; SERVER_WRAP (an array,
 # e.g. (valgrind --tool=callgrind)) goes right before mariadbd, after the environment (the
 # preload reaches the program under the tool); SERVER_OPTS adds options;
-# SERVER_ENV (an array of VAR=value) adds to the server's environment.
+# SERVER_ENV (an array of VAR=value) adds to a preloaded server's environment;
+# CONFIG_PLAIN_ENV (the same, set by start_config for NAME=native+VAR=value) to a
+# native or pool server's.
 # max_prepared_stmt_count is raised: sysbench oltp_read_write prepares ~18 statements per
 # connection, and 1024 connections pass the default 16382 (every run fails at connect).
 # Sets MARIADB_PID (the server's process, a child of the calling shell: `wait` works).
@@ -45,8 +47,8 @@ install_datadir() { # DIR (a new datadir; the log goes to $WORK/install.log)
 start_mariadb() { # NAME MODE [TAG]
     local name=$1 mode=$2 tag=${3:-} pre=() extra=()
     case $mode in
-    native) pre=(env ${SERVER_ENV[@]+"${SERVER_ENV[@]}"}) ;;
-    pool) pre=(env ${SERVER_ENV[@]+"${SERVER_ENV[@]}"}); extra=(--thread-handling=pool-of-threads) ;;
+    native) pre=(env ${CONFIG_PLAIN_ENV[@]+"${CONFIG_PLAIN_ENV[@]}"}) ;;
+    pool) pre=(env ${CONFIG_PLAIN_ENV[@]+"${CONFIG_PLAIN_ENV[@]}"}); extra=(--thread-handling=pool-of-threads) ;;
     preload) pre=(env LD_PRELOAD="$LIB" GLIBC_TUNABLES=glibc.pthread.rseq=0 FIBERIZE_STATS=${SERVER_STATS:-1} ${SERVER_ENV[@]+"${SERVER_ENV[@]}"}) ;;
     *) echo "start_mariadb: unknown mode $mode" >&2; exit 2 ;;
     esac
@@ -151,10 +153,10 @@ start_config() { # config
     local c=$1 n=${1%%=*} parts
     cp -a "$WORK/data-prepare" "$WORK/data-$n"
     case $c in
-    native | pool | *=native | *=pool) SERVER_ENV=(); start_mariadb "$n" "${c#*=}" ;;
+    native | pool | *=native | *=pool) start_mariadb "$n" "${c#*=}" ;;
     *=native+* | *=pool+*)
         IFS=+ read -ra parts <<<"${c#*=}"
-        SERVER_ENV=("${parts[@]:1}")
+        local CONFIG_PLAIN_ENV=("${parts[@]:1}") # seen by start_mariadb, this server only
         start_mariadb "$n" "${parts[0]}" ;;
     *=*)
         IFS=+ read -ra parts <<<"${c#*=}"
