@@ -44,12 +44,6 @@ ROUNDS=${ROUNDS:-5}; SECONDS_PER_RUN=${SECONDS_PER_RUN:-10}; TPCC_SECONDS=${TPCC
 TABLES=${TABLES:-8}; TABLE_SIZE=${TABLE_SIZE:-100000}; PATH_KIND=${PATH_KIND:-unix}
 PROFILE=${PROFILE:-0}; PROFILE_SECONDS=${PROFILE_SECONDS:-8}; SYSCALLS=${SYSCALLS:-0}
 SERVER_OPTS=${SERVER_OPTS:-"--innodb-buffer-pool-size=1G --innodb-flush-log-at-trx-commit=2"}
-# With a TPC-C point, a redo log of 2 GB: with MariaDB's 96 MB default, native's page
-# cleaner froze at the log's sync limit for 30-45 s in TPC-C rounds after read_write,
-# which voided its CPU per transaction; each round of read_write and TPC-C adds ~165 MB
-# of checkpoint age that no server flushes between rounds, so 1 GB would reach its
-# flushing limits in the fifth (RESULTS.md#yardstick-as-shipped).
-[[ " $POINTS " != *" tpcc"* || $SERVER_OPTS = *innodb-log-file-size* ]] || SERVER_OPTS+=" --innodb-log-file-size=2G"
 # The library as shipped: FIBERIZE_STATS off (its queue-wait clock reads cost the
 # preloaded server a few per cent of its CPU per query; RESULTS.md#yardstick-as-shipped).
 export SERVER_STATS=${SERVER_STATS:-0}
@@ -58,8 +52,14 @@ LIB=${FIBERIZE_LIB:-$ROOT/target/release/libfiberize.so}
 # without a TPC-C point load the TPC-C data again at the next run with one (minutes).
 # TPC-C's tables are analyzed when loaded: without their statistics TPC-C ran several
 # times slower (RESULTS.md#tpcc-datadir-statistics).
+# With a TPC-C point, also a redo log of 2 GB: with MariaDB's 96 MB default, native's
+# page cleaner froze at the log's sync limit for 30-45 s in TPC-C rounds after
+# read_write, which voided its CPU per transaction; each round of read_write and TPC-C
+# adds ~165 MB of checkpoint age that no server flushes between rounds, so 1 GB would
+# reach its flushing limits in the fifth (RESULTS.md#yardstick-as-shipped).
 if [[ " $POINTS " = *" tpcc"* ]]; then
     WORKLOADS="sysbench tpcc"; WAREHOUSES=${WAREHOUSES:-4}
+    [[ $SERVER_OPTS = *innodb-log-file-size* ]] || SERVER_OPTS+=" --innodb-log-file-size=2G"
     DATA_CACHE=${DATA_CACHE:-/tmp/fiberize-yardstick-cache}
     bash bench-mysql/tpcc/build.sh
     TPCC=$ROOT/target/tpcc/tpcc
