@@ -29,6 +29,7 @@
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include "request_reply.h"
 
 #define CHECK(c) do { if (!(c)) { fprintf(stderr, "check failed: %s (line %d, errno %d)\n", #c, __LINE__, errno); exit(1); } } while (0)
 
@@ -39,15 +40,6 @@ static void pin(int cpu) {
     CPU_ZERO(&one);
     CPU_SET(cpu, &one);
     CHECK(sched_setaffinity(0, sizeof one, &one) == 0);
-}
-
-static void full(int fd, char *buf, size_t n, int writing) {
-    size_t done = 0;
-    while (done < n) {
-        ssize_t k = writing ? write(fd, buf + done, n - done) : read(fd, buf + done, n - done);
-        CHECK(k > 0);
-        done += (size_t)k;
-    }
 }
 
 static int unix_mode;
@@ -64,22 +56,7 @@ static void *serve(void *a) {
     int fd = accept(ls, 0, 0);
     CHECK(fd >= 0);
     nodelay(fd);
-    long served = 0;
-    char buf[16];
-    for (;;) {
-        ssize_t n = read(fd, buf, sizeof buf);
-        if (n == 0) break;
-        CHECK(n > 0);
-        if (n < (ssize_t)sizeof buf) full(fd, buf + n, sizeof buf - (size_t)n, 0);
-        int i;
-        memcpy(&i, buf, sizeof i);
-        i++;
-        memcpy(buf, &i, sizeof i);
-        full(fd, buf, sizeof buf, 1);
-        served++;
-    }
-    close(fd);
-    return (void *)served;
+    return (void *)reply_until_closed(fd);
 }
 
 /* An abstract unix address (a leading NUL) named after `name`, and its length. */
@@ -109,7 +86,7 @@ static int client(const char *addr, int cpu) {
         CHECK(connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0);
     }
     nodelay(fd);
-    char buf[16] = { 0 };
+    char buf[REQUEST_BYTES] = { 0 };
     long good = 0;
     for (int i = 0; i < rounds; i++) {
         memcpy(buf, &i, sizeof i);

@@ -240,6 +240,26 @@ fn direct_waits_follow_the_cpu_of_the_peer() {
     }
 }
 
+/// A worker asleep in `epoll_wait` that harvests a burst of requests (32 connections, a
+/// native client in another process) wakes their fibers without waking itself: it is
+/// awake again before it dispatches. While it still counted as a sleeper, every fiber of
+/// a harvest beyond the first wrote its eventfd (~9 000 writes in this run, one per
+/// request) and its next `epoll_wait` returned at once. What remains is the donor
+/// hand-offs, one per connection thread, and the monitor's rare wake-ups.
+#[test]
+fn a_harvest_does_not_wake_its_own_worker() {
+    if emulated() {
+        // The client's exec of an aarch64 binary would need binfmt_misc.
+        return;
+    }
+    let (conns, rounds) = (32, 300);
+    let (_, pre) = same_both_ways("io_harvest", &[&conns.to_string(), &rounds.to_string()]);
+    assert_eq!(stat(&pre, "workers"), 1, "{}", pre.stderr);
+    assert!(stat(&pre, "epoll_events") >= conns * rounds / 2, "the replies did not go through the set: {}", pre.stderr);
+    let writes = stat(&pre, "eventfd_writes");
+    assert!(writes <= stat(&pre, "fibers_created") + rounds / 10, "{writes} eventfd writes: {}", pre.stderr);
+}
+
 /// Issue 25: an `SA_RESTART` handler (given to `sigaction` or set by `siginterrupt`)
 /// does not make a blocking accept or pipe read fail with EINTR, in the main (plain)
 /// thread as in a fiber; without it both fail with EINTR. Same output as natively.

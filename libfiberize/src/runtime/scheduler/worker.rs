@@ -456,6 +456,7 @@ fn idle(rt: &Runtime, w: &WorkerShared) {
     }
 
     w.sleep_word.announce(&rt.idle);
+    let mut notified = None;
     if !rt.has_work(Some(w)) {
         bump(&STATS.worker_sleeps);
         let d = w.timers.next_deadline();
@@ -468,14 +469,19 @@ fn idle(rt: &Runtime, w: &WorkerShared) {
             // and do not wait.
             w.polling.store(true, Ordering::SeqCst);
             if w.sleep_word.still_sleeping() {
-                poller::sleep_in_epoll(own_set, deadline);
+                // Awake before the harvest is dispatched: a surplus it queues here must
+                // tell another sleeper, not this worker (`sleep_in_epoll`).
+                poller::sleep_in_epoll(own_set, deadline, || {
+                    w.polling.store(false, Ordering::SeqCst);
+                    notified = Some(w.sleep_word.wake(&rt.idle));
+                });
             }
             w.polling.store(false, Ordering::SeqCst);
         } else {
             sys::futex_wait(w.sleep_word.futex_word(), SleepWord::SLEEPING, deadline);
         }
     }
-    if w.sleep_word.wake(&rt.idle) {
+    if notified.unwrap_or_else(|| w.sleep_word.wake(&rt.idle)) {
         bump(&STATS.worker_wakeups);
     }
     rt.wake_monitor_if_dozing();

@@ -270,14 +270,21 @@ pub fn delete_fd(set: usize, fd: i32) {
     }
 }
 
-/// Sleeps in epoll_wait on `set` until an event, a [`wake_set`] or `deadline`, and
-/// dispatches what it harvested. For idle workers; any number may sleep here at once.
-pub fn sleep_in_epoll(set: usize, deadline: Option<u64>) -> usize {
+/// Sleeps in epoll_wait on `set` until an event, a [`wake_set`] or `deadline`, then
+/// calls `awake` and only then dispatches what it harvested. For idle workers; any
+/// number may sleep here at once.
+///
+/// `awake` is where the worker stops counting as asleep. Dispatching wakes fibers, and a
+/// wake-up that queues a surplus tells a sleeping worker: while the dispatcher still
+/// counted as one, it chose itself, wrote its own eventfd, and its next `epoll_wait`
+/// returned at once for nothing (docs/RESULTS.md#self-notify).
+pub fn sleep_in_epoll(set: usize, deadline: Option<u64>, awake: impl FnOnce()) -> usize {
     let s = &SETS[set];
     s.sleepers.fetch_add(1, Ordering::SeqCst);
-    let n = poll(set, deadline);
-    s.sleepers.fetch_sub(1, Ordering::SeqCst);
-    n
+    poll_then(set, deadline, || {
+        s.sleepers.fetch_sub(1, Ordering::SeqCst);
+        awake();
+    })
 }
 
 /// Makes the caller the direct waiter that watches `set`, if there is none: returns
@@ -315,6 +322,11 @@ pub fn wake_set(set: usize) {
 /// Waits for events on `set` until `deadline` (None: forever, Some(0): don't wait) and
 /// dispatches them. Returns how many fd events.
 pub fn poll(set: usize, deadline: Option<u64>) -> usize {
+    poll_then(set, deadline, || {})
+}
+
+/// [`poll`], calling `harvested` once `epoll_wait` returned, before anything is dispatched.
+fn poll_then(set: usize, deadline: Option<u64>, harvested: impl FnOnce()) -> usize {
     let s = &SETS[set];
     let ep = s.epfd.load(Ordering::Acquire);
     // Not zeroed: the kernel writes the first `n` entries and only those are read. Zeroing
@@ -327,6 +339,7 @@ pub fn poll(set: usize, deadline: Option<u64>) -> usize {
     // SAFETY: `events` is a writable array of MAX_EVENTS entries (`MaybeUninit<T>` has
     // `T`'s layout).
     let n = unsafe { sys::epoll_wait(ep, events.as_mut_ptr().cast(), MAX_EVENTS, timeout_ms as i32) };
+    harvested();
     s.last_poll_ns.store(sys::now_ns(), Ordering::Relaxed);
     bump(&STATS.epoll_waits);
     if n <= 0 {
