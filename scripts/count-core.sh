@@ -11,8 +11,13 @@
 #   bash scripts/count-core.sh
 #   CONFIGS="before=/tmp/before.so after=target/release/libfiberize.so" CACHE=1 bash scripts/count-core.sh
 #
+# pingpong:1000 is the cold case: 2 000 fibers take turns, so each wait finds its fiber,
+# its stack and its descriptor's state out of the 512 KB cache, and with CACHE=1 its
+# misses per operation count the lines a wait and its wake-up touch cold (two of each
+# per round trip; docs/RESULTS.md#fiber-hot-lines).
+#
 # Environment (defaults in brackets): CONFIGS ["this=target/release/libfiberize.so"]
-# (NAME=LIB ...), SCENARIOS ["pingpong:16:500 pingpong:1:2000 yield:4:5000 sleep:64:100"]
+# (NAME=LIB ...), SCENARIOS ["pingpong:16:500 pingpong:1:2000 pingpong:1000:20 yield:4:5000 sleep:64:100"]
 # (NAME:THREADS_OR_PAIRS:N), CACHE [0], TOP [0] (the library's N costliest functions
 # per operation, for each config).
 set -euo pipefail
@@ -22,7 +27,7 @@ CONFIGS=${CONFIGS:-"this=target/release/libfiberize.so"}
 if [[ "$CONFIGS" == *target/release/libfiberize.so* ]]; then
     cargo build --release -p interpose >/dev/null 2>&1 || cargo build --release -p interpose
 fi
-SCENARIOS=${SCENARIOS:-"pingpong:16:500 pingpong:1:2000 yield:4:5000 sleep:64:100"}
+SCENARIOS=${SCENARIOS:-"pingpong:16:500 pingpong:1:2000 pingpong:1000:20 yield:4:5000 sleep:64:100"}
 CACHE=${CACHE:-0}
 TOP=${TOP:-0}
 WORK=$(mktemp -d); trap 'rm -rf "$WORK"' EXIT
@@ -35,8 +40,10 @@ for sc in $SCENARIOS; do
     IFS=: read -r name threads n <<<"$sc"
     for cfg in $CONFIGS; do
         label=${cfg%%=*}; lib=$(realpath "${cfg#*=}")
+        # Every thread keeps a kernel thread under the preload too (its donor), and
+        # valgrind's table holds 500 by default: a pair is two.
         for k in 1 2; do
-            FIBERIZE_WORKERS=1 LD_PRELOAD="$lib" "${vg[@]}" --callgrind-out-file="$WORK/$label.$k.out" \
+            FIBERIZE_WORKERS=1 LD_PRELOAD="$lib" "${vg[@]}" --max-threads=$((2 * threads + 100)) --callgrind-out-file="$WORK/$label.$k.out" \
                 "$WORK/count_core" "$name" $((k * n)) "$threads" >"$WORK/out" 2>"$WORK/vg.log" ||
                 { echo "count-core: $name under $label failed (see below)"; tail -5 "$WORK/vg.log"; exit 1; }
             grep -q "^done=$name" "$WORK/out" || { echo "count-core: $name under $label printed no result"; exit 1; }

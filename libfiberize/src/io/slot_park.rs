@@ -32,6 +32,8 @@ impl Default for WaiterSlot {
 
 /// Waits on `seq` (its address is the wait's key) until it moves past `expected` or
 /// the wait ends otherwise: through `slot` when it is free, else in the parking lot.
+/// Inlined: one frame less to reload after the switch (`scheduler::park_current`).
+#[inline(always)]
 pub fn wait(slot: &WaiterSlot, me: &'static Fiber, seq: &AtomicU32, expected: u32, deadline: Deadline) -> ParkResult {
     let key = seq as *const AtomicU32 as usize;
     let validate = || seq.load(Ordering::Acquire) == expected;

@@ -53,6 +53,8 @@ pub(crate) trait Queued {
 
 /// Sleeps until a waker takes `q` or the wait ends otherwise (the module). `me`: the
 /// waiting fiber (None: a plain thread); `key`: the address the wait is noted on.
+/// Inlined: one frame less to reload after the switch (`scheduler::park_current`).
+#[inline(always)]
 pub(crate) fn sleep_queued(
     me: Option<&'static Fiber>,
     kind: WaitKind,

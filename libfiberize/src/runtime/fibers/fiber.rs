@@ -114,51 +114,64 @@ impl Life {
 /// A fiber. Its state is grouped by who changes it, each group a type of
 /// `crate::runtime::fibers::fiber_state` (or `park_state`) with named transitions and its
 /// orderings chosen there once; `Fiber`'s own few words have accessors below.
+///
+/// Layout: `repr(C)`, in the order written. A wait and the wake-up that ends it find the
+/// fiber cold when many fibers take turns (thousands of connections or terminals), and
+/// each cache line of it they touch is a miss; the fields they touch come first, so that
+/// they share as few lines as the sizes allow (docs/RESULTS.md#fiber-hot-lines).
+#[repr(C)]
 pub struct Fiber {
-    /// Id, start routine, the donor's `pthread_t`, thread pointer and tid.
-    pub(crate) identity: Identity,
-    coroutine: UnsafeCell<Option<FiberCoroutine>>,
-    yielder: Cell<*const FiberYielder>,
-    /// Set by the fiber itself while it releases a mutex on its way to park (a condition
-    /// wait): that unlock does not yield to its wakee (`scheduler::unpark_lock_waiter`),
-    /// which runs when this fiber parks a moment later.
-    pub(crate) unlocking_to_park: Cell<bool>,
+    // Every wait and wake touches these (park, unpark, queueing, `run_fiber`, the
+    // switch): kept together, first, right after the `Arc` counts (see the type's doc).
     pub(crate) park_state: ParkState,
-    /// Incremented by every timed park, so that a stale timer does not wake a later wait.
-    park_gen: AtomicU64,
-    /// The donor's futex word, the return value and the sleeping donor's stack pointer.
-    pub(crate) donor: DonorHandoff,
-    /// Intrusive link of the donor → pool hand-off list (`scheduler::push_from_donor`).
-    handoff_next: AtomicPtr<Fiber>,
-    /// The worker running the fiber now, and its thread pointer.
-    pub(crate) running_on: RunningOn,
     /// `Life` as u32, for the dump, the watchdog, joins and kicks.
     life: AtomicU32,
-    /// What the fiber waits for while parked (the dump, asynchronous cancellation).
-    pub(crate) wait: WaitNote,
-    /// The fiber's own signal mask (workers apply it while they run the fiber, see
-    /// `scheduler::run_fiber`) and the signals held for it (delivered when it next
-    /// runs, see `crate::signal::delivery`).
-    pub(crate) signals: SignalState,
-    /// Set when a signal was delivered during a park (interruptible waits return EINTR)
-    /// or a program handler ran on the fiber (`signal::note_handler_ran`), with whether
-    /// one lacked `SA_RESTART` (a restartable wait returns EINTR too).
-    pub(crate) interruption: Interruption,
-    /// How often the monitor caught this fiber blocking its worker in a call we do not
-    /// intercept; at `DEMOTE_AFTER_BLOCKS` it is handed to its donor for good.
-    pub(crate) demotion: Demotion,
-    /// Cancellation: requested, disabled, asynchronous (see `crate::signal::cancel`).
-    pub(crate) cancel: Cancellation,
-    /// The worker's wake-up eventfd while the fiber waits directly in the kernel.
-    pub(crate) direct_wake: DirectWake,
-    /// Whether the fiber waits on its donor where only a kick to the donor ends the wait
-    /// for a held signal or a cancellation request (`signal::donor_waits::fiber_sigtimedwait`).
-    pub(crate) donor_wait: DonorWait,
+    /// When and from where the fiber was last queued (`crate::runtime::fibers::queue_delay`;
+    /// 0 while that is off). Relaxed: the queue it goes through orders it.
+    queued: AtomicU64,
+    /// The worker running the fiber now, and its thread pointer.
+    pub(crate) running_on: RunningOn,
+    /// Id, start routine, the donor's `pthread_t`, thread pointer and tid.
+    pub(crate) identity: Identity,
+    yielder: Cell<*const FiberYielder>,
+    coroutine: UnsafeCell<Option<FiberCoroutine>>,
     /// WTLS registrations, pin and end callbacks: a slot that `crate::runtime::fibers::wtls`
     /// owns (it makes, reads and frees the block, and drops it with the fiber); null
     /// until the fiber's first WTLS call, so that a fiber without any pays one load a
     /// switch.
     wtls: AtomicPtr<()>,
+    /// The fiber's own signal mask (workers apply it while they run the fiber, see
+    /// `scheduler::run_fiber`) and the signals held for it (delivered when it next
+    /// runs, see `crate::signal::delivery`).
+    pub(crate) signals: SignalState,
+    /// How often the monitor caught this fiber blocking its worker in a call we do not
+    /// intercept; at `DEMOTE_AFTER_BLOCKS` it is handed to its donor for good.
+    pub(crate) demotion: Demotion,
+    /// The worker's wake-up eventfd while the fiber waits directly in the kernel.
+    pub(crate) direct_wake: DirectWake,
+    /// Set when a signal was delivered during a park (interruptible waits return EINTR)
+    /// or a program handler ran on the fiber (`signal::note_handler_ran`), with whether
+    /// one lacked `SA_RESTART` (a restartable wait returns EINTR too).
+    pub(crate) interruption: Interruption,
+    /// Set by the fiber itself while it releases a mutex on its way to park (a condition
+    /// wait): that unlock does not yield to its wakee (`scheduler::unpark_lock_waiter`),
+    /// which runs when this fiber parks a moment later.
+    pub(crate) unlocking_to_park: Cell<bool>,
+    /// Cancellation: requested, disabled, asynchronous (see `crate::signal::cancel`).
+    pub(crate) cancel: Cancellation,
+    /// Incremented by every timed park, so that a stale timer does not wake a later wait.
+    park_gen: AtomicU64,
+    /// What the fiber waits for while parked (the dump, asynchronous cancellation).
+    pub(crate) wait: WaitNote,
+    // Below: what only thread creation and exit, donor hand-offs, long sleeps and
+    // signal stacks touch.
+    /// The donor's futex word, the return value and the sleeping donor's stack pointer.
+    pub(crate) donor: DonorHandoff,
+    /// Intrusive link of the donor → pool hand-off list (`scheduler::push_from_donor`).
+    handoff_next: AtomicPtr<Fiber>,
+    /// Whether the fiber waits on its donor where only a kick to the donor ends the wait
+    /// for a held signal or a cancellation request (`signal::donor_waits::fiber_sigtimedwait`).
+    pub(crate) donor_wait: DonorWait,
     /// The fiber's stack `[stack_limit, stack_base)` (0, 0 until its donor lent it), for
     /// `crate::runtime::sleep::stack_release`. Written once by the donor before the fiber is
     /// first queued (the queue's Release/Acquire publishes it), read by the fiber itself.
@@ -167,9 +180,6 @@ pub struct Fiber {
     /// The top of the range the fiber's last stack release gave back (0: none yet), for
     /// `crate::runtime::sleep::stack_release`. Only the fiber itself touches it.
     stack_released_to: AtomicUsize,
-    /// When and from where the fiber was last queued (`crate::runtime::fibers::queue_delay`;
-    /// 0 while that is off). Relaxed: the queue it goes through orders it.
-    queued: AtomicU64,
     /// The fiber's `sigaltstack` settings (`crate::runtime::signals::altstack`).
     pub altstack: crate::runtime::signals::altstack::AltStack,
 }
@@ -516,5 +526,47 @@ unsafe impl Stack for DonorStack {
     }
     fn limit(&self) -> StackPointer {
         NonZeroUsize::new(self.limit).unwrap_or_else(|| crate::fatal(&["empty donor stack"]))
+    }
+}
+#[cfg(test)]
+mod layout_tests {
+    use super::*;
+    use core::mem::offset_of;
+
+    /// The fields a wait and its wake-up touch come before every other field, and fit in
+    /// four cache lines (see `Fiber`'s doc): a field added among them, or one of them moved
+    /// behind the cold ones, costs every wait of a cold fiber a miss.
+    #[test]
+    fn the_fields_of_a_wait_come_first_and_fit_in_four_lines() {
+        let hot = [
+            offset_of!(Fiber, park_state),
+            offset_of!(Fiber, life),
+            offset_of!(Fiber, queued),
+            offset_of!(Fiber, running_on),
+            offset_of!(Fiber, identity),
+            offset_of!(Fiber, yielder),
+            offset_of!(Fiber, coroutine),
+            offset_of!(Fiber, wtls),
+            offset_of!(Fiber, signals),
+            offset_of!(Fiber, demotion),
+            offset_of!(Fiber, direct_wake),
+            offset_of!(Fiber, interruption),
+            offset_of!(Fiber, unlocking_to_park),
+            offset_of!(Fiber, cancel),
+            offset_of!(Fiber, park_gen),
+            offset_of!(Fiber, wait),
+        ];
+        let cold = [
+            offset_of!(Fiber, donor),
+            offset_of!(Fiber, handoff_next),
+            offset_of!(Fiber, donor_wait),
+            offset_of!(Fiber, stack_limit),
+            offset_of!(Fiber, stack_base),
+            offset_of!(Fiber, stack_released_to),
+            offset_of!(Fiber, altstack),
+        ];
+        let hot_end = *cold.iter().min().unwrap();
+        assert!(hot.iter().all(|&o| o < hot_end), "a field of the wait path lies behind a cold one: {hot:?} {cold:?}");
+        assert!(hot_end <= 4 * 64, "the wait path's fields take {hot_end} bytes, more than four cache lines");
     }
 }

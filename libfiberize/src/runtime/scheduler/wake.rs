@@ -347,6 +347,12 @@ pub fn yield_now() {
 /// Parks the calling fiber until [`unpark`] (or a stale notification) wakes it, or until
 /// the CLOCK_MONOTONIC `deadline` passes. May return spuriously: callers re-check
 /// their condition in a loop.
+///
+/// Inlined into its callers, as are the wait loop and the descriptor slot's wait above
+/// it: each frame live across the switch is one the resumed fiber reloads, and those
+/// lines are cold when many fibers take turns (docs/RESULTS.md#fiber-hot-lines). What
+/// returns before the switch (arming the timer) stays a call.
+#[inline(always)]
 pub fn park_current(f: &Fiber, deadline: Option<u64>) {
     if f.park_state.take_notification() {
         // A wake-up already arrived. It may have come from pthread_kill, whose signal
@@ -358,18 +364,24 @@ pub fn park_current(f: &Fiber, deadline: Option<u64>) {
         return;
     }
     if let Some(d) = deadline {
-        let gen = f.next_park_gen();
-        // SAFETY: `f` is the current fiber, kept alive by its donor; the timer holds
-        // its own strong reference.
-        let me = unsafe { arc_from_ref(f) };
-        let Some(w) = super::worker_of(f) else {
-            crate::fatal(&["a fiber parked with a deadline outside a worker"]);
-        };
-        w.timers.add(d, me, gen);
+        arm_park_timer(f, d);
     }
     bump(&STATS.parks);
     // SAFETY: we are this fiber, on its stack.
     unsafe { f.suspend(Switch::Park) };
+}
+
+/// Arms the timer that ends `f`'s park at `deadline` (the current fiber, about to park).
+#[inline(never)]
+fn arm_park_timer(f: &Fiber, deadline: u64) {
+    let gen = f.next_park_gen();
+    // SAFETY: `f` is the current fiber, kept alive by its donor; the timer holds its own
+    // strong reference.
+    let me = unsafe { arc_from_ref(f) };
+    let Some(w) = super::worker_of(f) else {
+        crate::fatal(&["a fiber parked with a deadline outside a worker"]);
+    };
+    w.timers.add(deadline, me, gen);
 }
 
 /// A new strong reference to a fiber known to be alive.
