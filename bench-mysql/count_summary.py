@@ -29,8 +29,11 @@ CANDIDATES = ["dispatch_command", "do_command", "mysqld_stmt_execute", "mysql_ex
 GROUPS = [("mariadbd", "mariadbd"), ("libfiberize", "libfiberize"), ("libc", "libc.so"), ("ld.so", "ld-linux")]
 # How often a query waited and switched: the library's costs and the misses of the
 # stacks follow these, and they follow timing (a request already there is no wait).
-LIB_CALLS = {"io waits": "fiberize_rt::io::scheduled_io::ScheduledIo::wait",
-             "parks": "fiberize_rt::runtime::scheduler::wake::park_current"}
+# (`park_current` is inlined into its callers, so that no frame of it stays live across
+# the switch; `prepare_park` is the call every park makes before it.)
+LIB_CALLS = {"io waits": ("fiberize_rt::io::scheduled_io::ScheduledIo::wait",),
+             "parks": ("fiberize_rt::runtime::scheduler::wake::prepare_park",
+                       "fiberize_rt::runtime::scheduler::wake::park_current")}
 # The library's monitor thread runs this function for its whole life.
 MONITOR = "fiberize_rt::runtime::scheduler::monitor::monitor_main"
 
@@ -151,7 +154,7 @@ def summarize(a):
         if group_of(ob or "") == "mariadbd":
             by_base[base_name(fn or "")] = by_base.get(base_name(fn or ""), 0) + n
     queries = by_base.get(a.per, 0)
-    lib_calls = {k: sum(n for (ob, fn), n in calls.items() if group_of(ob or "") == "libfiberize" and fn == v)
+    lib_calls = {k: sum(n for (ob, fn), n in calls.items() if group_of(ob or "") == "libfiberize" and fn in v)
                  for k, v in LIB_CALLS.items()}
     if queries <= 0:
         sys.exit(f"count_summary: no calls of {a.per} in {a.dump}")

@@ -351,7 +351,7 @@ pub fn yield_now() {
 /// Inlined into its callers, as are the wait loop and the descriptor slot's wait above
 /// it: each frame live across the switch is one the resumed fiber reloads, and those
 /// lines are cold when many fibers take turns (docs/RESULTS.md#fiber-hot-lines). What
-/// returns before the switch (arming the timer) stays a call.
+/// returns before the switch ([`prepare_park`]) stays a call.
 #[inline(always)]
 pub fn park_current(f: &Fiber, deadline: Option<u64>) {
     if f.park_state.take_notification() {
@@ -363,25 +363,27 @@ pub fn park_current(f: &Fiber, deadline: Option<u64>) {
         }
         return;
     }
-    if let Some(d) = deadline {
-        arm_park_timer(f, d);
-    }
-    bump(&STATS.parks);
+    prepare_park(f, deadline);
     // SAFETY: we are this fiber, on its stack.
     unsafe { f.suspend(Switch::Park) };
 }
 
-/// Arms the timer that ends `f`'s park at `deadline` (the current fiber, about to park).
+/// What a park does before its switch: arms the timer that ends it at `deadline` and
+/// counts it. A call of its own, so that its frame is gone before the switch; also the
+/// one function per park that `bench-mysql/count.sh` can count (`park_current` has none).
 #[inline(never)]
-fn arm_park_timer(f: &Fiber, deadline: u64) {
-    let gen = f.next_park_gen();
-    // SAFETY: `f` is the current fiber, kept alive by its donor; the timer holds its own
-    // strong reference.
-    let me = unsafe { arc_from_ref(f) };
-    let Some(w) = super::worker_of(f) else {
-        crate::fatal(&["a fiber parked with a deadline outside a worker"]);
-    };
-    w.timers.add(deadline, me, gen);
+fn prepare_park(f: &Fiber, deadline: Option<u64>) {
+    if let Some(d) = deadline {
+        let gen = f.next_park_gen();
+        // SAFETY: `f` is the current fiber, kept alive by its donor; the timer holds its
+        // own strong reference.
+        let me = unsafe { arc_from_ref(f) };
+        let Some(w) = super::worker_of(f) else {
+            crate::fatal(&["a fiber parked with a deadline outside a worker"]);
+        };
+        w.timers.add(d, me, gen);
+    }
+    bump(&STATS.parks);
 }
 
 /// A new strong reference to a fiber known to be alive.
