@@ -528,6 +528,7 @@ unsafe impl Stack for DonorStack {
         NonZeroUsize::new(self.limit).unwrap_or_else(|| crate::fatal(&["empty donor stack"]))
     }
 }
+
 #[cfg(test)]
 mod layout_tests {
     use super::*;

@@ -471,12 +471,14 @@ fn idle(rt: &Runtime, w: &WorkerShared) {
             if w.sleep_word.still_sleeping() {
                 // Awake before the harvest is dispatched: a surplus it queues here must
                 // tell another sleeper, not this worker (`sleep_in_epoll`).
+                // (`sleep_in_epoll` calls it whenever `epoll_wait` returned.)
                 poller::sleep_in_epoll(own_set, deadline, || {
                     w.polling.store(false, Ordering::SeqCst);
                     notified = Some(w.sleep_word.wake(&rt.idle));
                 });
+            } else {
+                w.polling.store(false, Ordering::SeqCst);
             }
-            w.polling.store(false, Ordering::SeqCst);
         } else {
             sys::futex_wait(w.sleep_word.futex_word(), SleepWord::SLEEPING, deadline);
         }
