@@ -56,8 +56,15 @@ for s in $SCENARIOS; do
         # µs per CPU: against native's rate here, that bounds the ratio.
         YIELD_CEILING=$(awk -v n="$n" -v c="$(nproc)" 'BEGIN { printf "%.2f", c * 1e6 / n }')
     fi
+    [ "$s" = uncontended ] && FREE_PAIR_RATE=$p
+    [ "$s" = hammer ] && HAMMER_NATIVE=$n
 done
 echo "core goals: $met of $total met${missed:+ (missed:$missed)}"
 if [ -n "${YIELD_CEILING:-}" ] && awk -v c="$YIELD_CEILING" -v g="${GOAL[yield]}" 'BEGIN { exit !(c < g) }'; then
     echo "note: yield's goal (${GOAL[yield]}x) is above this machine's ceiling of ${YIELD_CEILING}x (1 µs of work per yield on $(nproc) CPUs, at native's rate)"
+fi
+# A mutex taken by one thread after another goes no faster than a free mutex's lock and
+# unlock: the preloaded uncontended rate, against native's hammer rate, bounds hammer's ratio.
+if [[ " $missed " == *" hammer "* && -n "${FREE_PAIR_RATE:-}" && -n "${HAMMER_NATIVE:-}" ]]; then
+    echo "note: hammer's ceiling on this machine is $(awk -v u="$FREE_PAIR_RATE" -v h="$HAMMER_NATIVE" 'BEGIN { printf "%.2f", u / h }')x (a free mutex's lock+unlock preloaded, against native's hammer rate)"
 fi

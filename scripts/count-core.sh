@@ -16,8 +16,13 @@
 # misses per operation count the lines a wait and its wake-up touch cold (two of each
 # per round trip; docs/RESULTS.md#fiber-hot-lines).
 #
+# pollaway:1 is the TPC-C client's statement with its server elsewhere: the answer comes
+# from a native process 1 ms later, so the worker runs dry at every wait and sleeps in
+# epoll_wait, and its count is one side's whole wait: park, idle, harvest, wake-up
+# (docs/RESULTS.md#client-wait-anatomy).
+#
 # Environment (defaults in brackets): CONFIGS ["this=target/release/libfiberize.so"]
-# (NAME=LIB ...), SCENARIOS ["pingpong:16:500 pingpong:1:2000 pingpong:1000:20 pollpong:16:500 yield:4:5000 sleep:64:100"]
+# (NAME=LIB ...), SCENARIOS ["pingpong:16:500 pingpong:1:2000 pingpong:1000:20 pollpong:16:500 pollaway:1:200 yield:4:5000 sleep:64:100"]
 # (NAME:THREADS_OR_PAIRS:N), CACHE [0], TOP [0] (the library's N costliest functions
 # per operation, for each config).
 set -euo pipefail
@@ -27,7 +32,7 @@ CONFIGS=${CONFIGS:-"this=target/release/libfiberize.so"}
 if [[ "$CONFIGS" == *target/release/libfiberize.so* ]]; then
     cargo build --release -p interpose >/dev/null 2>&1 || cargo build --release -p interpose
 fi
-SCENARIOS=${SCENARIOS:-"pingpong:16:500 pingpong:1:2000 pingpong:1000:20 pollpong:16:500 yield:4:5000 sleep:64:100"}
+SCENARIOS=${SCENARIOS:-"pingpong:16:500 pingpong:1:2000 pingpong:1000:20 pollpong:16:500 pollaway:1:200 yield:4:5000 sleep:64:100"}
 CACHE=${CACHE:-0}
 TOP=${TOP:-0}
 WORK=$(mktemp -d); trap 'rm -rf "$WORK"' EXIT

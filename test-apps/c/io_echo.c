@@ -139,6 +139,21 @@ static void *edge_cases(void *a) {
     CHECK(recv(sv[0], &c, 1, 0) == 0);
     pthread_join(closer, NULL);
     close(sv[0]);
+    /* send and sendto with MSG_DONTWAIT on a blocking socket: they fill the buffer, then
+       EAGAIN; to a closed peer EPIPE (MSG_NOSIGNAL: no SIGPIPE). */
+    CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
+    char chunk[4096] = {0};
+    long queued = 0;
+    for (int i = 0; i < 100000; i++) {
+        ssize_t n = i % 2 ? send(sv[0], chunk, sizeof chunk, MSG_DONTWAIT) : sendto(sv[0], chunk, sizeof chunk, MSG_DONTWAIT, NULL, 0);
+        if (n < 0) { CHECK(errno == EAGAIN); break; }
+        queued += n;
+    }
+    CHECK(queued > 0 && send(sv[0], chunk, 1, MSG_DONTWAIT) == -1 && errno == EAGAIN);
+    close(sv[1]);
+    CHECK(send(sv[0], chunk, 1, MSG_DONTWAIT | MSG_NOSIGNAL) == -1 && errno == EPIPE);
+    CHECK(sendto(sv[0], chunk, 1, MSG_DONTWAIT | MSG_NOSIGNAL, NULL, 0) == -1 && errno == EPIPE);
+    close(sv[0]);
     /* Non-blocking connect: EINPROGRESS (or 0 on loopback), then writable. */
     int s = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0); CHECK(s >= 0);
     CHECK(fcntl(s, F_GETFL) & O_NONBLOCK);

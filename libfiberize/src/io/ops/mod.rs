@@ -180,19 +180,39 @@ fn blocking_sized(fd: c_int, st: &ScheduledIo, dir: Dir, requested: usize, mut a
 /// on a stream socket we track, read by a fiber, an empty queue is remembered so that
 /// the `poll` that typically follows (libmariadb: recv with MSG_DONTWAIT, EAGAIN, poll,
 /// recv) parks at once instead of probing for data that is not there.
+///
+/// `attempt` is glibc's call, for plain threads and descriptors we do not track;
+/// `fiber_attempt` the same call as a raw system call, for a fiber on a stream we track.
+/// glibc's socket calls are cancellation points, and wrap the system call in turning
+/// asynchronous cancellation on and off (~60 instructions); a fiber's cancellation is
+/// the library's and never glibc's (`crate::signal::cancel`), so for a fiber that
+/// wrapper guards nothing, and a non-blocking call never waits.
 #[inline]
-fn nonblocking_read(fd: c_int, requested: usize, attempt: impl FnOnce() -> isize) -> isize {
+fn nonblocking_read(
+    fd: c_int,
+    requested: usize,
+    attempt: impl FnOnce() -> isize,
+    fiber_attempt: impl FnOnce() -> isize,
+) -> isize {
     let st = match fdtable::owned(fd) {
         Some(st) if requested > 0 && st.has(STREAM) && fiber::current().is_some() => st,
         _ => return attempt(),
     };
     let seq = st.read_seq.load(Ordering::Acquire);
-    let r = attempt();
+    let r = fiber_attempt();
     st.note_if_drained(seq, requested, r);
     if r > 0 {
         scheduler::note_stream_read();
     }
     r
+}
+
+/// Whether the caller is a fiber and `fd` a stream whose state we track: its
+/// non-blocking calls go to the kernel without glibc's cancellation wrapper
+/// ([`nonblocking_read`]).
+#[inline]
+fn fiber_on_tracked_stream(fd: c_int) -> bool {
+    fdtable::owned(fd).is_some_and(|st| st.has(STREAM)) && fiber::current().is_some()
 }
 
 /// The owned, blocking-in-the-program's-view state of `fd`, if the calling fiber needs our

@@ -283,8 +283,13 @@ pub unsafe fn recv(fd: c_int, buf: *mut c_void, n: size_t, flags: c_int) -> ssiz
         }
         // SAFETY: `buf` has `n` writable bytes (recv's contract), as the real recv requires (one
         // attempt: non-blocking or not ours).
-        _ => nonblocking_read(fd, if flags & !DW == 0 { n } else { 0 }, || unsafe { super::recv(fd, buf, n, flags) as isize })
-            as ssize_t,
+        _ => nonblocking_read(
+            fd,
+            if flags & !DW == 0 { n } else { 0 },
+            || unsafe { super::recv(fd, buf, n, flags) as isize },
+            // SAFETY: as above; the same call without glibc's cancellation wrapper.
+            || unsafe { recv_nowait(fd, buf, n, flags) },
+        ) as ssize_t,
     }
 }
 
@@ -301,9 +306,13 @@ pub unsafe fn recvfrom(fd: c_int, buf: *mut c_void, n: size_t, flags: c_int, a: 
         }
         // SAFETY: `buf`, `a` and `l` are as recvfrom's contract has them (see above), for the real
         // recvfrom's one attempt.
-        _ => nonblocking_read(fd, if flags & !DW == 0 { n } else { 0 }, || unsafe {
-            super::recvfrom(fd, buf, n, flags, a, l) as isize
-        }) as ssize_t,
+        _ => nonblocking_read(
+            fd,
+            if flags & !DW == 0 { n } else { 0 },
+            || unsafe { super::recvfrom(fd, buf, n, flags, a, l) as isize },
+            // SAFETY: as above; the same call without glibc's cancellation wrapper.
+            || unsafe { raw_result(sys::recvfrom(fd, buf, n, flags, a, l)) },
+        ) as ssize_t,
     }
 }
 
@@ -396,7 +405,11 @@ pub unsafe fn send(fd: c_int, buf: *const c_void, n: size_t, flags: c_int) -> ss
                 send_nowait(fd, (buf as *const u8).add(done) as *const c_void, n - done, flags | DW)
             }) as ssize_t
         }
-        // SAFETY: `buf` has `n` readable bytes (send's contract), what the real send needs.
+        // Non-blocking (MSG_DONTWAIT, or a socket the program made non-blocking): as is,
+        // a fiber's without glibc's cancellation wrapper (`super::nonblocking_read`).
+        // SAFETY: `buf` has `n` readable bytes (send's contract), what the send needs.
+        _ if fiber_on_tracked_stream(fd) => unsafe { send_nowait(fd, buf, n, flags) as ssize_t },
+        // SAFETY: as above.
         _ => unsafe { super::send(fd, buf, n, flags) },
     }
 }
@@ -412,7 +425,9 @@ pub unsafe fn sendto(fd: c_int, buf: *const c_void, n: size_t, flags: c_int, a: 
             }) as ssize_t
         }
         // SAFETY: `buf` has `n` readable bytes and `a` is null or a sockaddr of `l` bytes (sendto's
-        // contract), what the real sendto needs.
+        // contract), what the sendto needs; a fiber's as `send`'s.
+        _ if fiber_on_tracked_stream(fd) => unsafe { raw_result(sys::sendto(fd, buf, n, flags, a, l)) as ssize_t },
+        // SAFETY: as above.
         _ => unsafe { super::sendto(fd, buf, n, flags, a, l) },
     }
 }

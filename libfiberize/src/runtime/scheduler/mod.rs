@@ -346,7 +346,8 @@ impl Runtime {
         if !self.injector.is_empty() || !self.handoff_head.load(Ordering::SeqCst).is_null() {
             return true;
         }
-        if me.is_some_and(|w| w.timers.next_deadline() <= sys::now_ns()) {
+        // A worker without timers (`next_deadline` MAX) reads no clock.
+        if me.map(|w| w.timers.next_deadline()).is_some_and(|d| d != u64::MAX && d <= sys::now_ns()) {
             return true;
         }
         // A busy worker's lifo slot is its own to run (`WorkerShared::steal_into`).
