@@ -90,7 +90,8 @@ unsafe fn poll_begun(me: &fiber::Fiber, fds: *mut pollfd, n: nfds_t, timeout_ms:
                             return r;
                         }
                     }
-                    match st.io.wait(p.fd, dir, seq, deadline, false) {
+                    // Declined a direct wait above: the park.
+                    match st.io.wait_parked(p.fd, dir, seq, deadline, false) {
                         Waited::Ready if dir == Dir::Read => {
                             // Woken by an edge that only said "data came in": that is
                             // the answer, as the kernel's poll would give it now (a
