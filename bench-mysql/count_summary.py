@@ -30,8 +30,13 @@ GROUPS = [("mariadbd", "mariadbd"), ("libfiberize", "libfiberize"), ("libc", "li
 # How often a query waited and switched: the library's costs and the misses of the
 # stacks follow these, and they follow timing (a request already there is no wait).
 # (`park_current` is inlined into its callers, so that no frame of it stays live across
-# the switch; `prepare_park` is the call every park makes before it.)
-LIB_CALLS = {"io waits": ("fiberize_rt::io::scheduled_io::ScheduledIo::wait",),
+# the switch; `prepare_park` is the call every park makes before it.) Each entry lists
+# alternatives, the first one found in a dump counted: I/O waits are the calls of
+# `wait_parked`, which every I/O wait through the reactor makes; builds before it had
+# only `ScheduledIo::wait`, whose calls included the direct waits (none at 1 024
+# connections).
+LIB_CALLS = {"io waits": ("fiberize_rt::io::scheduled_io::ScheduledIo::wait_parked",
+                          "fiberize_rt::io::scheduled_io::ScheduledIo::wait"),
              "parks": ("fiberize_rt::runtime::scheduler::wake::prepare_park",
                        "fiberize_rt::runtime::scheduler::wake::park_current")}
 # The library's monitor thread runs this function for its whole life.
@@ -154,8 +159,11 @@ def summarize(a):
         if group_of(ob or "") == "mariadbd":
             by_base[base_name(fn or "")] = by_base.get(base_name(fn or ""), 0) + n
     queries = by_base.get(a.per, 0)
-    lib_calls = {k: sum(n for (ob, fn), n in calls.items() if group_of(ob or "") == "libfiberize" and fn in v)
-                 for k, v in LIB_CALLS.items()}
+    lib_fns = {}
+    for (ob, fn), n in calls.items():
+        if group_of(ob or "") == "libfiberize":
+            lib_fns[fn] = lib_fns.get(fn, 0) + n
+    lib_calls = {k: next((lib_fns[f] for f in v if f in lib_fns), 0) for k, v in LIB_CALLS.items()}
     if queries <= 0:
         sys.exit(f"count_summary: no calls of {a.per} in {a.dump}")
 
