@@ -184,9 +184,9 @@ fn blocking_sized(fd: c_int, st: &ScheduledIo, dir: Dir, requested: usize, mut a
 /// `attempt` is glibc's call, for plain threads and descriptors we do not track;
 /// `fiber_attempt` the same call as a raw system call, for a fiber on a stream we track.
 /// glibc's socket calls are cancellation points, and wrap the system call in turning
-/// asynchronous cancellation on and off (~60 instructions); a fiber's cancellation is
-/// the library's and never glibc's (`crate::signal::cancel`), so for a fiber that
-/// wrapper guards nothing, and a non-blocking call never waits.
+/// asynchronous cancellation on and off; a fiber's cancellation is the library's and
+/// never glibc's (`crate::signal::cancel`), so for a fiber that wrapper guards nothing,
+/// and a non-blocking call never waits (its cost: docs/RESULTS.md#client-wait-anatomy).
 #[inline]
 fn nonblocking_read(
     fd: c_int,
