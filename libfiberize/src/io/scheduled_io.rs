@@ -282,18 +282,15 @@ impl ScheduledIo {
     /// that follows delivers it); parked, the unpark resumes the fiber, which runs the
     /// handler on its way out of the switch, and the park, an interruptible one, returns.
     pub fn wait(&self, fd: c_int, dir: Dir, seq: u32, deadline: Option<u64>, restartable: bool) -> Waited {
-        if fiber::current().is_some() {
-            if let Some(r) = self.try_direct_wait(fd, dir.poll_events(), deadline, restartable) {
-                return r.map_or_else(|w| w, |_| Waited::Ready);
-            }
+        // (None for a plain thread.)
+        if let Some(r) = self.try_direct_wait(fd, dir.poll_events(), deadline, restartable) {
+            return r.map_or_else(|w| w, |_| Waited::Ready);
         }
         self.wait_parked(fd, dir, seq, deadline, restartable)
     }
 
-    /// [`ScheduledIo::wait`] for a caller that has just been declined a direct wait
-    /// ([`ScheduledIo::try_direct_wait`] returned `None`): `poll` on one descriptor asks
-    /// before its probe, and a second ask would count the refusal twice and use up a
-    /// peer's recheck budget twice as fast.
+    /// [`ScheduledIo::wait`] after a direct wait was declined (`poll` on one descriptor
+    /// asks before its probe; asking twice counted the refusal twice).
     pub fn wait_parked(&self, fd: c_int, dir: Dir, seq: u32, deadline: Option<u64>, restartable: bool) -> Waited {
         if let Some(me) = fiber::current() {
             let waiting = self.count_waiter();
