@@ -282,7 +282,7 @@ impl ScheduledIo {
     /// that follows delivers it); parked, the unpark resumes the fiber, which runs the
     /// handler on its way out of the switch, and the park, an interruptible one, returns.
     pub fn wait(&self, fd: c_int, dir: Dir, seq: u32, deadline: Option<u64>, restartable: bool) -> Waited {
-        // (None for a plain thread.)
+        // Declined (None) for a plain thread too.
         if let Some(r) = self.try_direct_wait(fd, dir.poll_events(), deadline, restartable) {
             return r.map_or_else(|w| w, |_| Waited::Ready);
         }

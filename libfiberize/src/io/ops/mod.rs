@@ -194,9 +194,8 @@ fn nonblocking_read(
     attempt: impl FnOnce() -> isize,
     fiber_attempt: impl FnOnce() -> isize,
 ) -> isize {
-    let st = match fdtable::owned(fd) {
-        Some(st) if requested > 0 && st.has(STREAM) && fiber::current().is_some() => st,
-        _ => return attempt(),
+    let Some(st) = fiber_on_tracked_stream(fd).filter(|_| requested > 0) else {
+        return attempt();
     };
     let seq = st.read_seq.load(Ordering::Acquire);
     let r = fiber_attempt();
@@ -207,12 +206,11 @@ fn nonblocking_read(
     r
 }
 
-/// Whether the caller is a fiber and `fd` a stream whose state we track: its
-/// non-blocking calls go to the kernel without glibc's cancellation wrapper
-/// ([`nonblocking_read`]).
+/// `fd`'s state if it is a stream we track and the caller a fiber: its non-blocking
+/// calls go to the kernel without glibc's cancellation wrapper ([`nonblocking_read`]).
 #[inline]
-fn fiber_on_tracked_stream(fd: c_int) -> bool {
-    fdtable::owned(fd).is_some_and(|st| st.has(STREAM)) && fiber::current().is_some()
+fn fiber_on_tracked_stream(fd: c_int) -> Option<&'static FdState> {
+    fdtable::owned(fd).filter(|st| st.has(STREAM) && fiber::current().is_some())
 }
 
 /// The owned, blocking-in-the-program's-view state of `fd`, if the calling fiber needs our

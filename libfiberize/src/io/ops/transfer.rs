@@ -408,7 +408,7 @@ pub unsafe fn send(fd: c_int, buf: *const c_void, n: size_t, flags: c_int) -> ss
         // Non-blocking (MSG_DONTWAIT, or a socket the program made non-blocking): as is,
         // a fiber's without glibc's cancellation wrapper (`super::nonblocking_read`).
         // SAFETY: `buf` has `n` readable bytes (send's contract), what the send needs.
-        _ if fiber_on_tracked_stream(fd) => unsafe { send_nowait(fd, buf, n, flags) as ssize_t },
+        _ if fiber_on_tracked_stream(fd).is_some() => unsafe { send_nowait(fd, buf, n, flags) as ssize_t },
         // SAFETY: as above.
         _ => unsafe { super::send(fd, buf, n, flags) },
     }
@@ -426,7 +426,7 @@ pub unsafe fn sendto(fd: c_int, buf: *const c_void, n: size_t, flags: c_int, a: 
         }
         // SAFETY: `buf` has `n` readable bytes and `a` is null or a sockaddr of `l` bytes (sendto's
         // contract), what the sendto needs; a fiber's as `send`'s.
-        _ if fiber_on_tracked_stream(fd) => unsafe { raw_result(sys::sendto(fd, buf, n, flags, a, l)) as ssize_t },
+        _ if fiber_on_tracked_stream(fd).is_some() => unsafe { raw_result(sys::sendto(fd, buf, n, flags, a, l)) as ssize_t },
         // SAFETY: as above.
         _ => unsafe { super::sendto(fd, buf, n, flags, a, l) },
     }
