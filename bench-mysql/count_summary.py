@@ -33,8 +33,8 @@ GROUPS = [("mariadbd", "mariadbd"), ("libfiberize", "libfiberize"), ("libc", "li
 # the switch; `prepare_park` is the call every park makes before it.) Each entry lists
 # alternatives, the first one found in a dump counted: I/O waits are the calls of
 # `wait_parked`, which every I/O wait through the reactor makes; builds before it had
-# only `ScheduledIo::wait`, whose calls included the direct waits (none at 1 024
-# connections).
+# only `ScheduledIo::wait`, whose calls included the direct waits (which a busy
+# server does not make).
 LIB_CALLS = {"io waits": ("fiberize_rt::io::scheduled_io::ScheduledIo::wait_parked",
                           "fiberize_rt::io::scheduled_io::ScheduledIo::wait"),
              "parks": ("fiberize_rt::runtime::scheduler::wake::prepare_park",
